@@ -1,0 +1,6 @@
+//! One module per subcommand. Each exposes `Args` (clap) and `run(Args) -> anyhow::Result<ExitCode>`;
+//! an `Err` is printed as one line and exits with code 2 (bad input), a completed run that found a
+//! problem returns its own exit code (1).
+
+pub mod calibrate;
+pub mod info;

@@ -1,0 +1,40 @@
+//! `nvmdb`: the command-line front end (DESIGN §6). Each subcommand lives in `cli/<name>.rs`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod cli;
+
+#[derive(Parser)]
+#[command(
+    name = "nvmdb",
+    version,
+    about = "Transactional storage engine and testbed for persistent memory"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// CPU flush instructions, whether a path is DAX, medium capabilities.
+    Info(cli::info::Args),
+    /// TSC frequency, delay accuracy, cost of store+flush+fence on this machine.
+    Calibrate(cli::calibrate::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Info(args) => cli::info::run(args),
+        Command::Calibrate(args) => cli::calibrate::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

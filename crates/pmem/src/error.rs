@@ -1,0 +1,29 @@
+use std::path::PathBuf;
+
+/// Errors a user or a damaged file can cause. Programming errors (an out-of-range write) are
+/// assertions instead: they are bugs, not conditions to handle.
+#[derive(Debug, thiserror::Error)]
+pub enum PmemError {
+    #[error("region file {path} does not exist (create it with a size, e.g. --size 1GiB)")]
+    Missing { path: PathBuf },
+    #[error(
+        "region file {path} is {actual_bytes} bytes, smaller than the {needed_bytes} bytes needed"
+    )]
+    TooSmall { path: PathBuf, actual_bytes: u64, needed_bytes: u64 },
+    #[error(
+        "{path} is not on a DAX file system (MAP_SYNC refused: {reason}); use --medium file or shm"
+    )]
+    NotDax { path: PathBuf, reason: String },
+    #[error("medium `{medium}` needs a path (--path)")]
+    NeedsPath { medium: &'static str },
+    #[error("invalid region option: {0}")]
+    InvalidOption(String),
+    #[error("flush instruction {0} is not supported by this CPU")]
+    FlushUnsupported(&'static str),
+    #[error("I/O error on {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("mmap of {size_bytes} bytes failed: {source}")]
+    Map { size_bytes: u64, source: std::io::Error },
+}
+
+pub type Result<T> = std::result::Result<T, PmemError>;

@@ -1,0 +1,27 @@
+//! `pmem`: the persistent-memory device under nvmdb (DESIGN §2).
+//!
+//! A [`Region`] is a byte range addressed by `u64` offsets on one [`Medium`]: `dram`, `shm`,
+//! `file` (optionally `msync`-durable), `dax` (real persistent memory via `MAP_SYNC`) or `sim`
+//! (the crash simulator). Persist primitives follow Pelley et al., VLDB 2014, §3.2: a *persist
+//! barrier* is a [`Region::fence`] after the [`Region::flush`]es it orders. The optional timing
+//! model is Pelley §4 / thesis §5.1 ([`timing`]).
+//!
+//! Invariants: every persistent store goes through the region API (so statistics, traces and
+//! the crash simulator see all of them); 8 aligned bytes are the only unit of failure atomicity;
+//! an access outside the region is an assertion failure, never undefined behaviour.
+
+pub mod error;
+pub mod flush;
+pub mod region;
+pub mod sim;
+pub mod stats;
+pub mod timing;
+pub mod trace;
+
+pub use error::{PmemError, Result};
+pub use flush::{CpuFlushSupport, FlushKind, CACHE_LINE};
+pub use region::{is_dax, Medium, Region, RegionOptions, SyncMode};
+pub use sim::{CrashEvent, CrashPoint, CrashPolicy, Sim};
+pub use stats::{thread_id, Stats};
+pub use timing::{TimingOptions, Tsc};
+pub use trace::{TraceEvent, TraceKind};

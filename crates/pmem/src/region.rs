@@ -1,0 +1,647 @@
+//! `Region`: a byte range of persistent memory addressed by `u64` offsets, on one medium.
+
+use crate::error::{PmemError, Result};
+use crate::flush::{flush_line, select_flush, store_fence, CpuFlushSupport, FlushKind, CACHE_LINE};
+use crate::sim::{CrashPolicy, Sim};
+use crate::stats::{Counter, StatCounters, Stats, WearMap};
+use crate::timing::{TimingModel, TimingOptions};
+use crate::trace::{TraceEvent, TraceKind, Tracer};
+use serde::{Deserialize, Serialize};
+use std::fs::OpenOptions;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Where a region lives. See DESIGN §2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Medium {
+    /// Anonymous memory: nothing durable; upper-bound runs.
+    Dram,
+    /// `mmap(MAP_SHARED)` of a file on tmpfs (`/dev/shm`); survives a process crash.
+    Shm,
+    /// `mmap(MAP_SHARED)` of a file anywhere; with `SyncMode::Msync` durable on a block device.
+    File,
+    /// `mmap(MAP_SHARED_VALIDATE | MAP_SYNC)` on a DAX file system: real persistent memory.
+    Dax,
+    /// Anonymous memory plus a shadow persisted image: the crash simulator.
+    Sim,
+}
+
+impl Medium {
+    pub const ALL: [Medium; 5] =
+        [Medium::Dram, Medium::Shm, Medium::File, Medium::Dax, Medium::Sim];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Medium::Dram => "dram",
+            Medium::Shm => "shm",
+            Medium::File => "file",
+            Medium::Dax => "dax",
+            Medium::Sim => "sim",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Medium> {
+        Medium::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    /// Whether a persist on this medium survives a process crash / a power failure.
+    pub fn survives(self) -> (&'static str, &'static str) {
+        match self {
+            Medium::Dram => ("no", "no"),
+            Medium::Shm => ("yes", "no"),
+            Medium::File => ("yes", "with --sync msync"),
+            Medium::Dax => ("yes", "yes"),
+            Medium::Sim => ("simulated", "simulated"),
+        }
+    }
+}
+
+/// How `flush` makes data durable on a file medium.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncMode {
+    /// Cache-line flush instructions only (tmpfs, DAX).
+    #[default]
+    Cache,
+    /// `msync(MS_SYNC)` of the flushed pages: durable on a block device.
+    Msync,
+}
+
+/// Everything needed to open a region. Defaults live here (DESIGN: one place).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegionOptions {
+    pub medium: Medium,
+    /// File path for `shm`, `file` and `dax`. `shm` without a path uses a private file in
+    /// `/dev/shm` that is removed when the region is dropped.
+    pub path: Option<PathBuf>,
+    /// Size to create or grow to. 0 opens an existing file at its size.
+    pub size_bytes: u64,
+    /// Create the file (or grow it to `size_bytes`) if needed.
+    pub create: bool,
+    pub sync: SyncMode,
+    /// Flush instruction; `None` picks the best the CPU has (`dram` defaults to no flush).
+    pub flush: Option<FlushKind>,
+    /// Durable processor caches (eADR): flushes become no-ops, fences stay.
+    pub eadr: bool,
+    pub timing: TimingOptions,
+    /// Keep per-line write counts (wear map).
+    pub wear: bool,
+    /// Record a persist trace.
+    pub trace: bool,
+}
+
+impl Default for RegionOptions {
+    fn default() -> Self {
+        RegionOptions {
+            medium: Medium::Dram,
+            path: None,
+            size_bytes: 64 << 20,
+            create: true,
+            sync: SyncMode::Cache,
+            flush: None,
+            eadr: false,
+            timing: TimingOptions::default(),
+            wear: false,
+            trace: false,
+        }
+    }
+}
+
+impl RegionOptions {
+    pub fn new(medium: Medium, size_bytes: u64) -> RegionOptions {
+        RegionOptions { medium, size_bytes, ..Default::default() }
+    }
+
+    pub fn with_path(mut self, path: impl Into<PathBuf>) -> RegionOptions {
+        self.path = Some(path.into());
+        self
+    }
+}
+
+struct Mapping {
+    base: *mut u8,
+    len: u64,
+    /// Backing file to remove on drop (private `shm` files).
+    remove_on_drop: Option<PathBuf>,
+}
+
+// SAFETY: the mapping is plain shared memory; all mutation goes through `Region` methods and the
+// callers' latches, and the pointer itself never changes after creation.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` come from a successful mmap and nothing borrows them any more
+        // (every borrow is tied to a `Region` reference, and this is the last one).
+        unsafe { libc::munmap(self.base.cast(), self.len as usize) };
+        if let Some(p) = &self.remove_on_drop {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+struct Inner {
+    map: Mapping,
+    medium: Medium,
+    flush_kind: FlushKind,
+    sync: SyncMode,
+    eadr: bool,
+    path: Option<PathBuf>,
+    timing: Option<TimingModel>,
+    stats: StatCounters,
+    wear: Option<WearMap>,
+    tracer: Option<Tracer>,
+    sim: Option<Sim>,
+}
+
+/// A persistent-memory region. Cheap to clone (shared).
+///
+/// **Contract**: every store goes through [`Region::write`] / [`Region::write_u64`]; durability
+/// and ordering only through [`Region::flush`], [`Region::fence`] and [`Region::persist`]. Eight
+/// aligned bytes persist atomically, nothing larger does. Concurrent writers of the same bytes
+/// must be serialised by the caller (page latches); reads may borrow slices.
+#[derive(Clone)]
+pub struct Region {
+    inner: Arc<Inner>,
+}
+
+static PRIVATE_SHM_SEQ: StdAtomicU64 = StdAtomicU64::new(0);
+
+fn io_err(path: &Path, source: std::io::Error) -> PmemError {
+    PmemError::Io { path: path.to_path_buf(), source }
+}
+
+/// `mmap` flags for a medium; `dax` asks for synchronous page faults so that flushed data is
+/// durable without `msync`.
+pub fn map_flags(medium: Medium) -> libc::c_int {
+    match medium {
+        Medium::Dram | Medium::Sim => libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+        Medium::Shm | Medium::File => libc::MAP_SHARED,
+        Medium::Dax => libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+    }
+}
+
+/// Interprets a failed `MAP_SYNC` mapping: EOPNOTSUPP (and EINVAL on kernels that predate
+/// `MAP_SHARED_VALIDATE`) mean the file system cannot give DAX semantics.
+pub fn classify_dax_map_error(path: &Path, errno: i32) -> PmemError {
+    match errno {
+        libc::EOPNOTSUPP | libc::EINVAL => PmemError::NotDax {
+            path: path.to_path_buf(),
+            reason: if errno == libc::EINVAL {
+                "kernel does not know MAP_SHARED_VALIDATE".into()
+            } else {
+                "file system does not support MAP_SYNC".into()
+            },
+        },
+        _ => PmemError::Map { size_bytes: 0, source: std::io::Error::from_raw_os_error(errno) },
+    }
+}
+
+fn mmap(len: u64, flags: libc::c_int, fd: libc::c_int) -> std::result::Result<*mut u8, i32> {
+    // SAFETY: a fresh mapping at a kernel-chosen address; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    } else {
+        Ok(p.cast())
+    }
+}
+
+impl Region {
+    /// Opens (or creates) a region.
+    pub fn open(options: &RegionOptions) -> Result<Region> {
+        options.timing.validate()?;
+        let (map, path) = match options.medium {
+            Medium::Dram | Medium::Sim => (Self::map_anonymous(options.size_bytes)?, None),
+            Medium::Shm | Medium::File | Medium::Dax => Self::map_file(options)?,
+        };
+        let initial_image = if options.medium == Medium::Sim {
+            // SAFETY: the mapping is `map.len` bytes, freshly created and zeroed.
+            Some(unsafe { std::slice::from_raw_parts(map.base, map.len as usize) }.to_vec())
+        } else {
+            None
+        };
+        Self::finish(options, map, path, initial_image)
+    }
+
+    /// Opens a `sim` region whose contents (and persisted image) are `image`: how an engine is
+    /// opened on a crash image.
+    pub fn from_image(image: &[u8], options: &RegionOptions) -> Result<Region> {
+        if image.is_empty() {
+            return Err(PmemError::InvalidOption("empty crash image".into()));
+        }
+        let map = Self::map_anonymous(image.len() as u64)?;
+        // SAFETY: the mapping is exactly `image.len()` bytes and not yet shared.
+        unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), map.base, image.len()) };
+        let options = RegionOptions { medium: Medium::Sim, ..options.clone() };
+        Self::finish(&options, map, None, Some(image.to_vec()))
+    }
+
+    fn finish(
+        options: &RegionOptions,
+        map: Mapping,
+        path: Option<PathBuf>,
+        sim_image: Option<Vec<u8>>,
+    ) -> Result<Region> {
+        let cpu = CpuFlushSupport::detect();
+        let flush_kind = match (options.medium, options.flush) {
+            (Medium::Dram, None) => FlushKind::None,
+            (_, requested) => select_flush(cpu, requested)?,
+        };
+        let len = map.len;
+        Ok(Region {
+            inner: Arc::new(Inner {
+                map,
+                medium: options.medium,
+                flush_kind,
+                sync: options.sync,
+                eadr: options.eadr,
+                path,
+                timing: (!options.timing.is_off()).then(|| TimingModel::new(options.timing)),
+                stats: StatCounters::new(),
+                wear: options.wear.then(|| WearMap::new(len)),
+                tracer: options.trace.then(Tracer::default),
+                sim: sim_image.map(|img| Sim::new(&img)),
+            }),
+        })
+    }
+
+    fn map_anonymous(size_bytes: u64) -> Result<Mapping> {
+        if size_bytes == 0 {
+            return Err(PmemError::InvalidOption("region size must be > 0".into()));
+        }
+        let base = mmap(size_bytes, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1).map_err(|e| {
+            PmemError::Map { size_bytes, source: std::io::Error::from_raw_os_error(e) }
+        })?;
+        Ok(Mapping { base, len: size_bytes, remove_on_drop: None })
+    }
+
+    fn map_file(options: &RegionOptions) -> Result<(Mapping, Option<PathBuf>)> {
+        let (path, private) = match (&options.path, options.medium) {
+            (Some(p), _) => (p.clone(), false),
+            (None, Medium::Shm) => {
+                let n = PRIVATE_SHM_SEQ.fetch_add(1, Ordering::Relaxed);
+                let p = PathBuf::from(format!("/dev/shm/nvmdb-{}-{n}.region", std::process::id()));
+                (p, true)
+            }
+            (None, m) => return Err(PmemError::NeedsPath { medium: m.name() }),
+        };
+        let exists = path.exists();
+        if !exists && !options.create {
+            return Err(PmemError::Missing { path });
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(options.create)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| io_err(&path, e))?;
+        let actual = file.metadata().map_err(|e| io_err(&path, e))?.len();
+        let len = if options.size_bytes == 0 {
+            if actual == 0 {
+                return Err(PmemError::TooSmall { path, actual_bytes: 0, needed_bytes: 1 });
+            }
+            actual
+        } else if actual < options.size_bytes {
+            if !options.create {
+                return Err(PmemError::TooSmall {
+                    path,
+                    actual_bytes: actual,
+                    needed_bytes: options.size_bytes,
+                });
+            }
+            // Regions grow only here, at open.
+            file.set_len(options.size_bytes).map_err(|e| io_err(&path, e))?;
+            options.size_bytes
+        } else {
+            actual
+        };
+        let flags = map_flags(options.medium);
+        let base = mmap(len, flags, file.as_raw_fd()).map_err(|errno| {
+            if options.medium == Medium::Dax {
+                classify_dax_map_error(&path, errno)
+            } else {
+                PmemError::Map { size_bytes: len, source: std::io::Error::from_raw_os_error(errno) }
+            }
+        });
+        let base = match base {
+            Ok(b) => b,
+            Err(e) => {
+                if private || (!exists && options.create) {
+                    let _ = std::fs::remove_file(&path);
+                }
+                return Err(e);
+            }
+        };
+        let remove_on_drop = private.then(|| path.clone());
+        Ok((Mapping { base, len, remove_on_drop }, Some(path)))
+    }
+
+    #[inline(always)]
+    fn check(&self, offset: u64, len: u64) {
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.inner.map.len),
+            "region access [{offset}, +{len}) outside region of {} bytes",
+            self.inner.map.len
+        );
+    }
+
+    pub fn len(&self) -> u64 {
+        self.inner.map.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.map.len == 0
+    }
+
+    pub fn medium(&self) -> Medium {
+        self.inner.medium
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    pub fn flush_kind(&self) -> FlushKind {
+        self.inner.flush_kind
+    }
+
+    pub fn eadr(&self) -> bool {
+        self.inner.eadr
+    }
+
+    fn whole(&self) -> &[u8] {
+        // SAFETY: the mapping is live for as long as `self` and `len` bytes long.
+        unsafe { std::slice::from_raw_parts(self.inner.map.base, self.inner.map.len as usize) }
+    }
+
+    /// Borrows `len` bytes at `offset`.
+    #[inline]
+    pub fn read(&self, offset: u64, len: usize) -> &[u8] {
+        self.check(offset, len as u64);
+        if let Some(t) = &self.inner.tracer {
+            t.record(TraceKind::Load, offset, len as u64);
+        }
+        // SAFETY: bounds checked above; the mapping outlives `self`.
+        unsafe { std::slice::from_raw_parts(self.inner.map.base.add(offset as usize), len) }
+    }
+
+    /// Reads an aligned `u64` atomically.
+    #[inline]
+    pub fn read_u64(&self, offset: u64) -> u64 {
+        self.check(offset, 8);
+        assert!(offset.is_multiple_of(8), "read_u64 at unaligned offset {offset}");
+        if let Some(t) = &self.inner.tracer {
+            t.record(TraceKind::Load, offset, 8);
+        }
+        // SAFETY: in bounds, 8-aligned (the mapping is page-aligned), and AtomicU64 has the
+        // layout of u64.
+        let a = unsafe { &*(self.inner.map.base.add(offset as usize) as *const StdAtomicU64) };
+        a.load(Ordering::Acquire)
+    }
+
+    /// Stores `bytes` at `offset` (into the cache: not yet durable).
+    #[inline]
+    pub fn write(&self, offset: u64, bytes: &[u8]) {
+        self.check(offset, bytes.len() as u64);
+        let inner = &*self.inner;
+        // SAFETY: bounds checked; callers serialise writers of the same bytes.
+        let copy = || unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                inner.map.base.add(offset as usize),
+                bytes.len(),
+            )
+        };
+        match &inner.sim {
+            Some(sim) => sim.store(offset as usize, bytes.len(), self.whole(), copy),
+            None => copy(),
+        }
+        inner.stats.add(Counter::Stores, 1);
+        inner.stats.add(Counter::BytesWritten, bytes.len() as u64);
+        if let Some(t) = &inner.tracer {
+            t.record(TraceKind::Store, offset, bytes.len() as u64);
+        }
+    }
+
+    /// Stores an aligned `u64` atomically (8 aligned bytes are the unit of failure atomicity).
+    #[inline]
+    pub fn write_u64(&self, offset: u64, value: u64) {
+        self.check(offset, 8);
+        assert!(offset.is_multiple_of(8), "write_u64 at unaligned offset {offset}");
+        let inner = &*self.inner;
+        // SAFETY: in bounds and 8-aligned; AtomicU64 has the layout of u64.
+        let a = unsafe { &*(inner.map.base.add(offset as usize) as *const StdAtomicU64) };
+        match &inner.sim {
+            Some(sim) => {
+                sim.store(offset as usize, 8, self.whole(), || a.store(value, Ordering::Release))
+            }
+            None => a.store(value, Ordering::Release),
+        }
+        inner.stats.add(Counter::Stores, 1);
+        inner.stats.add(Counter::BytesWritten, 8);
+        if let Some(t) = &inner.tracer {
+            t.record(TraceKind::Store, offset, 8);
+        }
+    }
+
+    /// Starts writing back the cache lines covering `[offset, offset+len)`. Not durable until
+    /// the next [`Region::fence`] of this thread.
+    #[inline]
+    pub fn flush(&self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        self.check(offset, len);
+        let inner = &*self.inner;
+        let first = offset / CACHE_LINE;
+        let last = (offset + len - 1) / CACHE_LINE;
+        let lines = last - first + 1;
+        inner.stats.add(Counter::LinesFlushed, lines);
+        if let Some(t) = &inner.tracer {
+            t.record(TraceKind::Flush, offset, len);
+        }
+        if let Some(w) = &inner.wear {
+            w.record(first, lines);
+        }
+        if let Some(timing) = &inner.timing {
+            timing.reserve_lines(lines);
+        }
+        if let Some(sim) = &inner.sim {
+            sim.flush(offset as usize, len as usize, self.whole());
+            return;
+        }
+        if inner.eadr {
+            return;
+        }
+        if inner.sync == SyncMode::Msync {
+            self.msync(offset, len);
+            return;
+        }
+        let kind = inner.flush_kind;
+        if kind == FlushKind::None {
+            return;
+        }
+        for line in first..=last {
+            // SAFETY: `line * 64` is inside the mapping (bounds checked); `kind` was validated
+            // against CPUID at open.
+            unsafe { flush_line(kind, inner.map.base.add((line * CACHE_LINE) as usize)) };
+        }
+    }
+
+    fn msync(&self, offset: u64, len: u64) {
+        const PAGE: u64 = 4096;
+        let start = offset / PAGE * PAGE;
+        let end = (offset + len).div_ceil(PAGE) * PAGE;
+        let end = end.min(self.inner.map.len);
+        // SAFETY: page-aligned range inside the live mapping.
+        let rc = unsafe {
+            libc::msync(
+                self.inner.map.base.add(start as usize).cast(),
+                (end - start) as usize,
+                libc::MS_SYNC,
+            )
+        };
+        // A failed msync means the device lost data under us: nothing an engine can repair, and
+        // acknowledging later commits would be a lie.
+        assert!(rc == 0, "msync failed: {}", std::io::Error::last_os_error());
+    }
+
+    /// The persist barrier (Pelley §3.2): completes this thread's earlier flushes before any
+    /// later store. Charges the modelled barrier latency.
+    #[inline]
+    pub fn fence(&self) {
+        let inner = &*self.inner;
+        inner.stats.add(Counter::Fences, 1);
+        if let Some(t) = &inner.tracer {
+            t.record(TraceKind::Fence, 0, 0);
+        }
+        if let Some(sim) = &inner.sim {
+            sim.fence(self.whole());
+        }
+        store_fence();
+        if let Some(timing) = &inner.timing {
+            let ns = timing.on_fence();
+            if ns > 0 {
+                inner.stats.add(Counter::DelayNs, ns);
+            }
+        }
+    }
+
+    /// `flush` + `fence`.
+    #[inline]
+    pub fn persist(&self, offset: u64, len: u64) {
+        self.flush(offset, len);
+        self.fence();
+    }
+
+    /// Charges the modelled read latency for `lines` cache lines read from the device.
+    #[inline]
+    pub fn charge_read(&self, lines: u64) {
+        if let Some(timing) = &self.inner.timing {
+            let ns = timing.charge_read(lines);
+            self.inner.stats.add(Counter::LinesReadCharged, lines);
+            self.inner.stats.add(Counter::DelayNs, ns);
+        }
+    }
+
+    /// Strand persistency's NewStrand, recorded in the trace (no hardware effect today).
+    pub fn new_strand(&self) {
+        if let Some(t) = &self.inner.tracer {
+            t.record(TraceKind::NewStrand, 0, 0);
+        }
+    }
+
+    /// An epoch/strand persist barrier recorded in the trace without a hardware fence.
+    pub fn strand_barrier(&self) {
+        if let Some(t) = &self.inner.tracer {
+            t.record(TraceKind::StrandBarrier, 0, 0);
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.inner.stats.snapshot()
+    }
+
+    pub fn timing(&self) -> Option<&TimingOptions> {
+        self.inner.timing.as_ref().map(|t| &t.options)
+    }
+
+    /// Per-line flush counts, if the region was opened with `wear`.
+    pub fn wear(&self) -> Option<Vec<u32>> {
+        self.inner.wear.as_ref().map(WearMap::counts)
+    }
+
+    /// Takes the recorded trace and the count of events dropped over the limit.
+    pub fn take_trace(&self) -> Option<(Vec<TraceEvent>, u64)> {
+        self.inner.tracer.as_ref().map(Tracer::take)
+    }
+
+    /// The crash simulator, on the `sim` medium.
+    pub fn sim(&self) -> Option<&Sim> {
+        self.inner.sim.as_ref()
+    }
+
+    /// What a power failure now would leave (sim medium only).
+    pub fn crash_image(&self, policy: CrashPolicy, seed: u64) -> Option<Vec<u8>> {
+        self.inner.sim.as_ref().map(|s| s.crash_image(self.whole(), policy, seed))
+    }
+
+    /// A copy of the current contents (as a crash image with durable caches would be).
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.whole().to_vec()
+    }
+}
+
+/// Whether `path` is on a file system that offers DAX mappings (tries a one-page MAP_SYNC map of
+/// a scratch file next to it, or of the file itself when it exists).
+pub fn is_dax(path: &Path) -> std::result::Result<bool, PmemError> {
+    let (probe, scratch) = if path.is_dir() {
+        (path.join(format!(".nvmdb-dax-probe-{}", std::process::id())), true)
+    } else if path.exists() {
+        (path.to_path_buf(), false)
+    } else {
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        (dir.join(format!(".nvmdb-dax-probe-{}", std::process::id())), true)
+    };
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(scratch)
+        .truncate(false)
+        .open(&probe)
+        .map_err(|e| io_err(&probe, e))?;
+    if file.metadata().map_err(|e| io_err(&probe, e))?.len() < 4096 {
+        file.set_len(4096).map_err(|e| io_err(&probe, e))?;
+    }
+    let result = match mmap(4096, map_flags(Medium::Dax), file.as_raw_fd()) {
+        Ok(p) => {
+            // SAFETY: unmapping the one page just mapped.
+            unsafe { libc::munmap(p.cast(), 4096) };
+            Ok(true)
+        }
+        Err(errno) => match classify_dax_map_error(&probe, errno) {
+            PmemError::NotDax { .. } => Ok(false),
+            other => Err(other),
+        },
+    };
+    if scratch {
+        let _ = std::fs::remove_file(&probe);
+    }
+    result
+}
