@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod cli;
+use nvmdb as _;
 
 #[derive(Parser)]
 #[command(
