@@ -1,0 +1,316 @@
+//! Recovery for In-Place Updates (Pelley §3.2): roll back unfinished system transactions
+//! (physical undo, so every B+tree is structurally whole), rebuild the allocator, then roll back
+//! in-flight user transactions (physical undo of row bytes, logical undo of index changes),
+//! finish the post-commit frees of committed ones, and rebuild the volatile free-slot lists.
+//! Every step is idempotent, so a crash during recovery is recovered by running it again.
+
+use super::{
+    InPlace, TableRt, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC, REC_INDEX_DELETE,
+    REC_INDEX_INSERT, REC_PHYS,
+};
+use crate::EngineOptions;
+use parking_lot::{Mutex, RwLock};
+use pmem::Region;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use storage::alloc::PageAllocator;
+use storage::catalog;
+use storage::format::{get_u32, get_u64, page_offset, Layout, PageId, CATALOG_PAGE, PAGE_SIZE_U64};
+use storage::heap::{self, SLOT_FREE, SLOT_USED};
+use storage::pages::PageStore;
+use storage::systxn::{self, apply_phys, SysTxn};
+use storage::undo::{LogState, UndoLog};
+use storage::{DbError, IntegrityReport, IntegrityResult, RecoveryReport, Result, TableId};
+
+/// What rolling back a user transaction changed.
+pub(crate) struct Rollback {
+    /// Ranges written in place (to persist before the log is freed).
+    pub written: Vec<(u64, u64)>,
+    /// Heap slots freed (to return to free lists once the log is freed).
+    pub freed: Vec<(TableId, u64)>,
+}
+
+fn decode_logical(payload: &[u8]) -> Result<(TableId, u64, u64)> {
+    if payload.len() != 20 {
+        return Err(DbError::Corrupt("malformed logical undo record".into()));
+    }
+    Ok((get_u32(payload, 0), get_u64(payload, 4), get_u64(payload, 12)))
+}
+
+/// Undoes a user transaction's records in reverse order. Idempotent.
+pub(crate) fn rollback_user(
+    db: &InPlace,
+    sys_log: &mut UndoLog,
+    records: &[(u8, Vec<u8>)],
+) -> Result<Rollback> {
+    let mut out = Rollback { written: Vec::new(), freed: Vec::new() };
+    for (kind, payload) in records.iter().rev() {
+        match *kind {
+            REC_PHYS => out.written.extend(apply_phys(&db.region, payload)?),
+            REC_HEAP_ALLOC => {
+                let (table, rid, _) = decode_logical(payload)?;
+                db.region.write_u64(rid, SLOT_FREE);
+                out.written.push((rid, 8));
+                out.freed.push((table, rid));
+            }
+            REC_INDEX_INSERT => {
+                let (table, key, rid) = decode_logical(payload)?;
+                let t = db.table_rt(table)?;
+                let tree = db.tree(&t);
+                if tree.get(key) == Some(rid) {
+                    run_system(db, sys_log, |sys| tree.remove(sys, key).map(|_| ()))?;
+                }
+            }
+            REC_INDEX_DELETE => {
+                let (table, key, rid) = decode_logical(payload)?;
+                let t = db.table_rt(table)?;
+                let tree = db.tree(&t);
+                if tree.get(key).is_none() {
+                    run_system(db, sys_log, |sys| tree.insert(sys, key, rid).map(|_| ()))?;
+                }
+            }
+            REC_FREE_SLOT => {}
+            other => return Err(DbError::Corrupt(format!("unknown undo record kind {other}"))),
+        }
+    }
+    Ok(out)
+}
+
+fn run_system(
+    db: &InPlace,
+    sys_log: &mut UndoLog,
+    f: impl FnOnce(&mut SysTxn<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut sys = SysTxn::begin(&db.store, &db.alloc, sys_log);
+    match f(&mut sys) {
+        Ok(()) => {
+            sys.commit();
+            Ok(())
+        }
+        Err(e) => {
+            sys.abort()?;
+            Err(e)
+        }
+    }
+}
+
+fn attach_logs(region: &Region, layout: &Layout) -> Result<Vec<WorkerLogs>> {
+    let user_cap = layout.undo_pages as u64 * PAGE_SIZE_U64;
+    let sys_cap = layout.sys_undo_pages as u64 * PAGE_SIZE_U64;
+    (0..layout.workers)
+        .map(|w| {
+            Ok(WorkerLogs {
+                user: UndoLog::attach(region, page_offset(layout.undo_log_page(w)), user_cap)?,
+                sys: UndoLog::attach(region, page_offset(layout.sys_undo_log_page(w)), sys_cap)?,
+            })
+        })
+        .collect()
+}
+
+fn load_tables(store: &PageStore) -> Result<Vec<Arc<TableRt>>> {
+    let page = store.page(CATALOG_PAGE);
+    let mut tables = Vec::new();
+    for i in 0..catalog::MAX_TABLES {
+        match catalog::decode(page, i).map_err(DbError::Corrupt)? {
+            None => break,
+            Some(e) => tables.push(Arc::new(TableRt {
+                id: i as TableId,
+                spec: e.spec,
+                slot_bytes: e.slot_bytes,
+                entry: i,
+                root_latch: RwLock::new(()),
+                free: Mutex::new(Vec::new()),
+            })),
+        }
+    }
+    Ok(tables)
+}
+
+/// Heap pages of a table, following the chain from the catalog (bounded by the page count).
+fn heap_pages(db: &InPlace, t: &TableRt) -> std::result::Result<Vec<PageId>, String> {
+    let mut pages = Vec::new();
+    let entry_off = catalog::entry_offset(t.entry);
+    let mut p = get_u64(db.store.page(CATALOG_PAGE), entry_off + catalog::E_HEAP_HEAD);
+    while p != 0 {
+        if p < db.layout.first_data_page() || p >= db.layout.page_count {
+            return Err(format!("table {}: heap page pointer {p} out of range", t.spec.name));
+        }
+        if pages.len() as u64 >= db.layout.page_count {
+            return Err(format!("table {}: heap chain has a cycle", t.spec.name));
+        }
+        let hp = heap::parse(db.store.page(p)).map_err(|e| format!("page {p}: {e}"))?;
+        if hp.table != t.id || hp.slot_bytes != t.slot_bytes {
+            return Err(format!("heap page {p} belongs to table {} not {}", hp.table, t.id));
+        }
+        pages.push(p);
+        p = hp.next;
+    }
+    Ok(pages)
+}
+
+pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -> Result<InPlace> {
+    let mut report = RecoveryReport::default();
+    let mut logs = attach_logs(&region, &layout)?;
+    // 1. Unfinished structure modifications: physical undo; committed ones: redo their frees.
+    let bits = PageAllocator::rebuild(&region, &layout);
+    for l in logs.iter_mut() {
+        let records = l.sys.read_records();
+        match l.sys.state() {
+            LogState::Free => {}
+            LogState::Active => {
+                let (_, written) = systxn::rollback(&region, &bits, &records)?;
+                report.records_applied += records.len() as u64;
+                report.system_txns_rolled_back += 1;
+                l.sys.finish(&written);
+            }
+            LogState::Committed => {
+                let written = systxn::redo_frees(&bits, &records)?;
+                l.sys.finish(&written);
+            }
+        }
+    }
+    // 2. Volatile structures that user rollback needs.
+    let store = PageStore::new(&region, layout.page_count, options.cache_pages);
+    let tables = load_tables(&store)?;
+    let db = InPlace {
+        alloc: PageAllocator::rebuild(&region, &layout),
+        region,
+        layout,
+        store,
+        locks: Default::default(),
+        tables: RwLock::new(tables),
+        workers: Box::new([]),
+        next_txn: AtomicU64::new(1),
+        report: RecoveryReport::default(),
+        fault: options.fault,
+    };
+    // 3. In-flight user transactions: roll back; committed ones: finish their frees.
+    for l in logs.iter_mut() {
+        let records = l.user.read_records();
+        match l.user.state() {
+            LogState::Free => {}
+            LogState::Active => {
+                let out = rollback_user(&db, &mut l.sys, &records)?;
+                report.records_applied += records.len() as u64;
+                report.txns_rolled_back += 1;
+                l.user.finish(&out.written);
+            }
+            LogState::Committed => {
+                let mut written = Vec::new();
+                for (kind, payload) in &records {
+                    if *kind == REC_FREE_SLOT {
+                        let (_, rid, _) = decode_logical(payload)?;
+                        db.region.write_u64(rid, SLOT_FREE);
+                        written.push((rid, 8));
+                    }
+                }
+                report.txns_completed += 1;
+                l.user.finish(&written);
+            }
+        }
+    }
+    // 4. Free-slot lists from the heap pages.
+    let tables = db.tables.read().clone();
+    for t in &tables {
+        let pages = heap_pages(&db, t).map_err(DbError::Corrupt)?;
+        let mut free = t.free.lock();
+        for p in pages.iter().rev() {
+            for i in (0..heap::slots_per_page(t.slot_bytes)).rev() {
+                let rid = heap::rid(*p, t.slot_bytes, i);
+                if db.region.read_u64(rid) == SLOT_FREE {
+                    free.push(rid);
+                }
+            }
+        }
+    }
+    report.notes.push(format!("scanned {} undo logs; {} tables", logs.len() * 2, tables.len()));
+    Ok(InPlace { workers: logs.into_iter().map(Mutex::new).collect(), report, ..db })
+}
+
+/// Index and heap agree, the allocator accounts for every page, no transaction is in flight.
+pub(crate) fn check_integrity(db: &InPlace) -> IntegrityResult {
+    let mut report = IntegrityReport::default();
+    let mut owned: HashSet<PageId> = HashSet::new();
+    let mut claim = |p: PageId, what: &str| -> std::result::Result<(), String> {
+        if !owned.insert(p) {
+            return Err(format!("page {p} is used twice (second use: {what})"));
+        }
+        Ok(())
+    };
+    for p in 0..db.layout.first_data_page() {
+        claim(p, "metadata")?;
+    }
+    let tables = db.tables.read().clone();
+    for t in &tables {
+        report.tables += 1;
+        let tree = db.tree(t).check().map_err(|e| format!("table {}: {e}", t.spec.name))?;
+        for p in &tree.pages {
+            claim(*p, "index")?;
+        }
+        let pages = heap_pages(db, t)?;
+        let mut used: HashMap<u64, u64> = HashMap::new();
+        for p in &pages {
+            claim(*p, "heap")?;
+            for i in 0..heap::slots_per_page(t.slot_bytes) {
+                let rid = heap::rid(*p, t.slot_bytes, i);
+                match db.region.read_u64(rid) {
+                    SLOT_FREE => {}
+                    SLOT_USED => {
+                        used.insert(rid, db.region.read_u64(rid + 8));
+                    }
+                    s => return Err(format!("table {}: slot {rid} has state {s}", t.spec.name)),
+                }
+            }
+        }
+        for (key, rid) in &tree.entries {
+            match used.get(rid) {
+                Some(k) if k == key => {}
+                Some(k) => {
+                    return Err(format!(
+                        "table {}: index key {key} points to slot {rid} holding key {k}",
+                        t.spec.name
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "table {}: index key {key} points to free slot {rid}",
+                        t.spec.name
+                    ))
+                }
+            }
+        }
+        if used.len() != tree.entries.len() {
+            return Err(format!(
+                "table {}: {} used heap slots but {} index entries (leaked or lost rows)",
+                t.spec.name,
+                used.len(),
+                tree.entries.len()
+            ));
+        }
+        report.rows += used.len() as u64;
+    }
+    for p in db.layout.first_data_page()..db.layout.page_count {
+        let marked = db.alloc.is_allocated(p);
+        let used = owned.contains(&p);
+        if marked && !used {
+            return Err(format!("page {p} is allocated but unreachable (leaked)"));
+        }
+        if used && !marked {
+            return Err(format!("page {p} is in use but marked free"));
+        }
+        if marked {
+            report.pages_in_use += 1;
+        } else {
+            report.pages_free += 1;
+        }
+    }
+    for (w, logs) in db.workers.iter().enumerate() {
+        if let Some(l) = logs.try_lock() {
+            if l.user.state() != LogState::Free || l.sys.state() != LogState::Free {
+                return Err(format!("worker {w} has an unfinished undo log"));
+            }
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,276 @@
+//! A transaction of the In-Place Updates engine. Where a commit becomes durable:
+//! [`InPlaceTxn::commit`] — the undo log header's free mark.
+
+use super::{
+    InPlace, TableRt, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC, REC_INDEX_DELETE,
+    REC_INDEX_INSERT, REC_PHYS,
+};
+use crate::Fault;
+use parking_lot::MutexGuard;
+use storage::engine::{check_row, check_update};
+use storage::heap::{SLOT_FREE, SLOT_HEADER, SLOT_USED};
+use storage::lock::{LockMode, LockSet};
+use storage::systxn::{encode_phys, SysTxn};
+use storage::{CommitToken, DbError, Result, TableId, Txn};
+
+pub(crate) struct InPlaceTxn<'a> {
+    db: &'a InPlace,
+    logs: MutexGuard<'a, WorkerLogs>,
+    id: u64,
+    locks: LockSet,
+    /// In-place writes not yet flushed (they ride on the next barrier).
+    dirty: Vec<(u64, u64)>,
+    /// Slots this transaction allocated: writes to them need no undo (rollback frees them).
+    fresh: Vec<u64>,
+    /// Slots to free after commit.
+    to_free: Vec<(TableId, u64)>,
+    finished: bool,
+}
+
+/// `[u32 table][u64 a][u64 b]`, the payload of logical records.
+pub(crate) fn logical(table: TableId, a: u64, b: u64) -> [u8; 20] {
+    let mut p = [0u8; 20];
+    p[0..4].copy_from_slice(&table.to_le_bytes());
+    p[4..12].copy_from_slice(&a.to_le_bytes());
+    p[12..20].copy_from_slice(&b.to_le_bytes());
+    p
+}
+
+impl<'a> InPlaceTxn<'a> {
+    pub(crate) fn new(db: &'a InPlace, logs: MutexGuard<'a, WorkerLogs>, id: u64) -> Self {
+        InPlaceTxn {
+            db,
+            logs,
+            id,
+            locks: LockSet::default(),
+            dirty: Vec::new(),
+            fresh: Vec::new(),
+            to_free: Vec::new(),
+            finished: false,
+        }
+    }
+
+    fn lock(&mut self, table: TableId, key: u64, mode: LockMode) -> Result<()> {
+        self.locks.lock(&self.db.locks, self.id, table, key, mode)
+    }
+
+    /// Appends undo records; earlier in-place writes are persisted by the same barrier.
+    fn log(&mut self, records: &[(u8, &[u8])]) -> Result<()> {
+        self.logs.user.append(records, &self.dirty)?;
+        self.dirty.clear();
+        Ok(())
+    }
+
+    fn write(&mut self, offset: u64, bytes: &[u8]) {
+        self.db.region.write(offset, bytes);
+        self.dirty.push((offset, bytes.len() as u64));
+    }
+
+    /// Runs `f` as a system transaction on this worker's system log.
+    fn system<T>(&mut self, f: impl FnOnce(&mut SysTxn<'_>) -> Result<T>) -> Result<T> {
+        let db = self.db;
+        let mut sys = SysTxn::begin(&db.store, &db.alloc, &mut self.logs.sys);
+        match f(&mut sys) {
+            Ok(v) => {
+                sys.commit();
+                Ok(v)
+            }
+            Err(e) => {
+                sys.abort()?;
+                Err(e)
+            }
+        }
+    }
+
+    fn take_slot(&mut self, t: &TableRt) -> Result<u64> {
+        let mut free = t.free.lock();
+        if let Some(rid) = free.pop() {
+            return Ok(rid);
+        }
+        let db = self.db;
+        db.grow_heap(t, &mut self.logs.sys, &mut free)?;
+        free.pop().ok_or_else(|| DbError::Corrupt("new heap page has no slots".into()))
+    }
+
+    fn release(&mut self) {
+        self.locks.release_all(&self.db.locks, self.id);
+        self.finished = true;
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        self.dirty.clear();
+        if !self.logs.user.is_active() {
+            return Ok(());
+        }
+        let db = self.db;
+        let records = self.logs.user.read_records();
+        let logs = &mut *self.logs;
+        let outcome = super::recovery::rollback_user(db, &mut logs.sys, &records)?;
+        logs.user.finish(&outcome.written);
+        for (table, rid) in outcome.freed {
+            db.table_rt(table)?.free.lock().push(rid);
+        }
+        Ok(())
+    }
+}
+
+impl Txn for InPlaceTxn<'_> {
+    fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        let t = self.db.table_rt(table)?;
+        self.lock(table, key, LockMode::Shared)?;
+        out.clear();
+        let Some(rid) = self.db.tree(&t).get(key) else { return Ok(false) };
+        let row = self.db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
+        self.db.store.touch(rid / storage::format::PAGE_SIZE_U64, row.len().div_ceil(64) as u64);
+        out.extend_from_slice(row);
+        Ok(true)
+    }
+
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        let t = self.db.table_rt(table)?;
+        check_row(table, &t.spec, row)?;
+        self.lock(table, key, LockMode::Exclusive)?;
+        let db = self.db;
+        if db.tree(&t).get(key).is_some() {
+            return Err(DbError::Duplicate { table, key });
+        }
+        let rid = self.take_slot(&t)?;
+        let alloc_rec = logical(table, rid, 0);
+        let index_rec = logical(table, key, rid);
+        if let Err(e) = self.log(&[(REC_HEAP_ALLOC, &alloc_rec), (REC_INDEX_INSERT, &index_rec)]) {
+            t.free.lock().push(rid);
+            return Err(e);
+        }
+        self.fresh.push(rid);
+        let mut slot = Vec::with_capacity(SLOT_HEADER as usize + row.len());
+        slot.extend_from_slice(&SLOT_USED.to_le_bytes());
+        slot.extend_from_slice(&key.to_le_bytes());
+        slot.extend_from_slice(row);
+        self.write(rid, &slot);
+        let tree = db.tree(&t);
+        let inserted = self.system(|sys| tree.insert(sys, key, rid))?;
+        if !inserted {
+            return Err(DbError::Corrupt(format!("key {key} appeared under an exclusive lock")));
+        }
+        Ok(())
+    }
+
+    fn update(&mut self, table: TableId, key: u64, offset: u32, bytes: &[u8]) -> Result<bool> {
+        let t = self.db.table_rt(table)?;
+        check_update(table, &t.spec, offset, bytes.len())?;
+        self.lock(table, key, LockMode::Exclusive)?;
+        let Some(rid) = self.db.tree(&t).get(key) else { return Ok(false) };
+        let at = rid + SLOT_HEADER + offset as u64;
+        if self.fresh.contains(&rid) {
+            self.write(at, bytes);
+            return Ok(true);
+        }
+        let before = encode_phys(&self.db.region, &[(at, bytes.len())]);
+        if self.db.fault == Some(Fault::UpdateBeforeUndo) {
+            self.write(at, bytes);
+            self.log(&[(REC_PHYS, &before)])?;
+            return Ok(true);
+        }
+        self.log(&[(REC_PHYS, &before)])?;
+        self.write(at, bytes);
+        Ok(true)
+    }
+
+    fn delete(&mut self, table: TableId, key: u64) -> Result<bool> {
+        let t = self.db.table_rt(table)?;
+        self.lock(table, key, LockMode::Exclusive)?;
+        let db = self.db;
+        let Some(rid) = db.tree(&t).get(key) else { return Ok(false) };
+        self.log(&[
+            (REC_INDEX_DELETE, &logical(table, key, rid)),
+            (REC_FREE_SLOT, &logical(table, rid, 0)),
+        ])?;
+        let tree = db.tree(&t);
+        let removed = self.system(|sys| tree.remove(sys, key))?;
+        if removed != Some(rid) {
+            return Err(DbError::Corrupt(format!("key {key} changed under an exclusive lock")));
+        }
+        self.to_free.push((table, rid));
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        table: TableId,
+        low: u64,
+        high: u64,
+        limit: usize,
+        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        let t = self.db.table_rt(table)?;
+        let db = self.db;
+        let (locks, id) = (&mut self.locks, self.id);
+        let mut n = 0usize;
+        if limit == 0 {
+            return Ok(0);
+        }
+        db.tree(&t).scan(low, high, &mut |key, rid| {
+            // No-wait locking under the leaf latch: never blocks, so cannot deadlock.
+            locks.lock(&db.locks, id, table, key, LockMode::Shared)?;
+            let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
+            n += 1;
+            Ok(visit(key, row) && n < limit)
+        })?;
+        Ok(n)
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<CommitToken> {
+        let db = self.db;
+        if !self.logs.user.is_active() {
+            self.release();
+            return Ok(CommitToken::DURABLE);
+        }
+        let dirty = std::mem::take(&mut self.dirty);
+        if self.to_free.is_empty() {
+            if db.fault == Some(Fault::CommitBeforeData) {
+                self.logs.user.finish(&[]);
+                for (off, len) in &dirty {
+                    db.region.flush(*off, *len);
+                }
+                db.region.fence();
+            } else {
+                // The commit point: the data, then the 8-byte free mark (2 barriers).
+                self.logs.user.finish(&dirty);
+            }
+        } else {
+            for (off, len) in &dirty {
+                db.region.flush(*off, *len);
+            }
+            db.region.fence();
+            self.logs.user.mark_committed();
+            let frees = std::mem::take(&mut self.to_free);
+            let mut written = Vec::with_capacity(frees.len());
+            for (_, rid) in &frees {
+                db.region.write_u64(*rid, SLOT_FREE);
+                written.push((*rid, 8));
+            }
+            self.logs.user.finish(&written);
+            for (table, rid) in frees {
+                db.table_rt(table)?.free.lock().push(rid);
+            }
+        }
+        self.release();
+        Ok(CommitToken::DURABLE)
+    }
+
+    fn abort(mut self: Box<Self>) -> Result<()> {
+        let r = self.rollback();
+        self.release();
+        r
+    }
+}
+
+impl Drop for InPlaceTxn<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // An error here means the region is damaged; recovery will roll back on reopen.
+            let _ = self.rollback();
+            self.release();
+        }
+    }
+}

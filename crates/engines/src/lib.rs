@@ -1,0 +1,72 @@
+//! `engines`: one module per storage and recovery method, all behind [`storage::Engine`]
+//! (DESIGN §4). Variants are options, not copies.
+
+pub mod inplace;
+
+use pmem::Region;
+use serde::{Deserialize, Serialize};
+use storage::{DbError, Engine, Result};
+
+/// Engines this crate provides.
+pub const ENGINES: &[&str] = &["inplace"];
+
+/// Options shared by the page-based engines. Defaults live here.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineOptions {
+    /// Maximum concurrent workers (each has its own undo logs); fixed at format time.
+    pub workers: u32,
+    /// Pages (8 KiB) of each worker's user-transaction undo log.
+    pub undo_pages: u32,
+    /// Pages of each worker's system-transaction undo log.
+    pub sys_undo_pages: u32,
+    /// Maximum entries per B+tree node (small values force splits and merges in tests).
+    pub node_capacity: u32,
+    /// Simulated page-cache capacity for the read-latency model (None = unlimited).
+    pub cache_pages: Option<u64>,
+    /// Deliberate bugs, to prove the crash tester catches them. Never set outside tests.
+    pub fault: Option<Fault>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            workers: 16,
+            undo_pages: 32,
+            sys_undo_pages: 16,
+            node_capacity: storage::btree::MAX_NODE_ENTRIES as u32,
+            cache_pages: None,
+            fault: None,
+        }
+    }
+}
+
+/// Test-only protocol violations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// Write a row update in place *before* its undo record is persisted.
+    UpdateBeforeUndo,
+    /// Persist the commit mark without first persisting the transaction's in-place writes.
+    CommitBeforeData,
+}
+
+impl Fault {
+    pub fn parse(s: &str) -> Option<Fault> {
+        match s {
+            "update-before-undo" => Some(Fault::UpdateBeforeUndo),
+            "commit-before-data" => Some(Fault::CommitBeforeData),
+            _ => None,
+        }
+    }
+}
+
+/// Opens (formatting a blank region, recovering otherwise) engine `name` on `region`.
+pub fn open(name: &str, region: Region, options: &EngineOptions) -> Result<Box<dyn Engine>> {
+    match name {
+        "inplace" => Ok(Box::new(inplace::InPlace::open(region, options)?)),
+        other => Err(DbError::Invalid(format!(
+            "unknown engine `{other}` (this crate has: {})",
+            ENGINES.join(", ")
+        ))),
+    }
+}

@@ -1,0 +1,23 @@
+//! The Engine conformance suite on the In-Place Updates engine, on `dram` and on `sim`.
+//! Would catch: any deviation from the trait's specified semantics (locks, abort, scans, errors).
+
+use engines::{inplace::InPlace, EngineOptions};
+use pmem::{Medium, Region, RegionOptions};
+use storage::conformance::{run_all, Writers};
+use storage::Engine;
+
+fn make(medium: Medium) -> Box<dyn Engine> {
+    let region = Region::open(&RegionOptions::new(medium, 16 << 20)).expect("region");
+    let opts = EngineOptions { workers: 4, node_capacity: 8, ..Default::default() };
+    Box::new(InPlace::open(region, &opts).expect("open"))
+}
+
+#[test]
+fn conformance_on_dram() {
+    run_all(&|| make(Medium::Dram), Writers::KeyLocks);
+}
+
+#[test]
+fn conformance_on_sim() {
+    run_all(&|| make(Medium::Sim), Writers::KeyLocks);
+}

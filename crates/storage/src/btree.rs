@@ -1,0 +1,518 @@
+//! B+tree over the page store: unique `u64` keys to `u64` values, one tree per table index.
+//!
+//! Concurrency: latch coupling ("crabbing", Bayer & Schkolnick). Readers descend with shared
+//! latches, releasing the parent once the child is latched; writers descend with exclusive
+//! latches and release every ancestor (and the root-pointer latch) as soon as a node is *safe*:
+//! it cannot split (insert: a free slot) or underflow (delete: above the minimum). Leaves are
+//! chained left to right and scans couple along the chain; a merge only ever pulls the *right*
+//! sibling into the left node, so every latch order is top-down then left-to-right and no
+//! deadlock is possible.
+//!
+//! Crash atomicity: every modification runs inside the caller's [`PageWriter`], a system
+//! transaction (see `systxn`), so a split or merge is all-or-nothing across crashes.
+//!
+//! Node layout (`docs/format.md`): 32-byte header `[u16 kind][u16 count][4 pad][u64 right
+//! sibling][u64 leftmost child][8 pad]`, then `count` entries of `[u64 key][u64 value]`. In an
+//! internal node entry *i* holds the smallest key of child *i + 1*; the leftmost child holds the
+//! keys below entry 0.
+
+use crate::engine::{DbError, Result};
+use crate::format::{get_u16, get_u64, PageId, PAGE_SIZE};
+use crate::pages::{PageStore, PageWriter};
+use parking_lot::{RwLock, RwLockWriteGuard};
+
+pub const NODE_HEADER: usize = 32;
+pub const ENTRY: usize = 16;
+pub const MAX_NODE_ENTRIES: usize = (PAGE_SIZE - NODE_HEADER) / ENTRY;
+const LEAF: u16 = 1;
+const INTERNAL: u16 = 2;
+
+#[inline]
+fn kind(n: &[u8]) -> u16 {
+    get_u16(n, 0)
+}
+#[inline]
+fn count(n: &[u8]) -> usize {
+    get_u16(n, 2) as usize
+}
+#[inline]
+fn sibling(n: &[u8]) -> PageId {
+    get_u64(n, 8)
+}
+#[inline]
+fn leftmost(n: &[u8]) -> PageId {
+    get_u64(n, 16)
+}
+#[inline]
+fn key_at(n: &[u8], i: usize) -> u64 {
+    get_u64(n, NODE_HEADER + i * ENTRY)
+}
+#[inline]
+fn val_at(n: &[u8], i: usize) -> u64 {
+    get_u64(n, NODE_HEADER + i * ENTRY + 8)
+}
+
+/// Index of the first key >= `key` (Ok if equal).
+fn search(n: &[u8], key: u64) -> std::result::Result<usize, usize> {
+    let (mut lo, mut hi) = (0, count(n));
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let k = key_at(n, mid);
+        if k == key {
+            return Ok(mid);
+        }
+        if k < key {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Err(lo)
+}
+
+/// Child slot for `key` in an internal node: 0 = leftmost, i > 0 = value of entry i - 1.
+fn child_slot(n: &[u8], key: u64) -> usize {
+    match search(n, key) {
+        Ok(i) => i + 1,
+        Err(i) => i,
+    }
+}
+
+fn child(n: &[u8], slot: usize) -> PageId {
+    if slot == 0 {
+        leftmost(n)
+    } else {
+        val_at(n, slot - 1)
+    }
+}
+
+fn entries(n: &[u8]) -> Vec<(u64, u64)> {
+    (0..count(n)).map(|i| (key_at(n, i), val_at(n, i))).collect()
+}
+
+fn header(kind: u16, count: usize, sibling: PageId, leftmost: PageId) -> [u8; NODE_HEADER] {
+    let mut h = [0u8; NODE_HEADER];
+    h[0..2].copy_from_slice(&kind.to_le_bytes());
+    h[2..4].copy_from_slice(&(count as u16).to_le_bytes());
+    h[8..16].copy_from_slice(&sibling.to_le_bytes());
+    h[16..24].copy_from_slice(&leftmost.to_le_bytes());
+    h
+}
+
+fn encode_entries(es: &[(u64, u64)]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(es.len() * ENTRY);
+    for (k, v) in es {
+        b.extend_from_slice(&k.to_le_bytes());
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+/// Lines an operation reads in a node (binary search), for the read-latency model.
+fn search_lines(n: &[u8]) -> u64 {
+    (usize::BITS - count(n).leading_zeros()) as u64 + 1
+}
+
+/// Writes a complete node (header and entries) with one write.
+fn write_node(
+    w: &mut dyn PageWriter,
+    page: PageId,
+    kind: u16,
+    es: &[(u64, u64)],
+    sibling: PageId,
+    leftmost: PageId,
+) -> Result<()> {
+    let mut b = header(kind, es.len(), sibling, leftmost).to_vec();
+    b.extend_from_slice(&encode_entries(es));
+    w.write(page, &[(0, &b)])
+}
+
+/// Rewrites entries `from..` of a node whose new entry list is `es`, plus its header.
+fn rewrite_from(
+    w: &mut dyn PageWriter,
+    page: PageId,
+    n: &[u8],
+    es: &[(u64, u64)],
+    from: usize,
+) -> Result<()> {
+    let h = header(kind(n), es.len(), sibling(n), leftmost(n));
+    let tail = encode_entries(&es[from.min(es.len())..]);
+    if tail.is_empty() {
+        w.write(page, &[(0, &h)])
+    } else {
+        w.write(page, &[(0, &h), (NODE_HEADER + from * ENTRY, &tail)])
+    }
+}
+
+/// Where a tree's root page id lives (a u64 in some page, e.g. the catalog entry).
+#[derive(Clone, Copy, Debug)]
+pub struct RootRef {
+    pub page: PageId,
+    pub offset: usize,
+}
+
+/// A B+tree handle. The root pointer is protected by `root_latch`.
+pub struct BTree<'a> {
+    store: &'a PageStore,
+    root: RootRef,
+    root_latch: &'a RwLock<()>,
+    capacity: usize,
+}
+
+/// What a structural check found.
+#[derive(Debug, Default)]
+pub struct TreeCheck {
+    pub entries: Vec<(u64, u64)>,
+    pub pages: Vec<PageId>,
+    pub depth: usize,
+}
+
+enum Held<'a> {
+    Page { page: PageId, slot_in_parent: usize, _g: RwLockWriteGuard<'a, ()> },
+}
+
+impl Held<'_> {
+    fn page(&self) -> PageId {
+        match self {
+            Held::Page { page, .. } => *page,
+        }
+    }
+    fn slot(&self) -> usize {
+        match self {
+            Held::Page { slot_in_parent, .. } => *slot_in_parent,
+        }
+    }
+}
+
+impl<'a> BTree<'a> {
+    pub fn new(
+        store: &'a PageStore,
+        root: RootRef,
+        root_latch: &'a RwLock<()>,
+        capacity: usize,
+    ) -> BTree<'a> {
+        assert!((4..=MAX_NODE_ENTRIES).contains(&capacity));
+        BTree { store, root, root_latch, capacity }
+    }
+
+    /// Allocates an empty root leaf; the caller stores its page id at the root reference.
+    pub fn create(w: &mut dyn PageWriter) -> Result<PageId> {
+        let page = w.alloc_page()?;
+        write_node(w, page, LEAF, &[], 0, 0)?;
+        Ok(page)
+    }
+
+    fn root_page(&self) -> PageId {
+        get_u64(self.store.page(self.root.page), self.root.offset)
+    }
+
+    fn min_entries(&self) -> usize {
+        (self.capacity / 4).max(1)
+    }
+
+    /// Point lookup.
+    pub fn get(&self, key: u64) -> Option<u64> {
+        let mut found = None;
+        // A scan of exactly one key; infallible callback.
+        let _ = self.scan(key, key, &mut |_, v| {
+            found = Some(v);
+            Ok(false)
+        });
+        found
+    }
+
+    /// Visits entries with `low <= key <= high` in order while `visit` returns `Ok(true)`. The
+    /// callback runs under the leaf's shared latch (it may take no-wait key locks).
+    pub fn scan(
+        &self,
+        low: u64,
+        high: u64,
+        visit: &mut dyn FnMut(u64, u64) -> Result<bool>,
+    ) -> Result<()> {
+        if low > high {
+            return Ok(());
+        }
+        let store = self.store;
+        let root_guard = self.root_latch.read();
+        let mut page = self.root_page();
+        let mut _guard = store.latch_shared(page);
+        drop(root_guard);
+        loop {
+            let n = store.page(page);
+            store.touch(page, search_lines(n));
+            if kind(n) == LEAF {
+                break;
+            }
+            let c = child(n, child_slot(n, low));
+            let g = store.latch_shared(c);
+            _guard = g;
+            page = c;
+        }
+        let mut pos = match search(store.page(page), low) {
+            Ok(i) | Err(i) => i,
+        };
+        loop {
+            let n = store.page(page);
+            while pos < count(n) {
+                let k = key_at(n, pos);
+                if k > high || !visit(k, val_at(n, pos))? {
+                    return Ok(());
+                }
+                pos += 1;
+            }
+            let next = sibling(n);
+            if next == 0 {
+                return Ok(());
+            }
+            let g = store.latch_shared(next);
+            store.touch(next, 2);
+            _guard = g;
+            page = next;
+            pos = 0;
+        }
+    }
+
+    /// Inserts `key -> value`. Returns false (and changes nothing) if the key exists.
+    pub fn insert(&self, w: &mut dyn PageWriter, key: u64, value: u64) -> Result<bool> {
+        let store = self.store;
+        let mut root_guard = Some(self.root_latch.write());
+        let root = self.root_page();
+        let g = store.latch_exclusive(root);
+        if count(store.page(root)) < self.capacity {
+            root_guard = None;
+        }
+        let mut path = vec![Held::Page { page: root, slot_in_parent: 0, _g: g }];
+        loop {
+            let n = store.page(path.last().expect("path").page());
+            store.touch(path.last().expect("path").page(), search_lines(n));
+            if kind(n) == LEAF {
+                break;
+            }
+            let slot = child_slot(n, key);
+            let c = child(n, slot);
+            let g = store.latch_exclusive(c);
+            if count(store.page(c)) < self.capacity {
+                path.clear();
+                root_guard = None;
+            }
+            path.push(Held::Page { page: c, slot_in_parent: slot, _g: g });
+        }
+        let leaf = path.last().expect("path").page();
+        let n = store.page(leaf);
+        let pos = match search(n, key) {
+            Ok(_) => return Ok(false),
+            Err(pos) => pos,
+        };
+        let mut es = entries(n);
+        es.insert(pos, (key, value));
+        if es.len() <= self.capacity {
+            rewrite_from(w, leaf, n, &es, pos)?;
+            return Ok(true);
+        }
+        // Split the leaf; push the separator up through the held ancestors.
+        let mid = es.len() / 2;
+        let right = w.alloc_page()?;
+        write_node(w, right, LEAF, &es[mid..], sibling(n), 0)?;
+        let h = header(LEAF, mid, right, 0);
+        let tail = encode_entries(&es[pos.min(mid)..mid]);
+        w.write(leaf, &[(0, &h), (NODE_HEADER + pos.min(mid) * ENTRY, &tail)])?;
+        let mut up = (es[mid].0, right);
+        let mut level = path.len() - 1;
+        loop {
+            if level == 0 {
+                debug_assert!(root_guard.is_some(), "root split without the root latch");
+                let old_root = path[0].page();
+                let new_root = w.alloc_page()?;
+                write_node(w, new_root, INTERNAL, &[up], 0, old_root)?;
+                w.write(self.root.page, &[(self.root.offset, &new_root.to_le_bytes())])?;
+                return Ok(true);
+            }
+            level -= 1;
+            let parent = path[level].page();
+            let n = store.page(parent);
+            let mut es = entries(n);
+            let pos = match search(n, up.0) {
+                Ok(_) => return Err(DbError::Corrupt(format!("duplicate separator {}", up.0))),
+                Err(p) => p,
+            };
+            es.insert(pos, up);
+            if es.len() <= self.capacity {
+                rewrite_from(w, parent, n, &es, pos)?;
+                return Ok(true);
+            }
+            let mid = es.len() / 2;
+            let right = w.alloc_page()?;
+            write_node(w, right, INTERNAL, &es[mid + 1..], 0, es[mid].1)?;
+            let h = header(INTERNAL, mid, 0, leftmost(n));
+            let tail = encode_entries(&es[pos.min(mid)..mid]);
+            w.write(parent, &[(0, &h), (NODE_HEADER + pos.min(mid) * ENTRY, &tail)])?;
+            up = (es[mid].0, right);
+        }
+    }
+
+    /// Removes `key`; returns its value, or None if absent. Underfull nodes merge with their
+    /// right sibling when both fit in one node.
+    pub fn remove(&self, w: &mut dyn PageWriter, key: u64) -> Result<Option<u64>> {
+        let store = self.store;
+        let min = self.min_entries();
+        let mut root_guard = Some(self.root_latch.write());
+        let root = self.root_page();
+        let g = store.latch_exclusive(root);
+        {
+            let n = store.page(root);
+            if kind(n) == LEAF || count(n) >= 2 {
+                root_guard = None;
+            }
+        }
+        let mut path = vec![Held::Page { page: root, slot_in_parent: 0, _g: g }];
+        loop {
+            let n = store.page(path.last().expect("path").page());
+            if kind(n) == LEAF {
+                break;
+            }
+            let slot = child_slot(n, key);
+            let c = child(n, slot);
+            let g = store.latch_exclusive(c);
+            if count(store.page(c)) > min {
+                path.clear();
+                root_guard = None;
+            }
+            path.push(Held::Page { page: c, slot_in_parent: slot, _g: g });
+        }
+        let leaf = path.last().expect("path").page();
+        let n = store.page(leaf);
+        let Ok(pos) = search(n, key) else { return Ok(None) };
+        let value = val_at(n, pos);
+        let mut es = entries(n);
+        es.remove(pos);
+        rewrite_from(w, leaf, n, &es, pos)?;
+        let root_held = root_guard.is_some();
+        let mut level = path.len() - 1;
+        loop {
+            let page = path[level].page();
+            let n = store.page(page);
+            if level == 0 {
+                if root_held && kind(n) == INTERNAL && count(n) == 0 {
+                    // Collapse: the only child becomes the root.
+                    w.write(self.root.page, &[(self.root.offset, &leftmost(n).to_le_bytes())])?;
+                    w.free_page(page)?;
+                }
+                return Ok(Some(value));
+            }
+            if count(n) >= min {
+                return Ok(Some(value));
+            }
+            let parent = path[level - 1].page();
+            let pn = store.page(parent);
+            let slot = path[level].slot();
+            if slot >= count(pn) {
+                return Ok(Some(value)); // rightmost child: no right sibling under this parent
+            }
+            let right = child(pn, slot + 1);
+            let _rg = store.latch_exclusive(right);
+            let rn = store.page(right);
+            let merged_len = count(n) + count(rn) + usize::from(kind(n) == INTERNAL);
+            if merged_len > self.capacity {
+                return Ok(Some(value));
+            }
+            let mut es = entries(n);
+            let from = es.len();
+            let (sib, lm) = if kind(n) == LEAF {
+                (sibling(rn), 0)
+            } else {
+                es.push((key_at(pn, slot), leftmost(rn)));
+                (0, leftmost(n))
+            };
+            es.extend(entries(rn));
+            let h = header(kind(n), es.len(), sib, lm);
+            let tail = encode_entries(&es[from..]);
+            w.write(page, &[(0, &h), (NODE_HEADER + from * ENTRY, &tail)])?;
+            w.free_page(right)?;
+            let mut pes = entries(pn);
+            pes.remove(slot);
+            rewrite_from(w, parent, pn, &pes, slot)?;
+            level -= 1;
+        }
+    }
+
+    /// Walks the whole tree (no concurrent writers) and checks ordering, key bounds, equal leaf
+    /// depth, node fill limits and the leaf chain.
+    pub fn check(&self) -> std::result::Result<TreeCheck, String> {
+        let mut out = TreeCheck::default();
+        let root = self.root_page();
+        let mut leaves = Vec::new();
+        let mut leaf_depth = None;
+        self.check_node(root, None, None, 1, &mut out, &mut leaves, &mut leaf_depth)?;
+        for pair in leaves.windows(2) {
+            let n = self.store.page(pair[0]);
+            if sibling(n) != pair[1] {
+                return Err(format!("leaf {} links to {} not {}", pair[0], sibling(n), pair[1]));
+            }
+        }
+        if let Some(last) = leaves.last() {
+            if sibling(self.store.page(*last)) != 0 {
+                return Err(format!("last leaf {last} has a right sibling"));
+            }
+        }
+        out.depth = leaf_depth.unwrap_or(0);
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_node(
+        &self,
+        page: PageId,
+        low: Option<u64>,
+        high: Option<u64>,
+        depth: usize,
+        out: &mut TreeCheck,
+        leaves: &mut Vec<PageId>,
+        leaf_depth: &mut Option<usize>,
+    ) -> std::result::Result<(), String> {
+        if page == 0 || page >= self.store.page_count() {
+            return Err(format!("child pointer {page} out of range"));
+        }
+        if out.pages.len() as u64 > self.store.page_count() {
+            return Err("cycle in tree".into());
+        }
+        out.pages.push(page);
+        let n = self.store.page(page);
+        let c = count(n);
+        if c > self.capacity {
+            return Err(format!("node {page} holds {c} entries, capacity {}", self.capacity));
+        }
+        let mut prev = None;
+        for i in 0..c {
+            let k = key_at(n, i);
+            if prev.is_some_and(|p| p >= k) {
+                return Err(format!("node {page}: keys out of order at {i}"));
+            }
+            if low.is_some_and(|l| k < l) || high.is_some_and(|h| k >= h) {
+                return Err(format!("node {page}: key {k} outside its bounds"));
+            }
+            prev = Some(k);
+        }
+        match kind(n) {
+            LEAF => {
+                if let Some(d) = *leaf_depth {
+                    if d != depth {
+                        return Err(format!("leaf {page} at depth {depth}, others at {d}"));
+                    }
+                }
+                *leaf_depth = Some(depth);
+                leaves.push(page);
+                out.entries.extend(entries(n));
+                Ok(())
+            }
+            INTERNAL => {
+                for slot in 0..=c {
+                    let lo = if slot == 0 { low } else { Some(key_at(n, slot - 1)) };
+                    let hi = if slot == c { high } else { Some(key_at(n, slot)) };
+                    self.check_node(child(n, slot), lo, hi, depth + 1, out, leaves, leaf_depth)?;
+                }
+                Ok(())
+            }
+            other => Err(format!("page {page} has node kind {other}")),
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! Heap pages of fixed-size row slots. A row never moves, so its slot's region offset (the
+//! *rid*) is a stable address: the B+tree maps key -> rid, and physical undo of a row update is
+//! safe however the index reorganises.
+//!
+//! Page layout: 64-byte header `[u16 kind = 3][2 pad][u32 table][u64 next heap page][u32 slot
+//! bytes][u32 slots]`, then slots of `[u64 state (0 free, 1 used)][u64 key][row, padded to 8]`.
+
+use crate::engine::Result;
+use crate::format::{get_u16, get_u32, get_u64, page_offset, PageId, PAGE_SIZE};
+use crate::pages::PageWriter;
+
+pub const HEAP_HEADER: usize = 64;
+pub const HEAP_KIND: u16 = 3;
+pub const SLOT_FREE: u64 = 0;
+pub const SLOT_USED: u64 = 1;
+/// Bytes before the row inside a slot.
+pub const SLOT_HEADER: u64 = 16;
+
+pub fn slots_per_page(slot_bytes: u32) -> usize {
+    (PAGE_SIZE - HEAP_HEADER) / slot_bytes as usize
+}
+
+/// Writes a fresh heap page (all slots free) through the writer.
+pub fn init_page(
+    w: &mut dyn PageWriter,
+    page: PageId,
+    table: u32,
+    next: PageId,
+    slot_bytes: u32,
+) -> Result<()> {
+    let mut b = vec![0u8; PAGE_SIZE];
+    b[0..2].copy_from_slice(&HEAP_KIND.to_le_bytes());
+    b[4..8].copy_from_slice(&table.to_le_bytes());
+    b[8..16].copy_from_slice(&next.to_le_bytes());
+    b[16..20].copy_from_slice(&slot_bytes.to_le_bytes());
+    b[20..24].copy_from_slice(&(slots_per_page(slot_bytes) as u32).to_le_bytes());
+    w.write(page, &[(0, &b)])
+}
+
+/// The rid (region offset) of slot `i` of `page`.
+pub fn rid(page: PageId, slot_bytes: u32, i: usize) -> u64 {
+    page_offset(page) + HEAP_HEADER as u64 + i as u64 * slot_bytes as u64
+}
+
+/// A parsed heap page header.
+#[derive(Clone, Copy, Debug)]
+pub struct HeapPage {
+    pub table: u32,
+    pub next: PageId,
+    pub slot_bytes: u32,
+    pub slots: usize,
+}
+
+pub fn parse(page_bytes: &[u8]) -> std::result::Result<HeapPage, String> {
+    if get_u16(page_bytes, 0) != HEAP_KIND {
+        return Err(format!("not a heap page (kind {})", get_u16(page_bytes, 0)));
+    }
+    let slot_bytes = get_u32(page_bytes, 16);
+    let slots = get_u32(page_bytes, 20) as usize;
+    if slot_bytes < 24 || slots != slots_per_page(slot_bytes) {
+        return Err(format!("heap page with bad slot geometry {slot_bytes}/{slots}"));
+    }
+    Ok(HeapPage { table: get_u32(page_bytes, 4), next: get_u64(page_bytes, 8), slot_bytes, slots })
+}

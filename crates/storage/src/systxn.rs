@@ -1,0 +1,198 @@
+//! System transactions for In-Place Updates: B+tree structure modifications, heap growth and
+//! catalog changes run as short transactions with their own physical undo log, committed as soon
+//! as the modification is complete (ARIES nested top actions; Pelley et al., VLDB 2014, §3.2,
+//! uses `persist_page` for the same purpose). A crash rolls an unfinished one back, so the tree
+//! is always structurally consistent before user transactions are undone logically.
+//!
+//! Per write: one undo record with the before-images of all ranges, persisted (1 barrier), then
+//! the in-place write (flushed at commit). Commit: persist the written ranges (1 barrier), then the
+//! header's 8-byte free mark (1 barrier). Frees add a committed mark and a bitmap persist.
+
+use crate::alloc::PageAllocator;
+use crate::engine::{DbError, Result};
+use crate::format::{get_u64, page_offset, PageId};
+use crate::pages::{PageStore, PageWriter};
+use crate::undo::{LogState, UndoLog};
+
+pub const REC_PHYS: u8 = 1;
+pub const REC_PAGE_ALLOC: u8 = 6;
+pub const REC_PAGE_FREE: u8 = 7;
+
+/// Encodes a physical undo record: `[u16 ranges]` then per range `[u64 offset][u32 len][bytes]`.
+pub fn encode_phys(region: &pmem::Region, ranges: &[(u64, usize)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(2 + ranges.iter().map(|r| 12 + r.1).sum::<usize>());
+    out.extend_from_slice(&(ranges.len() as u16).to_le_bytes());
+    for (off, len) in ranges {
+        out.extend_from_slice(&off.to_le_bytes());
+        out.extend_from_slice(&(*len as u32).to_le_bytes());
+        out.extend_from_slice(region.read(*off, *len));
+    }
+    out
+}
+
+/// Restores the before-images of a physical undo record (in reverse range order) and returns
+/// the ranges written, to be flushed.
+pub fn apply_phys(region: &pmem::Region, payload: &[u8]) -> Result<Vec<(u64, u64)>> {
+    let bad = || DbError::Corrupt("malformed physical undo record".into());
+    if payload.len() < 2 {
+        return Err(bad());
+    }
+    let n = u16::from_le_bytes([payload[0], payload[1]]) as usize;
+    let mut at = 2;
+    let mut ranges = Vec::with_capacity(n);
+    for _ in 0..n {
+        if at + 12 > payload.len() {
+            return Err(bad());
+        }
+        let off = get_u64(payload, at);
+        let len = u32::from_le_bytes(payload[at + 8..at + 12].try_into().expect("4")) as usize;
+        at += 12;
+        if at + len > payload.len() || off.checked_add(len as u64).is_none_or(|e| e > region.len())
+        {
+            return Err(bad());
+        }
+        ranges.push((off, at, len));
+        at += len;
+    }
+    let mut written = Vec::with_capacity(n);
+    for (off, start, len) in ranges.into_iter().rev() {
+        region.write(off, &payload[start..start + len]);
+        written.push((off, len as u64));
+    }
+    Ok(written)
+}
+
+/// A system transaction over one worker's system undo log.
+pub struct SysTxn<'a> {
+    store: &'a PageStore,
+    alloc: &'a PageAllocator,
+    log: &'a mut UndoLog,
+    dirty: Vec<(u64, u64)>,
+    fresh: Vec<PageId>,
+    freed: Vec<PageId>,
+}
+
+impl<'a> SysTxn<'a> {
+    pub fn begin(store: &'a PageStore, alloc: &'a PageAllocator, log: &'a mut UndoLog) -> Self {
+        debug_assert_eq!(log.state(), LogState::Free);
+        SysTxn { store, alloc, log, dirty: Vec::new(), fresh: Vec::new(), freed: Vec::new() }
+    }
+
+    /// Commits: persists every write, then the log's free mark; then performs deferred frees.
+    pub fn commit(mut self) {
+        let region = self.store.region().clone();
+        if self.freed.is_empty() {
+            self.log.finish(&self.dirty);
+            return;
+        }
+        for (off, len) in &self.dirty {
+            region.flush(*off, *len);
+        }
+        region.fence();
+        self.log.mark_committed();
+        let freed = std::mem::take(&mut self.freed);
+        let bits: Vec<(u64, u64)> = freed.iter().map(|p| self.alloc.clear_bit(*p)).collect();
+        self.log.finish(&bits);
+        self.alloc.release(&freed);
+    }
+
+    /// Rolls back everything written so far (used when a modification fails half-way, e.g. the
+    /// region is full during a split).
+    pub fn abort(self) -> Result<()> {
+        let records = self.log.read_records();
+        let freed_pages = rollback(self.store.region(), self.alloc, &records)?;
+        self.log.finish(&freed_pages.1);
+        self.alloc.release(&freed_pages.0);
+        Ok(())
+    }
+}
+
+/// Rolls back system-transaction records (reverse order). Returns the pages whose allocation was
+/// undone and the ranges written (to flush before the log is freed).
+pub fn rollback(
+    region: &pmem::Region,
+    alloc: &PageAllocator,
+    records: &[(u8, Vec<u8>)],
+) -> Result<(Vec<PageId>, Vec<(u64, u64)>)> {
+    let mut pages = Vec::new();
+    let mut written = Vec::new();
+    for (kind, payload) in records.iter().rev() {
+        match *kind {
+            REC_PHYS => written.extend(apply_phys(region, payload)?),
+            REC_PAGE_ALLOC => {
+                let page = decode_page(payload)?;
+                written.push(alloc.clear_bit(page));
+                pages.push(page);
+            }
+            REC_PAGE_FREE => {}
+            other => {
+                return Err(DbError::Corrupt(format!("unknown system undo record kind {other}")))
+            }
+        }
+    }
+    Ok((pages, written))
+}
+
+/// Redoes the deferred frees of a committed system transaction (idempotent).
+pub fn redo_frees(alloc: &PageAllocator, records: &[(u8, Vec<u8>)]) -> Result<Vec<(u64, u64)>> {
+    let mut written = Vec::new();
+    for (kind, payload) in records {
+        if *kind == REC_PAGE_FREE {
+            written.push(alloc.clear_bit(decode_page(payload)?));
+        }
+    }
+    Ok(written)
+}
+
+fn decode_page(payload: &[u8]) -> Result<PageId> {
+    if payload.len() != 8 {
+        return Err(DbError::Corrupt("malformed page record".into()));
+    }
+    Ok(get_u64(payload, 0))
+}
+
+impl PageWriter for SysTxn<'_> {
+    fn store(&self) -> &PageStore {
+        self.store
+    }
+
+    fn write(&mut self, page: PageId, ranges: &[(usize, &[u8])]) -> Result<()> {
+        let base = page_offset(page);
+        let region = self.store.region();
+        if !self.fresh.contains(&page) {
+            let spans: Vec<(u64, usize)> =
+                ranges.iter().map(|(o, b)| (base + *o as u64, b.len())).collect();
+            let rec = encode_phys(region, &spans);
+            // Earlier writes of this transaction ride on this record's barrier.
+            self.log.append(&[(REC_PHYS, &rec)], &self.dirty)?;
+            self.dirty.clear();
+        }
+        for (o, b) in ranges {
+            region.write(base + *o as u64, b);
+            self.dirty.push((base + *o as u64, b.len() as u64));
+        }
+        Ok(())
+    }
+
+    fn alloc_page(&mut self) -> Result<PageId> {
+        let page = self.alloc.reserve().ok_or_else(|| {
+            DbError::RegionFull(format!("all {} pages are in use", self.alloc.layout().page_count))
+        })?;
+        if let Err(e) = self.log.append(&[(REC_PAGE_ALLOC, &page.to_le_bytes())], &self.dirty) {
+            self.alloc.unreserve(page);
+            return Err(e);
+        }
+        self.dirty.clear();
+        let bit = self.alloc.set_bit(page);
+        self.dirty.push(bit);
+        self.fresh.push(page);
+        Ok(page)
+    }
+
+    fn free_page(&mut self, page: PageId) -> Result<()> {
+        self.log.append(&[(REC_PAGE_FREE, &page.to_le_bytes())], &self.dirty)?;
+        self.dirty.clear();
+        self.freed.push(page);
+        Ok(())
+    }
+}
