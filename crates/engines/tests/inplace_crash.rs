@@ -71,6 +71,7 @@ struct Outcome {
     in_flight: Option<Model>,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_worker(
     db: &InPlace,
     region: &Region,

@@ -4,9 +4,9 @@
 //! latches, releasing the parent once the child is latched; writers descend with exclusive
 //! latches and release every ancestor (and the root-pointer latch) as soon as a node is *safe*:
 //! it cannot split (insert: a free slot) or underflow (delete: above the minimum). Leaves are
-//! chained left to right and scans couple along the chain; a merge only ever pulls the *right*
-//! sibling into the left node, so every latch order is top-down then left-to-right and no
-//! deadlock is possible.
+//! chained left to right and scans couple along the chain; a merge always pulls the right node
+//! into the left one and latches siblings left to right, so every latch order is top-down then
+//! left-to-right and no deadlock is possible.
 //!
 //! Crash atomicity: every modification runs inside the caller's [`PageWriter`], a system
 //! transaction (see `systxn`), so a split or merge is all-or-nothing across crashes.
@@ -350,8 +350,8 @@ impl<'a> BTree<'a> {
         }
     }
 
-    /// Removes `key`; returns its value, or None if absent. Underfull nodes merge with their
-    /// right sibling when both fit in one node.
+    /// Removes `key`; returns its value, or None if absent. An underfull node merges with its
+    /// right sibling (or, as the rightmost child, into its left sibling) when both fit in one.
     pub fn remove(&self, w: &mut dyn PageWriter, key: u64) -> Result<Option<u64>> {
         let store = self.store;
         let min = self.min_entries();
@@ -405,34 +405,81 @@ impl<'a> BTree<'a> {
             let parent = path[level - 1].page();
             let pn = store.page(parent);
             let slot = path[level].slot();
-            if slot >= count(pn) {
-                return Ok(Some(value)); // rightmost child: no right sibling under this parent
-            }
-            let right = child(pn, slot + 1);
+            // Merge with the right sibling, or (rightmost child) into the left one. Latches are
+            // always taken left to right: for the left case the node's latch is released first
+            // and retaken after the left sibling's. Nothing can change either node meanwhile:
+            // writers reach them only through the parent, which stays exclusively latched.
+            let (left, right, sep) = if slot < count(pn) {
+                (page, child(pn, slot + 1), slot)
+            } else if slot > 0 {
+                path.truncate(level);
+                (child(pn, slot - 1), page, slot - 1)
+            } else {
+                return Ok(Some(value)); // an only child: the parent underflows next level up
+            };
+            let _lg = (left != page).then(|| store.latch_exclusive(left));
             let _rg = store.latch_exclusive(right);
-            let rn = store.page(right);
-            let merged_len = count(n) + count(rn) + usize::from(kind(n) == INTERNAL);
+            let (ln, rn) = (store.page(left), store.page(right));
+            let merged_len = count(ln) + count(rn) + usize::from(kind(ln) == INTERNAL);
             if merged_len > self.capacity {
+                self.redistribute(w, parent, pn, sep, left, right)?;
                 return Ok(Some(value));
             }
-            let mut es = entries(n);
+            let mut es = entries(ln);
             let from = es.len();
-            let (sib, lm) = if kind(n) == LEAF {
+            let (sib, lm) = if kind(ln) == LEAF {
                 (sibling(rn), 0)
             } else {
-                es.push((key_at(pn, slot), leftmost(rn)));
-                (0, leftmost(n))
+                es.push((key_at(pn, sep), leftmost(rn)));
+                (0, leftmost(ln))
             };
             es.extend(entries(rn));
-            let h = header(kind(n), es.len(), sib, lm);
+            let h = header(kind(ln), es.len(), sib, lm);
             let tail = encode_entries(&es[from..]);
-            w.write(page, &[(0, &h), (NODE_HEADER + from * ENTRY, &tail)])?;
+            w.write(left, &[(0, &h), (NODE_HEADER + from * ENTRY, &tail)])?;
             w.free_page(right)?;
             let mut pes = entries(pn);
-            pes.remove(slot);
-            rewrite_from(w, parent, pn, &pes, slot)?;
+            pes.remove(sep);
+            rewrite_from(w, parent, pn, &pes, sep)?;
             level -= 1;
         }
+    }
+
+    /// Evens out two siblings that do not fit in one node (the caller holds the parent and both
+    /// nodes exclusively); the separator between them in the parent changes, its count does not.
+    fn redistribute(
+        &self,
+        w: &mut dyn PageWriter,
+        parent: PageId,
+        pn: &[u8],
+        sep: usize,
+        left: PageId,
+        right: PageId,
+    ) -> Result<()> {
+        let (ln, rn) = (self.store.page(left), self.store.page(right));
+        let mut all = entries(ln);
+        let new_sep;
+        if kind(ln) == LEAF {
+            all.extend(entries(rn));
+            let mid = all.len() / 2;
+            new_sep = all[mid].0;
+            let (lh, rh) =
+                (header(LEAF, mid, right, 0), header(LEAF, all.len() - mid, sibling(rn), 0));
+            let (le, re) = (encode_entries(&all[..mid]), encode_entries(&all[mid..]));
+            w.write(left, &[(0, &lh), (NODE_HEADER, &le)])?;
+            w.write(right, &[(0, &rh), (NODE_HEADER, &re)])?;
+        } else {
+            all.push((key_at(pn, sep), leftmost(rn)));
+            all.extend(entries(rn));
+            let mid = all.len() / 2;
+            new_sep = all[mid].0;
+            let lh = header(INTERNAL, mid, 0, leftmost(ln));
+            let rh = header(INTERNAL, all.len() - mid - 1, 0, all[mid].1);
+            let (le, re) = (encode_entries(&all[..mid]), encode_entries(&all[mid + 1..]));
+            w.write(left, &[(0, &lh), (NODE_HEADER, &le)])?;
+            w.write(right, &[(0, &rh), (NODE_HEADER, &re)])?;
+        }
+        w.write(parent, &[(NODE_HEADER + sep * ENTRY, &new_sep.to_le_bytes())])
     }
 
     /// Walks the whole tree (no concurrent writers) and checks ordering, key bounds, equal leaf

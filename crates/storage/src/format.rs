@@ -13,7 +13,7 @@ use pmem::Region;
 
 pub const PAGE_SIZE: usize = 8192;
 pub const PAGE_SIZE_U64: u64 = PAGE_SIZE as u64;
-const _: () = assert!(PAGE_SIZE % pmem::CACHE_LINE as usize == 0);
+const _: () = assert!(PAGE_SIZE.is_multiple_of(pmem::CACHE_LINE as usize));
 
 /// "NVMDB" + format marker, little-endian u64 at offset 0.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NVMDB\0sb");

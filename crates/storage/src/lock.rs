@@ -23,8 +23,10 @@ struct Entry {
 }
 
 /// Held locks are recorded by the transaction (see [`LockSet`]) and released all at once.
+type Shard = Mutex<HashMap<(TableId, u64), Entry>>;
+
 pub struct LockManager {
-    shards: Box<[Mutex<HashMap<(TableId, u64), Entry>>]>,
+    shards: Box<[Shard]>,
 }
 
 impl Default for LockManager {

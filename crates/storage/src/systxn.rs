@@ -107,13 +107,16 @@ impl<'a> SysTxn<'a> {
     }
 }
 
+/// Pages whose allocation was undone, and the byte ranges written (to persist).
+pub type Undone = (Vec<PageId>, Vec<(u64, u64)>);
+
 /// Rolls back system-transaction records (reverse order). Returns the pages whose allocation was
 /// undone and the ranges written (to flush before the log is freed).
 pub fn rollback(
     region: &pmem::Region,
     alloc: &PageAllocator,
     records: &[(u8, Vec<u8>)],
-) -> Result<(Vec<PageId>, Vec<(u64, u64)>)> {
+) -> Result<Undone> {
     let mut pages = Vec::new();
     let mut written = Vec::new();
     for (kind, payload) in records.iter().rev() {

@@ -22,6 +22,7 @@
 //!   transaction: 0; a transaction with deletes: 4 (committed mark, slot frees, free mark);
 //! * insert / delete: 1 for the logical undo records, plus 3 for the index system transaction
 //!   (undo record, data, free mark) and 1 more per extra page a split or merge rewrites.
+//!
 //! Deliberate differences: undo records carry a checksum and generation instead of a separately
 //! persisted tail LSN (saves `persist_wal`'s second barrier), and pages are not copied to a page
 //! log: the before-image of just the written bytes is the undo record.
