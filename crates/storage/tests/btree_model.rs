@@ -197,7 +197,7 @@ fn concurrent_writers_and_scanners() {
                         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                         let k = (x >> 33) % 1000 * THREADS as u64 + t as u64;
                         let v = i * 1_000_000 + k;
-                        if x % 3 == 0 {
+                        if x.is_multiple_of(3) {
                             assert_eq!(f.remove(t, k), model.remove(&k));
                         } else {
                             let fresh = !model.contains_key(&k);
