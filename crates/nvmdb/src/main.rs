@@ -23,6 +23,14 @@ enum Command {
     Info(cli::info::Args),
     /// TSC frequency, delay accuracy, cost of store+flush+fence on this machine.
     Calibrate(cli::calibrate::Args),
+    /// One benchmark run: a workload on an engine; table, --json or --csv.
+    Bench(Box<cli::bench::Args>),
+    /// Run experiment specs (the papers' figures): a grid of bench runs, resumable, shardable.
+    Sweep(cli::sweep::Args),
+    /// Join the output directories of sharded sweeps.
+    Merge(cli::merge::Args),
+    /// Figures, verdicts against the papers, index.html and report.md from a sweep's results.
+    Report(cli::report::Args),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +38,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info(args) => cli::info::run(args),
         Command::Calibrate(args) => cli::calibrate::run(args),
+        Command::Bench(args) => cli::bench::run(*args),
+        Command::Sweep(args) => cli::sweep::run(args),
+        Command::Merge(args) => cli::merge::run(args),
+        Command::Report(args) => cli::report::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,1 +1,272 @@
-//! Opening an engine by name on a region (or, for peers, a directory).
+//! Opening an engine by name on a region (or, for peers, a directory): the one place that knows
+//! every engine nvmdb can run, so the CLI, sweeps and the crash tester accept the same names.
+//!
+//! Three kinds of engine:
+//! - **testing** (`noop`, `mem`, from `workloads::testing`): no region; `noop` measures the
+//!   driver's own overhead, `mem` is a correct volatile reference;
+//! - **region** engines (`crates/engines`: `inplace`, later `wal`, `group`, `cow`, `lsm`): opened
+//!   on a `pmem::Region`, formatting a blank one and recovering otherwise;
+//! - **peers** (`crates/peers`: `sqlite`, `lmdb`, `redb`): opened in a directory
+//!   (`RegionOptions::path`).
+//!
+//! Invariant: every name in [`ENGINES`] opens through [`open_engine`]; an unknown name is an
+//! error that lists the known ones.
+
+use pmem::{Region, RegionOptions};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use storage::{DbError, Engine};
+
+/// What an engine runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// In-process test engines without persistent state.
+    Testing,
+    /// nvmdb's own engines, on a `pmem` region.
+    Region,
+    /// Established engines in a directory, for comparison.
+    Peer,
+}
+
+/// One engine the registry can open.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct EngineInfo {
+    pub name: &'static str,
+    pub kind: EngineKind,
+    pub about: &'static str,
+    /// Whether the engine keeps what is written (false for `noop`: checkers cannot pass on it,
+    /// so runs skip them).
+    pub stores_data: bool,
+}
+
+/// Every engine, in the order `--help` and `--list` show them.
+pub const ENGINES: &[EngineInfo] = &[
+    EngineInfo {
+        name: "noop",
+        kind: EngineKind::Testing,
+        about: "does nothing; measures the benchmark driver's own overhead",
+        stores_data: false,
+    },
+    EngineInfo {
+        name: "mem",
+        kind: EngineKind::Testing,
+        about: "volatile in-memory reference engine (key locks, undo), nothing persistent",
+        stores_data: true,
+    },
+    EngineInfo {
+        name: "inplace",
+        kind: EngineKind::Region,
+        about: "In-Place Updates (Pelley et al. VLDB 2014 §3.2): per-txn undo logs, data in NVRAM",
+        stores_data: true,
+    },
+    // LEAD: peers plug in here, one entry per name in `peers::PEERS`, e.g.
+    // EngineInfo { name: "sqlite", kind: EngineKind::Peer, about: "SQLite (WAL) in --path",
+    //              stores_data: true },
+];
+
+/// Names of every engine.
+pub fn names() -> Vec<&'static str> {
+    ENGINES.iter().map(|e| e.name).collect()
+}
+
+/// The engine called `name`.
+pub fn lookup(name: &str) -> Option<&'static EngineInfo> {
+    ENGINES.iter().find(|e| e.name == name)
+}
+
+/// Engine options that are not region options. Defaults live in `Default`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EngineConfig {
+    /// Worker threads that will use the engine (`begin(worker)` takes `0..workers`); engines
+    /// with per-worker state (undo logs) size it from this.
+    pub workers: usize,
+    /// Simulated page-cache capacity, in 8 KiB pages, for the read-latency model (`None`:
+    /// unlimited, every read hits).
+    pub cache_pages: Option<u64>,
+    /// Engine-specific `key=value` options (`--engine-opt`), interpreted by the engine; an engine
+    /// rejects keys it does not know.
+    pub extra: BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("unknown engine `{name}` (known: {known})")]
+    UnknownEngine { name: String, known: String },
+    #[error("engine `{engine}` has no option `{key}`{hint}")]
+    UnknownOption { engine: &'static str, key: String, hint: String },
+    #[error("engine `{engine}` needs a directory: give --path")]
+    NeedsDir { engine: &'static str },
+    #[error(transparent)]
+    Pmem(#[from] pmem::PmemError),
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// Opens engine `name`. Region engines open (or create) the region `region` describes and
+/// format or recover it; peers use `region.path` as their directory; testing engines ignore
+/// `region`.
+pub fn open_engine(
+    name: &str,
+    region: &RegionOptions,
+    config: &EngineConfig,
+) -> Result<Box<dyn Engine>, RegistryError> {
+    let Some(info) = lookup(name) else {
+        return Err(RegistryError::UnknownEngine {
+            name: name.to_string(),
+            known: names().join(", "),
+        });
+    };
+    match info.kind {
+        EngineKind::Testing => {
+            reject_extra(info.name, config, &[])?;
+            Ok(match info.name {
+                "noop" => Box::new(workloads::testing::NoopEngine::new()),
+                _ => Box::new(workloads::testing::MemEngine::new()),
+            })
+        }
+        EngineKind::Region => {
+            let region = Region::open(region)?;
+            open_region_engine(info, region, config)
+        }
+        EngineKind::Peer => {
+            let Some(dir) = region.path.as_deref() else {
+                return Err(RegistryError::NeedsDir { engine: info.name });
+            };
+            open_peer(info, dir, config)
+        }
+    }
+}
+
+/// Engine options a region engine accepts through `--engine-opt`.
+const REGION_OPTS: &[&str] = &["undo_pages", "sys_undo_pages", "node_capacity", "fault"];
+
+fn parse_opt<T: std::str::FromStr>(
+    engine: &'static str,
+    key: &str,
+    value: &str,
+) -> Result<T, RegistryError> {
+    value.parse().map_err(|_| {
+        RegistryError::Db(DbError::Invalid(format!(
+            "engine `{engine}`: option {key}={value} is not a valid number"
+        )))
+    })
+}
+
+/// Maps the CLI's engine configuration to `engines::EngineOptions` (defaults from there).
+pub fn region_engine_options(
+    engine: &'static str,
+    config: &EngineConfig,
+) -> Result<engines::EngineOptions, RegistryError> {
+    reject_extra(engine, config, REGION_OPTS)?;
+    let mut o = engines::EngineOptions {
+        workers: (config.workers.max(1)) as u32,
+        cache_pages: config.cache_pages,
+        ..Default::default()
+    };
+    for (k, v) in &config.extra {
+        match k.as_str() {
+            "undo_pages" => o.undo_pages = parse_opt(engine, k, v)?,
+            "sys_undo_pages" => o.sys_undo_pages = parse_opt(engine, k, v)?,
+            "node_capacity" => o.node_capacity = parse_opt(engine, k, v)?,
+            "fault" => {
+                o.fault = Some(engines::Fault::parse(v).ok_or_else(|| {
+                    RegistryError::Db(DbError::Invalid(format!(
+                        "unknown fault `{v}` (update-before-undo, commit-before-data)"
+                    )))
+                })?)
+            }
+            _ => unreachable!("rejected above"),
+        }
+    }
+    Ok(o)
+}
+
+fn open_region_engine(
+    info: &'static EngineInfo,
+    region: Region,
+    config: &EngineConfig,
+) -> Result<Box<dyn Engine>, RegistryError> {
+    let options = region_engine_options(info.name, config)?;
+    Ok(engines::open(info.name, region, &options)?)
+}
+
+/// LEAD: wire `peers::open_with(info.name, dir, &peers::PeerOptions { workers, durability
+/// from config.extra, .. })` here (and add `peers` to nvmdb's Cargo.toml).
+fn open_peer(
+    info: &'static EngineInfo,
+    dir: &std::path::Path,
+    config: &EngineConfig,
+) -> Result<Box<dyn Engine>, RegistryError> {
+    let _ = (dir, config);
+    Err(RegistryError::Db(DbError::Invalid(format!(
+        "peer `{}` is listed but not wired into the registry",
+        info.name
+    ))))
+}
+
+/// Opens region engine `name` on an already-open region (e.g. a `sim` region made from a crash
+/// image): formats a blank region, recovers otherwise.
+pub fn open_on_region(
+    name: &str,
+    region: Region,
+    config: &EngineConfig,
+) -> Result<Box<dyn Engine>, RegistryError> {
+    match lookup(name) {
+        Some(info) if info.kind == EngineKind::Region => open_region_engine(info, region, config),
+        Some(info) => Err(RegistryError::Db(DbError::Invalid(format!(
+            "engine `{}` does not run on a pmem region (crash images need a region engine)",
+            info.name
+        )))),
+        None => {
+            Err(RegistryError::UnknownEngine { name: name.to_string(), known: names().join(", ") })
+        }
+    }
+}
+
+/// Fails on any `--engine-opt` key outside `known`.
+pub fn reject_extra(
+    engine: &'static str,
+    config: &EngineConfig,
+    known: &[&str],
+) -> Result<(), RegistryError> {
+    match config.extra.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(key) => Err(RegistryError::UnknownOption {
+            engine,
+            key: key.clone(),
+            hint: if known.is_empty() {
+                " (it takes none)".to_string()
+            } else {
+                format!(" (it takes: {})", known.join(", "))
+            },
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn testing_engines_open() {
+        let region = RegionOptions::default();
+        let config = EngineConfig { workers: 2, ..Default::default() };
+        for name in ["noop", "mem"] {
+            let engine = open_engine(name, &region, &config).unwrap();
+            assert_eq!(engine.name(), name);
+            assert!(engine.region().is_none());
+        }
+    }
+
+    #[test]
+    fn unknown_names_and_options_are_errors() {
+        let region = RegionOptions::default();
+        let err = open_engine("nope", &region, &EngineConfig::default()).err().unwrap();
+        assert!(err.to_string().contains("known: noop, mem"), "{err}");
+        let mut config = EngineConfig::default();
+        config.extra.insert("x".into(), "1".into());
+        let err = open_engine("mem", &region, &config).err().unwrap();
+        assert!(err.to_string().contains("has no option `x`"), "{err}");
+    }
+}

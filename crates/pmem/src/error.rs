@@ -10,6 +10,8 @@ pub enum PmemError {
         "region file {path} is {actual_bytes} bytes, smaller than the {needed_bytes} bytes needed"
     )]
     TooSmall { path: PathBuf, actual_bytes: u64, needed_bytes: u64 },
+    #[error("region file {path} is empty (give a size to create the region, e.g. --size 1GiB)")]
+    EmptyFile { path: PathBuf },
     #[error(
         "{path} is not on a DAX file system (MAP_SYNC refused: {reason}); use --medium file or shm"
     )]
@@ -18,12 +20,14 @@ pub enum PmemError {
     NeedsPath { medium: &'static str },
     #[error("invalid region option: {0}")]
     InvalidOption(String),
-    #[error("flush instruction {0} is not supported by this CPU")]
+    #[error("flush instruction {0} is not supported by this CPU (see `nvmdb info`)")]
     FlushUnsupported(&'static str),
-    #[error("I/O error on {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("mmap of {size_bytes} bytes failed: {source}")]
-    Map { size_bytes: u64, source: std::io::Error },
+    // The OS error is part of the one-line message, and deliberately not an error `source`:
+    // a chain printer (`anyhow`'s `{:#}`) would print it twice.
+    #[error("I/O error on {path}: {cause}")]
+    Io { path: PathBuf, cause: std::io::Error },
+    #[error("mmap of {size_bytes} bytes failed: {cause}")]
+    Map { size_bytes: u64, cause: std::io::Error },
 }
 
 pub type Result<T> = std::result::Result<T, PmemError>;

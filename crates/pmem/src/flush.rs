@@ -41,6 +41,24 @@ impl FlushKind {
     }
 }
 
+impl std::str::FromStr for FlushKind {
+    type Err = crate::PmemError;
+
+    fn from_str(s: &str) -> Result<FlushKind, crate::PmemError> {
+        FlushKind::parse(s).ok_or_else(|| {
+            crate::PmemError::InvalidOption(format!(
+                "unknown flush instruction `{s}` (expected clwb, clflushopt, clflush or none)"
+            ))
+        })
+    }
+}
+
+impl std::fmt::Display for FlushKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What the CPU offers, read from CPUID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct CpuFlushSupport {

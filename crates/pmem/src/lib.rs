@@ -4,12 +4,14 @@
 //! `file` (optionally `msync`-durable), `dax` (real persistent memory via `MAP_SYNC`) or `sim`
 //! (the crash simulator). Persist primitives follow Pelley et al., VLDB 2014, §3.2: a *persist
 //! barrier* is a [`Region::fence`] after the [`Region::flush`]es it orders. The optional timing
-//! model is Pelley §4 / thesis §5.1 ([`timing`]).
+//! model is Pelley §4 / thesis §5.1 ([`timing`]); [`calib`] holds the measurement kernels of
+//! `nvmdb calibrate`. The contract in one page: `docs/persistence.md`.
 //!
 //! Invariants: every persistent store goes through the region API (so statistics, traces and
 //! the crash simulator see all of them); 8 aligned bytes are the only unit of failure atomicity;
 //! an access outside the region is an assertion failure, never undefined behaviour.
 
+pub mod calib;
 pub mod error;
 pub mod flush;
 pub mod region;
@@ -20,7 +22,7 @@ pub mod trace;
 
 pub use error::{PmemError, Result};
 pub use flush::{CpuFlushSupport, FlushKind, CACHE_LINE};
-pub use region::{is_dax, Medium, Region, RegionOptions, SyncMode};
+pub use region::{filesystem_name, is_dax, Medium, Region, RegionOptions, SyncMode};
 pub use sim::{CrashEvent, CrashPoint, CrashPolicy, Sim};
 pub use stats::{thread_id, Stats};
 pub use timing::{TimingOptions, Tsc};

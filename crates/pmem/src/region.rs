@@ -2,7 +2,7 @@
 
 use crate::error::{PmemError, Result};
 use crate::flush::{flush_line, select_flush, store_fence, CpuFlushSupport, FlushKind, CACHE_LINE};
-use crate::sim::{CrashPolicy, Sim};
+use crate::sim::{CrashPolicy, Sim, View};
 use crate::stats::{Counter, StatCounters, Stats, WearMap};
 use crate::timing::{TimingModel, TimingOptions};
 use crate::trace::{TraceEvent, TraceKind, Tracer};
@@ -47,6 +47,17 @@ impl Medium {
         Medium::ALL.into_iter().find(|m| m.name() == s)
     }
 
+    /// What a persist (flush + fence) does on this medium, in a few words.
+    pub fn persist_action(self) -> &'static str {
+        match self {
+            Medium::Dram => "nothing durable (fence only)",
+            Medium::Shm => "cache-line flush + fence",
+            Medium::File => "flush + fence; msync of the pages with --sync msync",
+            Medium::Dax => "CLWB/CLFLUSHOPT/CLFLUSH + SFENCE to the persistence domain",
+            Medium::Sim => "flush + fence, recorded in a shadow persisted image",
+        }
+    }
+
     /// Whether a persist on this medium survives a process crash / a power failure.
     pub fn survives(self) -> (&'static str, &'static str) {
         match self {
@@ -56,6 +67,24 @@ impl Medium {
             Medium::Dax => ("yes", "yes"),
             Medium::Sim => ("simulated", "simulated"),
         }
+    }
+}
+
+impl std::str::FromStr for Medium {
+    type Err = PmemError;
+
+    fn from_str(s: &str) -> Result<Medium> {
+        Medium::parse(&s.to_ascii_lowercase()).ok_or_else(|| {
+            PmemError::InvalidOption(format!(
+                "unknown medium `{s}` (expected dram, shm, file, dax or sim)"
+            ))
+        })
+    }
+}
+
+impl std::fmt::Display for Medium {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -75,7 +104,7 @@ pub enum SyncMode {
 pub struct RegionOptions {
     pub medium: Medium,
     /// File path for `shm`, `file` and `dax`. `shm` without a path uses a private file in
-    /// `/dev/shm` that is removed when the region is dropped.
+    /// `/dev/shm`, unlinked once mapped (nothing to reopen, nothing left behind).
     pub path: Option<PathBuf>,
     /// Size to create or grow to. 0 opens an existing file at its size.
     pub size_bytes: u64,
@@ -115,6 +144,27 @@ impl RegionOptions {
         RegionOptions { medium, size_bytes, ..Default::default() }
     }
 
+    /// Rejects combinations that cannot mean anything, before any file is touched.
+    pub fn validate(&self) -> Result<()> {
+        self.timing.validate()?;
+        if self.sync == SyncMode::Msync {
+            if matches!(self.medium, Medium::Dram | Medium::Sim) {
+                return Err(PmemError::InvalidOption(format!(
+                    "--sync msync needs a file-backed medium (file, shm or dax), not `{}`",
+                    self.medium.name()
+                )));
+            }
+            if self.eadr {
+                return Err(PmemError::InvalidOption(
+                    "--eadr and --sync msync contradict each other (durable CPU caches need no \
+                     msync; a block device has no durable CPU cache)"
+                        .into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub fn with_path(mut self, path: impl Into<PathBuf>) -> RegionOptions {
         self.path = Some(path.into());
         self
@@ -124,8 +174,6 @@ impl RegionOptions {
 struct Mapping {
     base: *mut u8,
     len: u64,
-    /// Backing file to remove on drop (private `shm` files).
-    remove_on_drop: Option<PathBuf>,
 }
 
 // SAFETY: the mapping is plain shared memory; all mutation goes through `Region` methods and the
@@ -139,9 +187,6 @@ impl Drop for Mapping {
         // SAFETY: `base`/`len` come from a successful mmap and nothing borrows them any more
         // (every borrow is tied to a `Region` reference, and this is the last one).
         unsafe { libc::munmap(self.base.cast(), self.len as usize) };
-        if let Some(p) = &self.remove_on_drop {
-            let _ = std::fs::remove_file(p);
-        }
     }
 }
 
@@ -172,8 +217,8 @@ pub struct Region {
 
 static PRIVATE_SHM_SEQ: StdAtomicU64 = StdAtomicU64::new(0);
 
-fn io_err(path: &Path, source: std::io::Error) -> PmemError {
-    PmemError::Io { path: path.to_path_buf(), source }
+fn io_err(path: &Path, cause: std::io::Error) -> PmemError {
+    PmemError::Io { path: path.to_path_buf(), cause }
 }
 
 /// `mmap` flags for a medium; `dax` asks for synchronous page faults so that flushed data is
@@ -198,7 +243,7 @@ pub fn classify_dax_map_error(path: &Path, errno: i32) -> PmemError {
                 "file system does not support MAP_SYNC".into()
             },
         },
-        _ => PmemError::Map { size_bytes: 0, source: std::io::Error::from_raw_os_error(errno) },
+        _ => PmemError::Map { size_bytes: 0, cause: std::io::Error::from_raw_os_error(errno) },
     }
 }
 
@@ -224,7 +269,15 @@ fn mmap(len: u64, flags: libc::c_int, fd: libc::c_int) -> std::result::Result<*m
 impl Region {
     /// Opens (or creates) a region.
     pub fn open(options: &RegionOptions) -> Result<Region> {
-        options.timing.validate()?;
+        Self::open_with_cpu(options, CpuFlushSupport::detect())
+    }
+
+    /// [`Region::open`] as if the CPU offered only the flush instructions in `cpu`: for tests,
+    /// and to measure an older CPU's instruction on a newer one.
+    pub fn open_with_cpu(options: &RegionOptions, cpu: CpuFlushSupport) -> Result<Region> {
+        options.validate()?;
+        // Checked before any file is created or mapped, so a bad request leaves nothing behind.
+        let flush_kind = Self::flush_kind_for(options, cpu)?;
         let (map, path) = match options.medium {
             Medium::Dram | Medium::Sim => (Self::map_anonymous(options.size_bytes)?, None),
             Medium::Shm | Medium::File | Medium::Dax => Self::map_file(options)?,
@@ -235,35 +288,47 @@ impl Region {
         } else {
             None
         };
-        Self::finish(options, map, path, initial_image)
+        Ok(Self::finish(options, map, path, flush_kind, initial_image))
     }
 
     /// Opens a `sim` region whose contents (and persisted image) are `image`: how an engine is
-    /// opened on a crash image.
+    /// opened on a crash image. The options of the run that made the image may be passed as
+    /// they are: medium, size, path and sync mode are replaced by the image's.
     pub fn from_image(image: &[u8], options: &RegionOptions) -> Result<Region> {
         if image.is_empty() {
             return Err(PmemError::InvalidOption("empty crash image".into()));
         }
+        let options = RegionOptions {
+            medium: Medium::Sim,
+            size_bytes: image.len() as u64,
+            path: None,
+            sync: SyncMode::Cache,
+            ..options.clone()
+        };
+        options.validate()?;
+        let flush_kind = Self::flush_kind_for(&options, CpuFlushSupport::detect())?;
         let map = Self::map_anonymous(image.len() as u64)?;
         // SAFETY: the mapping is exactly `image.len()` bytes and not yet shared.
         unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), map.base, image.len()) };
-        let options = RegionOptions { medium: Medium::Sim, ..options.clone() };
-        Self::finish(&options, map, None, Some(image.to_vec()))
+        Ok(Self::finish(&options, map, None, flush_kind, Some(image.to_vec())))
+    }
+
+    fn flush_kind_for(options: &RegionOptions, cpu: CpuFlushSupport) -> Result<FlushKind> {
+        match (options.medium, options.flush) {
+            (Medium::Dram, None) => Ok(FlushKind::None),
+            (_, requested) => select_flush(cpu, requested),
+        }
     }
 
     fn finish(
         options: &RegionOptions,
         map: Mapping,
         path: Option<PathBuf>,
+        flush_kind: FlushKind,
         sim_image: Option<Vec<u8>>,
-    ) -> Result<Region> {
-        let cpu = CpuFlushSupport::detect();
-        let flush_kind = match (options.medium, options.flush) {
-            (Medium::Dram, None) => FlushKind::None,
-            (_, requested) => select_flush(cpu, requested)?,
-        };
+    ) -> Region {
         let len = map.len;
-        Ok(Region {
+        Region {
             inner: Arc::new(Inner {
                 map,
                 medium: options.medium,
@@ -275,9 +340,9 @@ impl Region {
                 stats: StatCounters::new(),
                 wear: options.wear.then(|| WearMap::new(len)),
                 tracer: options.trace.then(Tracer::default),
-                sim: sim_image.map(|img| Sim::new(&img)),
+                sim: sim_image.map(|img| Sim::new(&img, options.eadr)),
             }),
-        })
+        }
     }
 
     fn map_anonymous(size_bytes: u64) -> Result<Mapping> {
@@ -285,23 +350,20 @@ impl Region {
             return Err(PmemError::InvalidOption("region size must be > 0".into()));
         }
         let base = mmap(size_bytes, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1).map_err(|e| {
-            PmemError::Map { size_bytes, source: std::io::Error::from_raw_os_error(e) }
+            PmemError::Map { size_bytes, cause: std::io::Error::from_raw_os_error(e) }
         })?;
-        Ok(Mapping { base, len: size_bytes, remove_on_drop: None })
+        Ok(Mapping { base, len: size_bytes })
     }
 
     fn map_file(options: &RegionOptions) -> Result<(Mapping, Option<PathBuf>)> {
-        let (path, private) = match (&options.path, options.medium) {
-            (Some(p), _) => (p.clone(), false),
-            (None, Medium::Shm) => {
-                let n = PRIVATE_SHM_SEQ.fetch_add(1, Ordering::Relaxed);
-                let p = PathBuf::from(format!("/dev/shm/nvmdb-{}-{n}.region", std::process::id()));
-                (p, true)
-            }
-            (None, m) => return Err(PmemError::NeedsPath { medium: m.name() }),
+        let Some(path) = options.path.clone() else {
+            return match options.medium {
+                Medium::Shm => Self::map_private_shm(options),
+                m => Err(PmemError::NeedsPath { medium: m.name() }),
+            };
         };
         let exists = path.exists();
-        if !exists && !options.create {
+        if !exists && (!options.create || options.size_bytes == 0) {
             return Err(PmemError::Missing { path });
         }
         let file = OpenOptions::new()
@@ -311,10 +373,19 @@ impl Region {
             .truncate(false)
             .open(&path)
             .map_err(|e| io_err(&path, e))?;
+        // Undo what this open did to the file system if it fails later.
+        let undo = |grown_from: Option<u64>| {
+            if !exists {
+                let _ = std::fs::remove_file(&path);
+            } else if let Some(len) = grown_from {
+                let _ = file.set_len(len);
+            }
+        };
         let actual = file.metadata().map_err(|e| io_err(&path, e))?.len();
+        let mut grown_from = None;
         let len = if options.size_bytes == 0 {
             if actual == 0 {
-                return Err(PmemError::TooSmall { path, actual_bytes: 0, needed_bytes: 1 });
+                return Err(PmemError::EmptyFile { path });
             }
             actual
         } else if actual < options.size_bytes {
@@ -326,30 +397,64 @@ impl Region {
                 });
             }
             // Regions grow only here, at open.
-            file.set_len(options.size_bytes).map_err(|e| io_err(&path, e))?;
+            if let Err(e) = file.set_len(options.size_bytes) {
+                undo(None);
+                return Err(io_err(&path, e));
+            }
+            grown_from = Some(actual);
             options.size_bytes
         } else {
             actual
         };
-        let flags = map_flags(options.medium);
-        let base = mmap(len, flags, file.as_raw_fd()).map_err(|errno| {
-            if options.medium == Medium::Dax {
-                classify_dax_map_error(&path, errno)
-            } else {
-                PmemError::Map { size_bytes: len, source: std::io::Error::from_raw_os_error(errno) }
+        let base = mmap(len, map_flags(options.medium), file.as_raw_fd()).map_err(|errno| {
+            match options.medium {
+                Medium::Dax => match classify_dax_map_error(&path, errno) {
+                    PmemError::Map { cause, .. } => PmemError::Map { size_bytes: len, cause },
+                    other => other,
+                },
+                _ => PmemError::Map {
+                    size_bytes: len,
+                    cause: std::io::Error::from_raw_os_error(errno),
+                },
             }
         });
-        let base = match base {
-            Ok(b) => b,
+        match base {
+            Ok(base) => Ok((Mapping { base, len }, Some(path))),
             Err(e) => {
-                if private || (!exists && options.create) {
-                    let _ = std::fs::remove_file(&path);
-                }
-                return Err(e);
+                undo(grown_from);
+                Err(e)
             }
-        };
-        let remove_on_drop = private.then(|| path.clone());
-        Ok((Mapping { base, len, remove_on_drop }, Some(path)))
+        }
+    }
+
+    /// `shm` without a path: a fresh file in `/dev/shm`, unlinked as soon as it is mapped, so
+    /// that nothing is left behind even if the process is killed.
+    fn map_private_shm(options: &RegionOptions) -> Result<(Mapping, Option<PathBuf>)> {
+        if options.size_bytes == 0 {
+            return Err(PmemError::InvalidOption("region size must be > 0".into()));
+        }
+        let n = PRIVATE_SHM_SEQ.fetch_add(1, Ordering::Relaxed);
+        let path = PathBuf::from(format!("/dev/shm/nvmdb-{}-{n}.region", std::process::id()));
+        // `create_new`: a stale file of an earlier process with the same pid is never reused.
+        let _ = std::fs::remove_file(&path);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| io_err(&path, e))?;
+        let mapped =
+            file.set_len(options.size_bytes).map_err(|e| io_err(&path, e)).and_then(|()| {
+                mmap(options.size_bytes, map_flags(Medium::Shm), file.as_raw_fd()).map_err(|e| {
+                    PmemError::Map {
+                        size_bytes: options.size_bytes,
+                        cause: std::io::Error::from_raw_os_error(e),
+                    }
+                })
+            });
+        let _ = std::fs::remove_file(&path);
+        let base = mapped?;
+        Ok((Mapping { base, len: options.size_bytes }, None))
     }
 
     #[inline(always)]
@@ -388,6 +493,18 @@ impl Region {
     fn whole(&self) -> &[u8] {
         // SAFETY: the mapping is live for as long as `self` and `len` bytes long.
         unsafe { std::slice::from_raw_parts(self.inner.map.base, self.inner.map.len as usize) }
+    }
+
+    /// The mapping's address, for the raw-instruction baselines in [`crate::calib`].
+    pub(crate) fn base_ptr(&self) -> *mut u8 {
+        self.inner.map.base
+    }
+
+    /// The mapping as the crash simulator reads it (under its lock).
+    fn view(&self) -> View {
+        // SAFETY: the mapping is live for as long as `self`; on a `sim` region every store goes
+        // through `Sim::store` (write / write_u64 below).
+        unsafe { View::new(self.inner.map.base, self.inner.map.len as usize) }
     }
 
     /// Borrows `len` bytes at `offset`.
@@ -429,11 +546,10 @@ impl Region {
             )
         };
         match &inner.sim {
-            Some(sim) => sim.store(offset as usize, bytes.len(), self.whole(), copy),
+            Some(sim) => sim.store(offset as usize, bytes.len(), self.view(), copy),
             None => copy(),
         }
-        inner.stats.add(Counter::Stores, 1);
-        inner.stats.add(Counter::BytesWritten, bytes.len() as u64);
+        inner.stats.add2(Counter::Stores, 1, Some((Counter::BytesWritten, bytes.len() as u64)));
         if let Some(t) = &inner.tracer {
             t.record(TraceKind::Store, offset, bytes.len() as u64);
         }
@@ -449,12 +565,11 @@ impl Region {
         let a = unsafe { &*(inner.map.base.add(offset as usize) as *const StdAtomicU64) };
         match &inner.sim {
             Some(sim) => {
-                sim.store(offset as usize, 8, self.whole(), || a.store(value, Ordering::Release))
+                sim.store(offset as usize, 8, self.view(), || a.store(value, Ordering::Release))
             }
             None => a.store(value, Ordering::Release),
         }
-        inner.stats.add(Counter::Stores, 1);
-        inner.stats.add(Counter::BytesWritten, 8);
+        inner.stats.add2(Counter::Stores, 1, Some((Counter::BytesWritten, 8)));
         if let Some(t) = &inner.tracer {
             t.record(TraceKind::Store, offset, 8);
         }
@@ -483,7 +598,7 @@ impl Region {
             timing.reserve_lines(lines);
         }
         if let Some(sim) = &inner.sim {
-            sim.flush(offset as usize, len as usize, self.whole());
+            sim.flush(offset as usize, len as usize, self.view());
             return;
         }
         if inner.eadr {
@@ -532,7 +647,7 @@ impl Region {
             t.record(TraceKind::Fence, 0, 0);
         }
         if let Some(sim) = &inner.sim {
-            sim.fence(self.whole());
+            sim.fence(self.view());
         }
         store_fence();
         if let Some(timing) = &inner.timing {
@@ -599,7 +714,7 @@ impl Region {
 
     /// What a power failure now would leave (sim medium only).
     pub fn crash_image(&self, policy: CrashPolicy, seed: u64) -> Option<Vec<u8>> {
-        self.inner.sim.as_ref().map(|s| s.crash_image(self.whole(), policy, seed))
+        self.inner.sim.as_ref().map(|s| s.crash_image(self.view(), policy, seed))
     }
 
     /// A copy of the current contents (as a crash image with durable caches would be).
@@ -608,40 +723,186 @@ impl Region {
     }
 }
 
-/// Whether `path` is on a file system that offers DAX mappings (tries a one-page MAP_SYNC map of
-/// a scratch file next to it, or of the file itself when it exists).
+/// Whether `path` is on a file system that offers DAX mappings: tries a one-page `MAP_SYNC`
+/// mapping of the file itself when it exists (without touching its contents or length), else of
+/// a scratch file in the directory (`path` itself, or its parent), removed afterwards.
 pub fn is_dax(path: &Path) -> std::result::Result<bool, PmemError> {
-    let (probe, scratch) = if path.is_dir() {
-        (path.join(format!(".nvmdb-dax-probe-{}", std::process::id())), true)
-    } else if path.exists() {
-        (path.to_path_buf(), false)
+    if path.is_file() {
+        // A mapping may extend past the end of a file as long as nothing touches it, so the
+        // file's length does not matter. Read-only files cannot be mapped writable: fall back
+        // to a scratch file beside them.
+        if let Ok(file) = OpenOptions::new().read(true).write(true).open(path) {
+            return probe_map_sync(path, &file);
+        }
+    }
+    let dir = if path.is_dir() {
+        path
     } else {
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        (dir.join(format!(".nvmdb-dax-probe-{}", std::process::id())), true)
+        path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
     };
+    if !dir.is_dir() {
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory");
+        return Err(io_err(dir, missing));
+    }
+    let n = PRIVATE_SHM_SEQ.fetch_add(1, Ordering::Relaxed);
+    let probe = dir.join(format!(".nvmdb-dax-probe-{}-{n}", std::process::id()));
     let file = OpenOptions::new()
         .read(true)
         .write(true)
-        .create(scratch)
-        .truncate(false)
+        .create_new(true)
         .open(&probe)
         .map_err(|e| io_err(&probe, e))?;
-    if file.metadata().map_err(|e| io_err(&probe, e))?.len() < 4096 {
-        file.set_len(4096).map_err(|e| io_err(&probe, e))?;
+    let result = file
+        .set_len(4096)
+        .map_err(|e| io_err(&probe, e))
+        .and_then(|()| probe_map_sync(&probe, &file));
+    let _ = std::fs::remove_file(&probe);
+    result
+}
+
+/// The kind of file system `path` (or, if it does not exist yet, its nearest existing ancestor)
+/// lives on: "tmpfs", "ext4", "xfs", ... or the magic number in hex.
+pub fn filesystem_name(path: &Path) -> std::result::Result<String, PmemError> {
+    let existing = path.ancestors().find(|p| p.exists()).unwrap_or(Path::new("."));
+    let c_path = std::ffi::CString::new(existing.as_os_str().as_encoded_bytes()).map_err(|_| {
+        PmemError::InvalidOption(format!("path {} contains a NUL byte", path.display()))
+    })?;
+    let mut stat = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `c_path` is NUL-terminated and `stat` is writable memory of the right type.
+    let rc = unsafe { libc::statfs(c_path.as_ptr(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io_err(existing, std::io::Error::last_os_error()));
     }
-    let result = match mmap(4096, map_flags(Medium::Dax), file.as_raw_fd()) {
+    // SAFETY: statfs succeeded, so it filled `stat`.
+    let magic = unsafe { stat.assume_init() }.f_type as u64;
+    Ok(match magic {
+        0x0102_1994 => "tmpfs",
+        0x8584_58f6 => "ramfs",
+        0xef53 => "ext4",
+        0x5846_5342 => "xfs",
+        0x9123_683e => "btrfs",
+        0xf2f5_2010 => "f2fs",
+        0x2fc1_2fc1 => "zfs",
+        0x6969 => "nfs",
+        0x794c_7630 => "overlay",
+        0x6573_5546 => "fuse",
+        0x0102_1997 => "9p",
+        other => return Ok(format!("{other:#x}")),
+    }
+    .to_string())
+}
+
+fn probe_map_sync(path: &Path, file: &std::fs::File) -> std::result::Result<bool, PmemError> {
+    match mmap(4096, map_flags(Medium::Dax), file.as_raw_fd()) {
         Ok(p) => {
-            // SAFETY: unmapping the one page just mapped.
+            // SAFETY: unmapping the one page just mapped, never touched.
             unsafe { libc::munmap(p.cast(), 4096) };
             Ok(true)
         }
-        Err(errno) => match classify_dax_map_error(&probe, errno) {
+        Err(errno) => match classify_dax_map_error(path, errno) {
             PmemError::NotDax { .. } => Ok(false),
+            PmemError::Map { cause, .. } => Err(PmemError::Map { size_bytes: 4096, cause }),
             other => Err(other),
         },
-    };
-    if scratch {
-        let _ = std::fs::remove_file(&probe);
     }
-    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = PathBuf::from(format!("/dev/shm/nvmdb-region-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn map_flags_per_medium() {
+        let dax = map_flags(Medium::Dax);
+        assert_eq!(dax & libc::MAP_SYNC, libc::MAP_SYNC, "dax must ask for synchronous faults");
+        // MAP_SHARED_VALIDATE (the mapping type 3, not a flag bit) makes an unsupported
+        // MAP_SYNC an error instead of silently ignoring it.
+        let mapping_type = libc::MAP_SHARED | libc::MAP_PRIVATE;
+        assert_eq!(dax & mapping_type, libc::MAP_SHARED_VALIDATE);
+        assert_eq!(dax & libc::MAP_ANONYMOUS, 0);
+        for m in [Medium::Shm, Medium::File] {
+            assert_eq!(map_flags(m), libc::MAP_SHARED, "{m:?} must write through to the file");
+        }
+        for m in [Medium::Dram, Medium::Sim] {
+            assert_eq!(map_flags(m), libc::MAP_PRIVATE | libc::MAP_ANONYMOUS);
+        }
+    }
+
+    #[test]
+    fn dax_map_errors_fall_back_to_not_dax_or_map() {
+        let path = Path::new("/mnt/x");
+        for (errno, reason) in [
+            (libc::EOPNOTSUPP, "file system does not support MAP_SYNC"),
+            (libc::EINVAL, "kernel does not know MAP_SHARED_VALIDATE"),
+        ] {
+            match classify_dax_map_error(path, errno) {
+                PmemError::NotDax { path: p, reason: r } => {
+                    assert_eq!((p.as_path(), r.as_str()), (path, reason));
+                }
+                other => panic!("errno {errno}: {other:?}"),
+            }
+        }
+        for errno in [libc::ENOMEM, libc::EACCES, libc::ENODEV] {
+            let err = classify_dax_map_error(path, errno);
+            assert!(
+                matches!(&err, PmemError::Map { cause, .. }
+                if cause.raw_os_error() == Some(errno)),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn tmpfs_is_not_dax() {
+        assert!(!is_dax(Path::new("/dev/shm")).unwrap());
+        assert_eq!(filesystem_name(Path::new("/dev/shm")).unwrap(), "tmpfs");
+        // A path yet to be created is judged by its nearest existing ancestor.
+        assert_eq!(filesystem_name(Path::new("/dev/shm/no/such/file")).unwrap(), "tmpfs");
+    }
+
+    #[test]
+    fn is_dax_leaves_files_and_directories_as_they_were() {
+        let dir = scratch("isdax");
+        // An existing short file is probed in place, neither grown nor written.
+        let file = dir.join("short");
+        std::fs::write(&file, [7u8; 10]).unwrap();
+        assert!(!is_dax(&file).unwrap());
+        assert_eq!(std::fs::read(&file).unwrap(), [7u8; 10]);
+        // A file yet to be created is probed beside it, and the probe removed.
+        assert!(!is_dax(&dir.join("later.region")).unwrap());
+        assert!(!is_dax(&dir).unwrap());
+        let left: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["short"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn is_dax_in_a_missing_directory_is_an_error() {
+        let err = is_dax(Path::new("/dev/shm/nvmdb-no-such-dir/x/r.region")).unwrap_err();
+        assert!(matches!(err, PmemError::Io { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn a_private_shm_region_leaves_no_file() {
+        let pattern = format!("nvmdb-{}-", std::process::id());
+        let count = || {
+            std::fs::read_dir("/dev/shm")
+                .unwrap()
+                .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with(&pattern))
+                .count()
+        };
+        let before = count();
+        let region = Region::open(&RegionOptions::new(Medium::Shm, 8192)).unwrap();
+        region.write_u64(0, 5);
+        assert_eq!(count(), before, "the private file must be unlinked once mapped");
+        assert_eq!(region.read_u64(0), 5);
+    }
 }

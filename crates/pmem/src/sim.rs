@@ -15,6 +15,14 @@
 //!   any line at any time;
 //! * `torn`: like `evict`, but each aligned 8-byte word of a line chooses independently; eight
 //!   aligned bytes are the unit the hardware persists atomically.
+//!
+//! With durable caches (`eadr`) every completed store survives, so every policy's image is the
+//! current contents. One `Region::write` call is one event: a cut never falls inside it.
+//!
+//! Known limitation: an unpersisted line's candidate versions are its persisted version, the
+//! snapshots its flushes took and its current contents; a version that was overwritten before
+//! any flush saw it is not offered (real caches could have evicted it), so images are a subset
+//! of what hardware may leave, never a superset.
 
 use crate::stats::thread_id;
 use parking_lot::Mutex;
@@ -52,6 +60,24 @@ impl CrashPolicy {
     }
 }
 
+impl std::str::FromStr for CrashPolicy {
+    type Err = crate::PmemError;
+
+    fn from_str(s: &str) -> Result<CrashPolicy, crate::PmemError> {
+        CrashPolicy::parse(&s.to_ascii_lowercase()).ok_or_else(|| {
+            crate::PmemError::InvalidOption(format!(
+                "unknown crash policy `{s}` (expected persisted, evict or torn)"
+            ))
+        })
+    }
+}
+
+impl std::fmt::Display for CrashPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The kind of event a crash point counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -80,6 +106,42 @@ struct Snapshot {
     bytes: [u8; LINE],
 }
 
+/// One thread's flushes that no fence of that thread has completed yet.
+#[derive(Default)]
+struct Pending {
+    snaps: Vec<Snapshot>,
+    /// Newest snapshot version per line, so that flushing an unchanged line twice records it once.
+    newest: HashMap<usize, u64>,
+}
+
+/// The region's mapping as the simulator sees it. A raw view rather than a `&[u8]`, so that no
+/// shared reference covers bytes while a store changes them: the bytes are stable only while
+/// the simulator lock is held (every store on a `sim` region takes it).
+#[derive(Clone, Copy)]
+pub(crate) struct View {
+    base: *const u8,
+    len: usize,
+}
+
+impl View {
+    /// # Safety
+    /// `base` must point to `len` bytes that stay mapped for as long as the view is used, and
+    /// every store to them must go through [`Sim::store`].
+    pub(crate) unsafe fn new(base: *const u8, len: usize) -> View {
+        View { base, len }
+    }
+
+    /// The bytes of `[start, end)`.
+    ///
+    /// # Safety
+    /// The simulator lock must be held for as long as the slice lives (no store runs then).
+    unsafe fn range(&self, start: usize, end: usize) -> &[u8] {
+        debug_assert!(start <= end && end <= self.len);
+        // SAFETY: in bounds of the live mapping (`View::new`), stable under the lock (caller).
+        unsafe { std::slice::from_raw_parts(self.base.add(start), end - start) }
+    }
+}
+
 struct Armed {
     point: CrashPoint,
     policy: CrashPolicy,
@@ -94,8 +156,7 @@ struct SimInner {
     version: Vec<u64>,
     persisted_version: Vec<u64>,
     /// Flushed snapshots not yet completed by a fence, per thread.
-    pending: HashMap<u64, Vec<Snapshot>>,
-    /// Snapshots completed by nobody yet but visible to an `evict` crash, per line.
+    pending: HashMap<u64, Pending>,
     stores: u64,
     fences: u64,
     armed: Option<Armed>,
@@ -107,10 +168,12 @@ pub struct Sim {
     inner: Mutex<SimInner>,
     cut_taken: AtomicBool,
     events: AtomicU64,
+    /// Durable caches: every completed store survives a crash.
+    eadr: bool,
 }
 
 impl Sim {
-    pub(crate) fn new(initial: &[u8]) -> Sim {
+    pub(crate) fn new(initial: &[u8], eadr: bool) -> Sim {
         let lines = initial.len().div_ceil(LINE);
         Sim {
             inner: Mutex::new(SimInner {
@@ -126,11 +189,12 @@ impl Sim {
             }),
             cut_taken: AtomicBool::new(false),
             events: AtomicU64::new(0),
+            eadr,
         }
     }
 
     /// Performs a store under the simulator lock. `apply` does the actual copy into the mapping.
-    pub(crate) fn store(&self, offset: usize, len: usize, current: &[u8], apply: impl FnOnce()) {
+    pub(crate) fn store(&self, offset: usize, len: usize, current: View, apply: impl FnOnce()) {
         let mut g = self.inner.lock();
         g.stores += 1;
         self.events.fetch_add(1, Ordering::Relaxed);
@@ -145,35 +209,42 @@ impl Sim {
         }
     }
 
-    /// Records a write-back of the lines covering `[offset, offset+len)`.
-    pub(crate) fn flush(&self, offset: usize, len: usize, current: &[u8]) {
+    /// Records a write-back of the lines covering `[offset, offset+len)` by this thread.
+    ///
+    /// A line that another thread flushed but has not fenced is snapshotted again for this
+    /// thread: this thread's fence must make it durable too (a flush of a line whose write-back
+    /// is in flight completes only once the line is written back).
+    pub(crate) fn flush(&self, offset: usize, len: usize, current: View) {
         if len == 0 {
             return;
         }
-        let mut g = self.inner.lock();
-        let tid = thread_id();
+        let mut guard = self.inner.lock();
+        let g = &mut *guard;
+        let mine = g.pending.entry(thread_id()).or_default();
         for line in offset / LINE..=(offset + len - 1) / LINE {
-            if g.state[line] != LineState::Dirty {
+            let version = g.version[line];
+            if g.state[line] == LineState::Clean || mine.newest.get(&line) == Some(&version) {
                 continue;
             }
-            g.state[line] = LineState::Pending;
             let start = line * LINE;
-            let end = (start + LINE).min(current.len());
+            let end = (start + LINE).min(current.len);
             let mut bytes = [0u8; LINE];
-            bytes[..end - start].copy_from_slice(&current[start..end]);
-            let version = g.version[line];
-            g.pending.entry(tid).or_default().push(Snapshot { line, version, bytes });
+            // SAFETY: the simulator lock is held (`guard`) for the life of the slice.
+            bytes[..end - start].copy_from_slice(unsafe { current.range(start, end) });
+            mine.newest.insert(line, version);
+            mine.snaps.push(Snapshot { line, version, bytes });
+            g.state[line] = LineState::Pending;
         }
     }
 
     /// Completes this thread's flushes: their snapshots become persisted.
-    pub(crate) fn fence(&self, current: &[u8]) {
+    pub(crate) fn fence(&self, current: View) {
         let mut g = self.inner.lock();
         g.fences += 1;
         self.events.fetch_add(1, Ordering::Relaxed);
         self.maybe_cut(&mut g, CrashEvent::Fence, current);
-        let Some(snaps) = g.pending.remove(&thread_id()) else { return };
-        for s in snaps {
+        let Some(mine) = g.pending.remove(&thread_id()) else { return };
+        for s in mine.snaps {
             if s.version <= g.persisted_version[s.line] {
                 continue;
             }
@@ -187,7 +258,7 @@ impl Sim {
         }
     }
 
-    fn maybe_cut(&self, g: &mut SimInner, event: CrashEvent, current: &[u8]) {
+    fn maybe_cut(&self, g: &mut SimInner, event: CrashEvent, current: View) {
         let Some(armed) = g.armed.as_mut() else { return };
         if armed.point.event != event {
             return;
@@ -198,12 +269,12 @@ impl Sim {
         }
         let (policy, seed) = (armed.policy, armed.seed);
         g.armed = None;
-        g.image = Some(Self::image_of(g, current, policy, seed));
+        g.image = Some(self.image_of(g, current, policy, seed));
         self.cut_taken.store(true, Ordering::Release);
     }
 
     /// Arms a crash point; the image is cut just before that event and kept for
-    /// [`Sim::take_image`]. Re-arming discards an earlier image.
+    /// [`Sim::take_image`]. Re-arming discards an earlier image. A count of 0 behaves as 1.
     pub fn arm(&self, point: CrashPoint, policy: CrashPolicy, seed: u64) {
         let mut g = self.inner.lock();
         g.image = None;
@@ -233,9 +304,9 @@ impl Sim {
         self.events.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn crash_image(&self, current: &[u8], policy: CrashPolicy, seed: u64) -> Vec<u8> {
+    pub(crate) fn crash_image(&self, current: View, policy: CrashPolicy, seed: u64) -> Vec<u8> {
         let g = self.inner.lock();
-        Self::image_of(&g, current, policy, seed)
+        self.image_of(&g, current, policy, seed)
     }
 
     /// Lines currently not persisted (dirty or pending).
@@ -243,7 +314,12 @@ impl Sim {
         self.inner.lock().state.iter().filter(|s| **s != LineState::Clean).count()
     }
 
-    fn image_of(g: &SimInner, current: &[u8], policy: CrashPolicy, seed: u64) -> Vec<u8> {
+    /// Called with the simulator lock held (`g` is its contents).
+    fn image_of(&self, g: &SimInner, current: View, policy: CrashPolicy, seed: u64) -> Vec<u8> {
+        if self.eadr {
+            // SAFETY: the caller holds the simulator lock.
+            return unsafe { current.range(0, current.len) }.to_vec();
+        }
         let mut image = g.shadow.clone();
         if policy == CrashPolicy::Persisted {
             return image;
@@ -253,7 +329,7 @@ impl Sim {
         // persisted one, and the current contents.
         let mut snaps: HashMap<usize, Vec<&[u8; LINE]>> = HashMap::new();
         for list in g.pending.values() {
-            for s in list {
+            for s in &list.snaps {
                 if s.version > g.persisted_version[s.line] {
                     snaps.entry(s.line).or_default().push(&s.bytes);
                 }
@@ -269,9 +345,10 @@ impl Sim {
             if let Some(list) = snaps.get(&line) {
                 candidates.extend(list.iter().map(|b| &b[..end - start]));
             }
-            candidates.push(&current[start..end]);
+            // SAFETY: the caller holds the simulator lock.
+            candidates.push(unsafe { current.range(start, end) });
             match policy {
-                CrashPolicy::Persisted => unreachable!(),
+                CrashPolicy::Persisted => unreachable!("returned above"),
                 CrashPolicy::Evict => {
                     let pick = candidates[rng.gen_range(0..candidates.len())];
                     image[start..end].copy_from_slice(pick);

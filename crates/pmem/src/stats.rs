@@ -1,9 +1,10 @@
 //! Device statistics, always on: each thread bumps counters in its own cache-padded shard with
-//! relaxed atomics (no sharing on the fast path); a read sums the shards.
+//! plain relaxed loads and stores (no sharing, no locked instruction on the fast path); a read
+//! sums the shards.
 
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 const SHARDS: usize = 64;
 const COUNTERS: usize = 6;
@@ -50,6 +51,7 @@ thread_local! {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         NEXT.fetch_add(1, Ordering::Relaxed)
     };
+    static SHARD: ShardSlot = ShardSlot::claim();
 }
 
 /// A unique id of the current thread, dense from 0 (used by traces and the crash simulator).
@@ -57,9 +59,33 @@ pub fn thread_id() -> u64 {
     THREAD_ID.with(|s| *s)
 }
 
-#[inline(always)]
-fn thread_slot() -> usize {
-    thread_id() as usize % SHARDS
+/// Shards `0..OWNED_SHARDS` each belong to at most one live thread, which bumps its counters
+/// with a plain load and store: no locked instruction, which on x86 would also wait for the
+/// thread's earlier stores and cache-line flushes to complete (a hidden fence on the persist
+/// path). Threads beyond that share the last shard with atomic read-modify-writes.
+const OWNED_SHARDS: usize = SHARDS - 1;
+const SHARED_SHARD: usize = SHARDS - 1;
+
+static SHARD_CLAIMED: [AtomicBool; OWNED_SHARDS] = [const { AtomicBool::new(false) }; OWNED_SHARDS];
+
+struct ShardSlot {
+    index: usize,
+}
+
+impl ShardSlot {
+    fn claim() -> ShardSlot {
+        // Acquire pairs with the Release in `drop`: the previous owner's counts are visible.
+        let free = SHARD_CLAIMED.iter().position(|c| !c.swap(true, Ordering::AcqRel));
+        ShardSlot { index: free.unwrap_or(SHARED_SHARD) }
+    }
+}
+
+impl Drop for ShardSlot {
+    fn drop(&mut self) {
+        if self.index != SHARED_SHARD {
+            SHARD_CLAIMED[self.index].store(false, Ordering::Release);
+        }
+    }
 }
 
 pub(crate) struct StatCounters {
@@ -77,9 +103,28 @@ impl StatCounters {
 
     #[inline(always)]
     pub(crate) fn add(&self, counter: Counter, n: u64) {
-        let shard = &self.shards[thread_slot()];
-        // A relaxed RMW on a line only this thread writes (modulo shard collisions) is cheap.
-        shard[counter as usize].fetch_add(n, Ordering::Relaxed);
+        self.add2(counter, n, None);
+    }
+
+    /// Adds to one or two counters with one thread-local lookup.
+    #[inline(always)]
+    pub(crate) fn add2(&self, first: Counter, n: u64, second: Option<(Counter, u64)>) {
+        // During thread teardown the slot may be gone: count in the shared shard then.
+        let index = SHARD.try_with(|s| s.index).unwrap_or(SHARED_SHARD);
+        let shard = &self.shards[index];
+        let bump = |c: Counter, n: u64| {
+            let cell = &shard[c as usize];
+            if index == SHARED_SHARD {
+                cell.fetch_add(n, Ordering::Relaxed);
+            } else {
+                // This thread is the only writer of an owned shard (see `OWNED_SHARDS`).
+                cell.store(cell.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+            }
+        };
+        bump(first, n);
+        if let Some((c, n)) = second {
+            bump(c, n);
+        }
     }
 
     pub(crate) fn snapshot(&self) -> Stats {

@@ -1,7 +1,32 @@
 //! `workloads`: the OLTP workloads nvmdb is measured with (DESIGN §5), each with its own
 //! consistency checker, written once against the [`storage::Engine`] trait.
+//!
+//! - [`ycsb`]: YCSB core workloads A-F and N-Store's mixes (Cooper et al., SoCC 2010; Arulraj et
+//!   al., SIGMOD 2015, §5.1), on the reference generators of [`generators`];
+//! - [`tpcb`], [`tpcc`], [`tatp`]: the workloads of Pelley et al. (VLDB 2014, §4, Table 3) and
+//!   Wang & Johnson (VLDB 2014, §5);
+//! - [`by_name`] / [`WorkloadOptions`]: build any of them from flat options (the CLI's way in);
+//! - [`testing`]: `MemEngine` and `NoopEngine`, to test workloads and the driver without a real
+//!   engine.
+//!
+//! Invariants every workload keeps: its loader commits at most ~200 rows per transaction; a
+//! worker's inputs depend only on `(seed, worker)` (retries re-run the same parameters; YCSB's
+//! insert keys come from a counter the workers share, as in YCSB); its checker fails on any
+//! database that violates the workload's consistency conditions; an [`Ack`] names something a
+//! durable commit guarantees.
 
 use storage::{CommitToken, DbError, Engine};
+
+pub mod generators;
+pub mod registry;
+pub mod tatp;
+pub mod testing;
+pub mod tpcb;
+pub mod tpcc;
+mod util;
+pub mod ycsb;
+
+pub use registry::{by_name, WorkloadOptions, WORKLOAD_NAMES};
 
 /// A row or fact that an acknowledged transaction guarantees, interpreted by the workload that
 /// produced it: after a crash, every ack recorded before the cut must still hold.

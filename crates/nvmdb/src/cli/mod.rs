@@ -2,5 +2,9 @@
 //! an `Err` is printed as one line and exits with code 2 (bad input), a completed run that found a
 //! problem returns its own exit code (1).
 
+pub mod bench;
 pub mod calibrate;
 pub mod info;
+pub mod merge;
+pub mod report;
+pub mod sweep;

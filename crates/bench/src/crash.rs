@@ -1,0 +1,965 @@
+//! The crash tester (DESIGN §2, §7): crash, recover and verify, for any engine that runs on a
+//! `pmem` region and any workload, on the `sim` medium's crash images.
+//!
+//! Would catch: an acknowledged commit lost by a crash (a flush or fence missing before the ack),
+//! a transaction half applied or a workload invariant broken after recovery (an undo record
+//! persisted after its update, a commit mark persisted before the data), an index, heap or
+//! allocator left inconsistent, and recovery that fails, panics, or breaks when it crashes itself.
+//!
+//! One campaign: the workload is loaded once on a `sim` region and shut down cleanly; that
+//! persisted image is the *base*. A dry run on the base measures how many stores and fences a
+//! run of the workload issues (its *span*). Then every iteration:
+//! 1. opens the engine on a fresh copy of the base and arms a crash at a random store or fence
+//!    of the span, under a crash policy (`persisted`, `evict`, `torn`);
+//! 2. runs the workload through the benchmark driver ([`crate::run`]); the ack sink records a
+//!    transaction's acks only while the cut has not been taken (the ack ordering rule: a commit
+//!    observed durable before the cut was durable before it), and the run stops soon after;
+//! 3. opens the engine on the cut image (recovery, timed) and checks, each failure counted by
+//!    [`ViolationKind`]: every recorded ack holds (`durability`, [`Workload::verify_acks`]); the
+//!    workload's invariants hold, so the transaction in flight is all or nothing
+//!    (`consistency`, [`Workload::check`]); the engine's structures agree (`integrity`,
+//!    [`Engine::check_integrity`]); recovery itself succeeds and does not panic;
+//! 4. with `recovery_crashes = K`, cuts again K times in a chain, each at a random event of the
+//!    recovery of the previous image (as long as that recovery issues events), and verifies
+//!    each recovered image the same way.
+//!
+//! Determinism: iteration `i` runs with [`iteration_seed`]`(seed, i)`, which fixes its
+//! transactions, its crash point, the image's random choices and its recovery cuts. With one
+//! worker thread a [`Replay`] of `(seed, point, policy)` reruns exactly that case; with more,
+//! thread interleavings make a replay only likely to reproduce.
+//!
+//! Invariant: a violation is only ever reported against facts that held before the cut: acks
+//! recorded while `Sim::cut_taken()` was false, and the workload's own invariants.
+
+use crate::acks::{AckLog, DurableSink, DurableTxn};
+use crate::driver::{BenchError, Hooks, RunLength, RunOptions, Setup, MAX_THREADS};
+use crate::seed::splitmix64;
+use parking_lot::Mutex;
+use pmem::{CrashEvent, CrashPoint, CrashPolicy, Medium, Region, RegionOptions, Sim};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use storage::{DbError, Engine};
+use workloads::{Ack, TxnDone, Worker, Workload};
+
+/// Most iterations one campaign runs.
+pub const MAX_CRASHES: u64 = 1_000_000_000;
+/// Longest chain of crashes inside recovery per iteration.
+pub const MAX_RECOVERY_CRASHES: u32 = 64;
+/// Most iterations run at once.
+pub const MAX_JOBS: usize = 256;
+/// Most transactions per worker thread in one iteration.
+pub const MAX_TXNS_PER_THREAD: u64 = 1_000_000;
+/// Violations kept with their details; later ones are only counted.
+pub const MAX_KEPT_VIOLATIONS: usize = 100;
+/// Crash points are drawn from this share (per mille) of the dry run's span: other seeds run
+/// slightly different transactions, and a point past the end of a run is never reached.
+const SPAN_PER_MILLE: u64 = 900;
+
+// Salts that derive independent streams from an iteration's seed.
+const SALT_EVENT_KIND: u64 = 1;
+const SALT_EVENT_COUNT: u64 = 2;
+const SALT_IMAGE: u64 = 3;
+const SALT_DRY_RUN: u64 = 4;
+const SALT_RECOVERY: u64 = 0x100;
+
+/// Which events crash points count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventChoice {
+    Fence,
+    Store,
+    /// Each crash point picks fence or store at random.
+    Any,
+}
+
+impl EventChoice {
+    pub const ALL: [EventChoice; 3] = [EventChoice::Fence, EventChoice::Store, EventChoice::Any];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EventChoice::Fence => "fence",
+            EventChoice::Store => "store",
+            EventChoice::Any => "any",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventChoice> {
+        EventChoice::ALL.into_iter().find(|e| e.name() == s)
+    }
+}
+
+/// The name of a crash event kind, as crash points are printed (`fence:123`).
+pub fn event_name(event: CrashEvent) -> &'static str {
+    match event {
+        CrashEvent::Fence => "fence",
+        CrashEvent::Store => "store",
+    }
+}
+
+/// Stores and fences some stretch of work issued.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Span {
+    pub stores: u64,
+    pub fences: u64,
+}
+
+impl Span {
+    fn of(self, event: CrashEvent) -> u64 {
+        match event {
+            CrashEvent::Store => self.stores,
+            CrashEvent::Fence => self.fences,
+        }
+    }
+
+    fn since(sim: &Sim, before: (u64, u64)) -> Span {
+        let (stores, fences) = sim.event_counts();
+        Span { stores: stores - before.0, fences: fences - before.1 }
+    }
+}
+
+/// What went wrong after a crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ViolationKind {
+    /// An acknowledged commit did not survive.
+    Durability,
+    /// The workload's invariants fail: a transaction half applied, balances off, a torn row.
+    Consistency,
+    /// The engine's own structures disagree (index vs heap, allocator).
+    Integrity,
+    /// Opening the crashed region failed, or the workload's tables are gone.
+    Recovery,
+    /// The engine failed during the run that was cut (not a crash property, but a bug).
+    Run,
+    /// The engine panicked during the run, recovery or verification.
+    Panic,
+}
+
+impl ViolationKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ViolationKind::Durability => "durability",
+            ViolationKind::Consistency => "consistency",
+            ViolationKind::Integrity => "integrity",
+            ViolationKind::Recovery => "recovery",
+            ViolationKind::Run => "run",
+            ViolationKind::Panic => "panic",
+        }
+    }
+}
+
+/// One failed check, with what reproduces it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub kind: ViolationKind,
+    /// The crash, in words: `seed S event fence:N policy P`, plus any cuts inside recovery.
+    pub crash: String,
+    /// Arguments that rerun the case (`--replay ... --policy ...`), if it can be rerun.
+    pub replay: Option<String>,
+    pub message: String,
+}
+
+/// A simulated crash: the seed that fixes everything random, the point and the policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replay {
+    pub seed: u64,
+    pub point: CrashPoint,
+    pub policy: CrashPolicy,
+}
+
+impl Replay {
+    /// `SEED:EVENT:COUNT` (e.g. `1234:fence:56`); the seed may be hexadecimal (`0x...`).
+    pub fn parse(text: &str, policy: CrashPolicy) -> Result<Replay, String> {
+        let parts: Vec<&str> = text.split(':').collect();
+        let [seed, event, count] = parts.as_slice() else {
+            return Err(format!("`{text}` is not SEED:EVENT:COUNT (e.g. 1234:fence:56)"));
+        };
+        let seed = parse_u64(seed).ok_or_else(|| format!("`{seed}` is not a seed"))?;
+        let event = match *event {
+            "fence" => CrashEvent::Fence,
+            "store" => CrashEvent::Store,
+            other => return Err(format!("event `{other}` is not fence or store")),
+        };
+        let count = parse_u64(count)
+            .filter(|c| *c > 0)
+            .ok_or_else(|| format!("`{count}` is not an event count (1 or more)"))?;
+        Ok(Replay { seed, point: CrashPoint { event, count }, policy })
+    }
+
+    /// `seed S event fence:N policy P`.
+    pub fn describe(&self) -> String {
+        format!(
+            "seed {} event {}:{} policy {}",
+            self.seed,
+            event_name(self.point.event),
+            self.point.count,
+            self.policy.name()
+        )
+    }
+
+    /// The command-line arguments that rerun this case.
+    pub fn args(&self) -> String {
+        format!(
+            "--replay {}:{}:{} --policy {}",
+            self.seed,
+            event_name(self.point.event),
+            self.point.count,
+            self.policy.name()
+        )
+    }
+}
+
+fn parse_u64(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// The seed of iteration `iteration` of a campaign seeded with `seed`.
+pub fn iteration_seed(seed: u64, iteration: u64) -> u64 {
+    splitmix64(splitmix64(seed) ^ splitmix64(iteration.wrapping_add(0x5EED_0F_C4A5)))
+}
+
+fn derive(seed: u64, salt: u64) -> u64 {
+    splitmix64(seed ^ salt.wrapping_mul(0xA24B_AED4_963E_E407))
+}
+
+/// What one iteration found.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub index: u64,
+    /// The crash point was reached (an image was cut).
+    pub reached: bool,
+    /// Acks recorded before the cut (all verified).
+    pub acks: u64,
+    /// Wall time of each recovery that was verified, in milliseconds.
+    pub recovery_ms: Vec<f64>,
+    /// Crashes taken inside recovery.
+    pub recovery_crashes: u32,
+    pub violations: Vec<Violation>,
+}
+
+/// A campaign's totals.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    pub iterations: u64,
+    /// Iterations whose crash point was reached and verified.
+    pub crashes: u64,
+    /// Iterations whose crash point lay past the end of their run.
+    pub unreached: u64,
+    pub recovery_crashes: u64,
+    pub acks_verified: u64,
+    /// Failed checks (an iteration may fail several).
+    pub violations: u64,
+    /// Iterations with at least one violation.
+    pub failed_iterations: u64,
+    pub violations_by_kind: BTreeMap<ViolationKind, u64>,
+    /// The first [`MAX_KEPT_VIOLATIONS`] violations, in iteration order.
+    pub kept: Vec<Violation>,
+    /// Every verified recovery's wall time in milliseconds, sorted (after [`Summary::finish`]).
+    pub recovery_ms: Vec<f64>,
+    /// The dry run's span (simulated crashes).
+    pub span: Option<Span>,
+    pub elapsed: Duration,
+    kept_order: Vec<(u64, Violation)>,
+}
+
+impl Summary {
+    pub fn add(&mut self, outcome: &Outcome) {
+        self.iterations += 1;
+        if outcome.reached {
+            self.crashes += 1;
+        } else if outcome.violations.is_empty() {
+            self.unreached += 1;
+        }
+        self.recovery_crashes += u64::from(outcome.recovery_crashes);
+        self.acks_verified += outcome.acks * (outcome.recovery_ms.len() as u64).min(1);
+        self.recovery_ms.extend_from_slice(&outcome.recovery_ms);
+        if !outcome.violations.is_empty() {
+            self.failed_iterations += 1;
+        }
+        for v in &outcome.violations {
+            self.violations += 1;
+            *self.violations_by_kind.entry(v.kind).or_insert(0) += 1;
+            self.kept_order.push((outcome.index, v.clone()));
+        }
+        // Keep the earliest iterations' violations, whatever order the jobs finish in.
+        if self.kept_order.len() > 2 * MAX_KEPT_VIOLATIONS {
+            self.kept_order.sort_by_key(|(i, _)| *i);
+            self.kept_order.truncate(MAX_KEPT_VIOLATIONS);
+        }
+    }
+
+    /// Sorts what needs sorting; call once all outcomes are in.
+    pub fn finish(&mut self) {
+        self.kept_order.sort_by_key(|(i, _)| *i);
+        self.kept_order.truncate(MAX_KEPT_VIOLATIONS);
+        self.kept = self.kept_order.iter().map(|(_, v)| v.clone()).collect();
+        self.recovery_ms.sort_by(f64::total_cmp);
+    }
+
+    /// Median recovery time (nearest rank), 0 if nothing recovered.
+    pub fn recovery_ms_p50(&self) -> f64 {
+        match self.recovery_ms.len() {
+            0 => 0.0,
+            n => self.recovery_ms[(n - 1) / 2],
+        }
+    }
+
+    pub fn recovery_ms_max(&self) -> f64 {
+        self.recovery_ms.last().copied().unwrap_or(0.0)
+    }
+}
+
+/// Watches a campaign (progress bars, printing violations as they are found).
+pub trait Observer: Sync {
+    /// A phase of the setup started (`"loading"`, `"dry run"`).
+    fn setup(&self, _what: &str) {}
+    /// Iteration `outcome.index` finished; `done` of `total` are finished.
+    fn finished(&self, _outcome: &Outcome, _done: u64, _total: u64) {}
+}
+
+/// Opens (formats or recovers) the engine under test on a region.
+pub type OpenOnRegion<'a> = dyn Fn(Region) -> Result<Box<dyn Engine>, String> + Sync + 'a;
+/// Builds a fresh instance of the workload (one per concurrent iteration: workloads keep
+/// state such as YCSB's insert counter).
+pub type MakeWorkload<'a> = dyn Fn() -> Box<dyn Workload> + Sync + 'a;
+
+/// What a simulated-crash campaign tests.
+pub struct SimTarget<'a> {
+    pub open: &'a OpenOnRegion<'a>,
+    pub workload: &'a MakeWorkload<'a>,
+    /// Options of every region (size, `eadr`); the medium is always `sim`.
+    pub region: RegionOptions,
+}
+
+/// How a simulated-crash campaign runs.
+#[derive(Clone, Debug)]
+pub struct CrashOptions {
+    /// Iterations (crash points tried).
+    pub crashes: u64,
+    pub seed: u64,
+    /// Iteration `i` uses `policies[i % len]`.
+    pub policies: Vec<CrashPolicy>,
+    pub event: EventChoice,
+    /// Worker threads of each run.
+    pub threads: usize,
+    /// Transactions each worker runs (the cut usually ends the run earlier).
+    pub txns_per_thread: u64,
+    /// Crashes inside recovery per iteration, chained.
+    pub recovery_crashes: u32,
+    /// Iterations run at once, each on its own region.
+    pub jobs: usize,
+    pub max_pending: usize,
+    /// Run only this case (one iteration, no dry run).
+    pub replay: Option<Replay>,
+}
+
+impl Default for CrashOptions {
+    fn default() -> Self {
+        CrashOptions {
+            crashes: 100,
+            seed: 42,
+            policies: CrashPolicy::ALL.to_vec(),
+            event: EventChoice::Any,
+            threads: 1,
+            txns_per_thread: 50,
+            recovery_crashes: 0,
+            jobs: 1,
+            max_pending: crate::driver::DEFAULT_MAX_PENDING,
+            replay: None,
+        }
+    }
+}
+
+impl CrashOptions {
+    pub fn validate(&self) -> Result<(), CrashError> {
+        let bad = |m: String| Err(CrashError::Options(m));
+        if self.replay.is_none() && (self.crashes == 0 || self.crashes > MAX_CRASHES) {
+            return bad(format!("crashes must be 1..={MAX_CRASHES}, got {}", self.crashes));
+        }
+        if self.policies.is_empty() {
+            return bad("at least one crash policy is needed".into());
+        }
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return bad(format!("threads must be 1..={MAX_THREADS}, got {}", self.threads));
+        }
+        if self.txns_per_thread == 0 || self.txns_per_thread > MAX_TXNS_PER_THREAD {
+            return bad(format!(
+                "transactions per thread must be 1..={MAX_TXNS_PER_THREAD}, got {}",
+                self.txns_per_thread
+            ));
+        }
+        if self.recovery_crashes > MAX_RECOVERY_CRASHES {
+            return bad(format!(
+                "recovery crashes must be 0..={MAX_RECOVERY_CRASHES}, got {}",
+                self.recovery_crashes
+            ));
+        }
+        if self.jobs == 0 || self.jobs > MAX_JOBS {
+            return bad(format!("jobs must be 1..={MAX_JOBS}, got {}", self.jobs));
+        }
+        Ok(())
+    }
+
+    fn run_options(&self, seed: u64, check: bool) -> RunOptions {
+        RunOptions {
+            threads: self.threads,
+            length: RunLength::Transactions { per_thread: self.txns_per_thread },
+            seed,
+            setup: Setup::Attach,
+            max_pending: self.max_pending,
+            check,
+        }
+    }
+
+    /// The case iteration `index` runs, given the dry run's span (`None` if the span has no
+    /// events of the kind asked for).
+    pub fn case(&self, index: u64, span: Span) -> Option<Replay> {
+        let seed = iteration_seed(self.seed, index);
+        let policy = self.policies[(index % self.policies.len() as u64) as usize];
+        let point = pick_point(self.event, span, seed, SPAN_PER_MILLE)?;
+        Some(Replay { seed, point, policy })
+    }
+}
+
+/// A random point among the first `per_mille` of `span`'s events of the chosen kind.
+fn pick_point(choice: EventChoice, span: Span, seed: u64, per_mille: u64) -> Option<CrashPoint> {
+    let mut event = match choice {
+        EventChoice::Fence => CrashEvent::Fence,
+        EventChoice::Store => CrashEvent::Store,
+        EventChoice::Any if derive(seed, SALT_EVENT_KIND) & 1 == 0 => CrashEvent::Fence,
+        EventChoice::Any => CrashEvent::Store,
+    };
+    if choice == EventChoice::Any && span.of(event) == 0 {
+        event = match event {
+            CrashEvent::Fence => CrashEvent::Store,
+            CrashEvent::Store => CrashEvent::Fence,
+        };
+    }
+    let events = span.of(event);
+    if events == 0 {
+        return None;
+    }
+    let range = (events.saturating_mul(per_mille) / 1000).max(1);
+    Some(CrashPoint { event, count: 1 + derive(seed, SALT_EVENT_COUNT) % range })
+}
+
+/// Why a campaign could not run (as opposed to violations, which it reports).
+#[derive(Debug, thiserror::Error)]
+pub enum CrashError {
+    #[error("{0}")]
+    Options(String),
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Bench(#[from] BenchError),
+}
+
+/// Runs a simulated-crash campaign.
+pub fn run_sim(
+    target: &SimTarget<'_>,
+    options: &CrashOptions,
+    observer: &dyn Observer,
+) -> Result<Summary, CrashError> {
+    options.validate()?;
+    let started = Instant::now();
+    let region = RegionOptions { medium: Medium::Sim, ..target.region.clone() };
+    let ctx = Ctx { target, region, options };
+    observer.setup("loading");
+    let base = ctx.load_base()?;
+    let mut summary = Summary::default();
+    let cases: Vec<Replay> = match options.replay {
+        Some(replay) => vec![replay],
+        None => {
+            observer.setup("dry run");
+            let span = ctx.dry_run(&base)?;
+            summary.span = Some(span);
+            (0..options.crashes)
+                .map(|i| options.case(i, span))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| {
+                    CrashError::Setup(format!(
+                        "a run of the workload issues no {} events to crash at ({} stores, {} \
+                         fences): use more --txns or another --event",
+                        options.event.name(),
+                        span.stores,
+                        span.fences
+                    ))
+                })?
+        }
+    };
+    let total = cases.len() as u64;
+    let next = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    let summary = Mutex::new(summary);
+    let job = || {
+        let workload = (target.workload)();
+        loop {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            let Some(case) = cases.get(index as usize) else { break };
+            let outcome = ctx.iteration(&base, &*workload, index, case);
+            summary.lock().add(&outcome);
+            let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+            observer.finished(&outcome, finished, total);
+        }
+    };
+    let jobs = options.jobs.min(cases.len()).max(1);
+    std::thread::scope(|scope| -> Result<(), CrashError> {
+        for i in 1..jobs {
+            std::thread::Builder::new()
+                .name(format!("crash-job-{i}"))
+                .spawn_scoped(scope, job)
+                .map_err(|e| CrashError::Setup(format!("spawning a crash-test thread: {e}")))?;
+        }
+        job();
+        Ok(())
+    })?;
+    let mut summary = summary.into_inner();
+    summary.finish();
+    summary.elapsed = started.elapsed();
+    Ok(summary)
+}
+
+struct Ctx<'a> {
+    target: &'a SimTarget<'a>,
+    region: RegionOptions,
+    options: &'a CrashOptions,
+}
+
+/// The result of recovering one image and verifying it.
+struct Checked {
+    recovery_ms: Option<f64>,
+    /// Events the recovery issued (where a crash inside it may fall).
+    span: Span,
+    failures: Vec<(ViolationKind, String)>,
+}
+
+impl Ctx<'_> {
+    fn open(&self, region: Region) -> Result<Box<dyn Engine>, String> {
+        (self.target.open)(region)
+    }
+
+    fn image_region(&self, image: &[u8]) -> Result<Region, String> {
+        Region::from_image(image, &self.region).map_err(|e| format!("mapping a crash image: {e}"))
+    }
+
+    /// Loads the workload on a blank `sim` region, shuts down cleanly, and returns the
+    /// persisted image, after checking that it verifies.
+    fn load_base(&self) -> Result<Vec<u8>, CrashError> {
+        let setup = |what: &str, e: String| CrashError::Setup(format!("{what}: {e}"));
+        let region =
+            Region::open(&self.region).map_err(|e| setup("opening a sim region", e.to_string()))?;
+        let engine = self.open(region.clone()).map_err(|e| setup("opening the engine", e))?;
+        let workload = (self.target.workload)();
+        workload.load(&*engine, &|_, _| {}).map_err(|e| {
+            let hint = match e {
+                DbError::RegionFull(_) => "; use a larger --size or a smaller database",
+                _ => "",
+            };
+            setup("loading the workload", format!("{e}{hint}"))
+        })?;
+        engine.shutdown().map_err(|e| setup("shutting down after loading", e.to_string()))?;
+        drop(engine);
+        let Some(image) = region.crash_image(CrashPolicy::Persisted, 0) else {
+            return Err(CrashError::Setup("the region is not a sim region".into()));
+        };
+        let checked = self.verify(&*workload, &image, &[]);
+        if let Some((kind, message)) = checked.failures.first() {
+            return Err(CrashError::Setup(format!(
+                "the loaded database fails verification after a clean shutdown, before any \
+                 crash ({}): {message}",
+                kind.name()
+            )));
+        }
+        Ok(image)
+    }
+
+    /// Runs the workload once on the base without a crash: its span, and a sanity check that
+    /// the workload passes its checker on this engine at all.
+    fn dry_run(&self, base: &[u8]) -> Result<Span, CrashError> {
+        let setup = |e: String| CrashError::Setup(format!("dry run: {e}"));
+        let region = self.image_region(base).map_err(setup)?;
+        let engine = self.open(region.clone()).map_err(setup)?;
+        let Some(sim) = region.sim() else {
+            return Err(setup("the region is not a sim region".into()));
+        };
+        let workload = (self.target.workload)();
+        let before = sim.event_counts();
+        let seed = derive(self.options.seed, SALT_DRY_RUN);
+        let result = crate::run(
+            &*engine,
+            &*workload,
+            &self.options.run_options(seed, true),
+            &Hooks::default(),
+        )?;
+        let span = Span::since(sim, before);
+        if !result.checker.passed() {
+            return Err(setup(format!(
+                "the workload's checker fails on a run without any crash: {}",
+                result.checker
+            )));
+        }
+        Ok(span)
+    }
+
+    fn iteration(
+        &self,
+        base: &[u8],
+        workload: &dyn Workload,
+        index: u64,
+        case: &Replay,
+    ) -> Outcome {
+        let mut outcome = Outcome { index, ..Outcome::default() };
+        let violation = |kind, cuts: &[CrashPoint], message: String| {
+            describe_violation(case, kind, cuts, message)
+        };
+        let run = catch_unwind(AssertUnwindSafe(|| self.crash_run(base, workload, case)));
+        let cut = match run {
+            Ok(cut) => cut,
+            Err(payload) => {
+                let message = format!("during the run: {}", panic_message(&*payload));
+                outcome.violations.push(violation(ViolationKind::Panic, &[], message));
+                return outcome;
+            }
+        };
+        if let Some(e) = cut.run_error {
+            outcome.violations.push(violation(ViolationKind::Run, &[], e));
+        }
+        let Some(mut image) = cut.image else { return outcome };
+        let acks = cut.acks;
+        outcome.reached = true;
+        outcome.acks = acks.len() as u64;
+        let mut cuts: Vec<CrashPoint> = Vec::new();
+        let mut checked = self.verify(workload, &image, &acks);
+        for k in 0..=self.options.recovery_crashes {
+            outcome.recovery_ms.extend(checked.recovery_ms);
+            let failed = !checked.failures.is_empty();
+            for (kind, message) in checked.failures.drain(..) {
+                outcome.violations.push(violation(kind, &cuts, message));
+            }
+            // A broken image says all there is to say; crashing its recovery adds nothing.
+            if failed || k == self.options.recovery_crashes {
+                break;
+            }
+            let seed = derive(case.seed, SALT_RECOVERY + u64::from(k));
+            let Some(point) = pick_point(self.options.event, checked.span, seed, 1000) else {
+                break;
+            };
+            let image_seed = derive(seed, SALT_IMAGE);
+            let next = catch_unwind(AssertUnwindSafe(|| {
+                self.crash_recovery(&image, point, case.policy, image_seed)
+            }));
+            cuts.push(point);
+            match next {
+                Ok(Some(next)) => image = next,
+                Ok(None) => break,
+                Err(payload) => {
+                    let message = format!("during recovery: {}", panic_message(&*payload));
+                    outcome.violations.push(violation(ViolationKind::Panic, &cuts, message));
+                    break;
+                }
+            }
+            outcome.recovery_crashes += 1;
+            checked = self.verify(workload, &image, &acks);
+        }
+        outcome
+    }
+
+    /// Runs the workload on a copy of `base` with `case` armed; returns the cut image and the
+    /// acks recorded before the cut.
+    fn crash_run(&self, base: &[u8], workload: &dyn Workload, case: &Replay) -> CutRun {
+        let failed = |e: String| CutRun { image: None, acks: Vec::new(), run_error: Some(e) };
+        let region = match self.image_region(base) {
+            Ok(region) => region,
+            Err(e) => return failed(e),
+        };
+        let engine = match self.open(region.clone()) {
+            Ok(engine) => engine,
+            Err(e) => return failed(format!("opening the base image: {e}")),
+        };
+        let Some(sim) = region.sim() else { return failed("not a sim region".into()) };
+        sim.arm(case.point, case.policy, derive(case.seed, SALT_IMAGE));
+        let stop = AtomicBool::new(false);
+        let limit = self.options.threads.saturating_mul(self.options.txns_per_thread as usize);
+        let sink = CutSink { sim, log: AckLog::new(limit.saturating_add(1024)), stop: &stop };
+        let halting = Halting { inner: workload, region: region.clone() };
+        let hooks = Hooks { progress: None, sink: Some(&sink), stop: Some(&stop) };
+        let options = self.options.run_options(case.seed, false);
+        let result = crate::run(&*engine, &halting, &options, &hooks);
+        let image = sim.take_image();
+        drop(engine);
+        CutRun { image, acks: sink.log.acks(), run_error: result.err().map(|e| e.to_string()) }
+    }
+
+    /// Recovers `image` with a crash armed at `point` inside the recovery; the cut image.
+    fn crash_recovery(
+        &self,
+        image: &[u8],
+        point: CrashPoint,
+        policy: CrashPolicy,
+        seed: u64,
+    ) -> Option<Vec<u8>> {
+        let region = self.image_region(image).ok()?;
+        let sim = region.sim()?;
+        sim.arm(point, policy, seed);
+        // Recovery may fail after the cut; the image taken before that is what is tested.
+        let _ = self.open(region.clone());
+        sim.take_image()
+    }
+
+    /// Recovers `image` (timed) and runs every check against it.
+    fn verify(&self, workload: &dyn Workload, image: &[u8], acks: &[Ack]) -> Checked {
+        let mut checked =
+            Checked { recovery_ms: None, span: Span::default(), failures: Vec::new() };
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            self.verify_into(workload, image, acks, &mut checked)
+        }));
+        if let Err(payload) = result {
+            let message = format!("during recovery or verification: {}", panic_message(&*payload));
+            checked.failures.push((ViolationKind::Panic, message));
+        }
+        checked
+    }
+
+    fn verify_into(&self, workload: &dyn Workload, image: &[u8], acks: &[Ack], out: &mut Checked) {
+        let region = match self.image_region(image) {
+            Ok(region) => region,
+            Err(e) => return out.failures.push((ViolationKind::Recovery, e)),
+        };
+        let Some(sim) = region.sim() else {
+            return out.failures.push((ViolationKind::Recovery, "not a sim region".into()));
+        };
+        let started = Instant::now();
+        let opened = self.open(region.clone());
+        out.recovery_ms = Some(started.elapsed().as_secs_f64() * 1e3);
+        out.span = Span::since(sim, (0, 0));
+        let engine = match opened {
+            Ok(engine) => engine,
+            Err(e) => {
+                return out
+                    .failures
+                    .push((ViolationKind::Recovery, format!("recovery failed: {e}")))
+            }
+        };
+        out.failures.extend(check_recovered(&*engine, workload, acks));
+    }
+}
+
+/// Runs every check on a recovered engine: the workload reattaches, the acks hold, the
+/// workload's invariants hold, the engine's structures agree.
+pub(crate) fn check_recovered(
+    engine: &dyn Engine,
+    workload: &dyn Workload,
+    acks: &[Ack],
+) -> Vec<(ViolationKind, String)> {
+    let mut failures = Vec::new();
+    if let Err(e) = workload.attach(engine) {
+        let message = format!("the workload's tables after recovery: {e}");
+        failures.push((ViolationKind::Recovery, message));
+        return failures;
+    }
+    if let Err(e) = workload.verify_acks(engine, acks) {
+        failures.push((ViolationKind::Durability, e));
+    }
+    if let Err(e) = workload.check(engine) {
+        failures.push((ViolationKind::Consistency, e));
+    }
+    if let Err(e) = engine.check_integrity() {
+        failures.push((ViolationKind::Integrity, e));
+    }
+    failures
+}
+
+/// What a cut run left.
+struct CutRun {
+    /// The image cut at the crash point; `None` if the run ended before it.
+    image: Option<Vec<u8>>,
+    /// Acks of the transactions observed durable before the cut.
+    acks: Vec<Ack>,
+    /// The driver's error, if the run failed.
+    run_error: Option<String>,
+}
+
+/// Records durable transactions while the cut has not been taken; after it, asks the run to
+/// stop. Called after the worker observed durability, so "not taken yet" here implies "not
+/// taken at the observation" (the flag only goes from false to true while armed).
+struct CutSink<'a> {
+    sim: &'a Sim,
+    log: AckLog,
+    stop: &'a AtomicBool,
+}
+
+impl DurableSink for CutSink<'_> {
+    fn on_durable(&self, txns: &[DurableTxn]) {
+        if self.sim.cut_taken() {
+            self.stop.store(true, Ordering::Relaxed);
+            return;
+        }
+        self.log.on_durable(txns);
+    }
+}
+
+/// The workload under test, whose workers stop touching the engine once the cut is taken:
+/// what runs after the cut cannot change the image, so it is skipped rather than run to the
+/// end of the iteration's transaction count.
+struct Halting<'a> {
+    inner: &'a dyn Workload,
+    region: Region,
+}
+
+impl Workload for Halting<'_> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn load(
+        &self,
+        engine: &dyn Engine,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<(), DbError> {
+        self.inner.load(engine, progress)
+    }
+
+    fn attach(&self, engine: &dyn Engine) -> Result<(), DbError> {
+        self.inner.attach(engine)
+    }
+
+    fn worker(&self, worker: usize, seed: u64) -> Box<dyn Worker> {
+        Box::new(HaltingWorker {
+            inner: self.inner.worker(worker, seed),
+            region: self.region.clone(),
+        })
+    }
+
+    fn check(&self, engine: &dyn Engine) -> Result<(), String> {
+        self.inner.check(engine)
+    }
+
+    fn verify_acks(&self, engine: &dyn Engine, acks: &[Ack]) -> Result<(), String> {
+        self.inner.verify_acks(engine, acks)
+    }
+}
+
+struct HaltingWorker {
+    inner: Box<dyn Worker>,
+    region: Region,
+}
+
+impl Worker for HaltingWorker {
+    fn run_one(&mut self, engine: &dyn Engine) -> Result<TxnDone, DbError> {
+        if self.region.sim().is_some_and(Sim::cut_taken) {
+            return Ok(TxnDone { kind: "after-cut", token: None, retries: 0, acks: Vec::new() });
+        }
+        self.inner.run_one(engine)
+    }
+}
+
+fn describe_violation(
+    case: &Replay,
+    kind: ViolationKind,
+    cuts: &[CrashPoint],
+    message: String,
+) -> Violation {
+    let mut crash = case.describe();
+    if !cuts.is_empty() {
+        let points: Vec<String> =
+            cuts.iter().map(|p| format!("{}:{}", event_name(p.event), p.count)).collect();
+        crash.push_str(&format!(" then in recovery at {}", points.join(", ")));
+    }
+    Violation { kind, crash, replay: Some(case.args()), message }
+}
+
+/// The text of a panic payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_parses_and_round_trips() {
+        let r = Replay::parse("1234:fence:56", CrashPolicy::Torn).unwrap();
+        assert_eq!(r.seed, 1234);
+        assert_eq!(r.point, CrashPoint { event: CrashEvent::Fence, count: 56 });
+        assert_eq!(r.describe(), "seed 1234 event fence:56 policy torn");
+        assert_eq!(r.args(), "--replay 1234:fence:56 --policy torn");
+        let hex = Replay::parse("0x10:store:1", CrashPolicy::Evict).unwrap();
+        assert_eq!((hex.seed, hex.point.event), (16, CrashEvent::Store));
+        for bad in ["", "1:fence", "x:fence:1", "1:flush:1", "1:fence:0", "1:fence:1:2"] {
+            assert!(Replay::parse(bad, CrashPolicy::Torn).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cases_are_deterministic_and_inside_the_span() {
+        let options = CrashOptions { crashes: 500, ..CrashOptions::default() };
+        let span = Span { stores: 1000, fences: 10 };
+        let mut kinds = [0u32; 2];
+        for i in 0..500 {
+            let case = options.case(i, span).unwrap();
+            assert_eq!(options.case(i, span), Some(case));
+            assert_eq!(case.policy, CrashPolicy::ALL[(i % 3) as usize]);
+            let limit = span.of(case.point.event) * SPAN_PER_MILLE / 1000;
+            assert!((1..=limit.max(1)).contains(&case.point.count), "{case:?}");
+            kinds[(case.point.event == CrashEvent::Store) as usize] += 1;
+        }
+        assert!(kinds[0] > 150 && kinds[1] > 150, "`any` picks both kinds: {kinds:?}");
+        // A kind with no events falls back to the other under `any`, and fails otherwise.
+        let fences_only = Span { stores: 0, fences: 3 };
+        assert!(pick_point(EventChoice::Store, fences_only, 1, 1000).is_none());
+        for seed in 0..20 {
+            let p = pick_point(EventChoice::Any, fences_only, seed, 1000).unwrap();
+            assert_eq!(p.event, CrashEvent::Fence);
+        }
+        assert_ne!(iteration_seed(42, 0), iteration_seed(42, 1));
+        assert_ne!(iteration_seed(42, 0), iteration_seed(43, 0));
+    }
+
+    #[test]
+    fn summary_counts_and_percentiles() {
+        let mut s = Summary::default();
+        let violation = Violation {
+            kind: ViolationKind::Durability,
+            crash: "c".into(),
+            replay: None,
+            message: "m".into(),
+        };
+        s.add(&Outcome {
+            index: 1,
+            reached: true,
+            acks: 3,
+            recovery_ms: vec![2.0, 1.0],
+            ..Default::default()
+        });
+        s.add(&Outcome { index: 0, reached: false, ..Default::default() });
+        s.add(&Outcome {
+            index: 2,
+            reached: true,
+            recovery_ms: vec![3.0],
+            violations: vec![
+                violation.clone(),
+                Violation { kind: ViolationKind::Integrity, ..violation },
+            ],
+            ..Default::default()
+        });
+        s.finish();
+        assert_eq!((s.iterations, s.crashes, s.unreached), (3, 2, 1));
+        assert_eq!((s.violations, s.failed_iterations, s.acks_verified), (2, 1, 3));
+        assert_eq!(s.violations_by_kind[&ViolationKind::Durability], 1);
+        assert_eq!((s.recovery_ms_p50(), s.recovery_ms_max()), (2.0, 3.0));
+        assert_eq!(s.kept.len(), 2);
+    }
+}

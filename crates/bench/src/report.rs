@@ -1,0 +1,344 @@
+//! A run's result as users and scripts read it: one JSON object, one CSV row, or a short human
+//! table. The JSON keys and the CSV columns are a stable interface (sweeps and plots read them):
+//! add keys, never rename or remove one.
+
+use crate::driver::{RunResult, Setup};
+use crate::units::format_bytes;
+use hdrhistogram::Histogram;
+use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The checker's verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Checker {
+    Pass,
+    /// The first violation found.
+    Fail(String),
+    /// The run was asked not to check.
+    Skipped,
+}
+
+impl Checker {
+    pub fn passed(&self) -> bool {
+        *self == Checker::Pass
+    }
+}
+
+impl fmt::Display for Checker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Checker::Pass => f.write_str("pass"),
+            Checker::Fail(reason) => write!(f, "fail: {reason}"),
+            Checker::Skipped => f.write_str("skipped"),
+        }
+    }
+}
+
+impl Serialize for Checker {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LatencySummary {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub p999: f64,
+}
+
+impl LatencySummary {
+    pub fn from_ns(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        let us = |ns: u64| ns as f64 / 1e3;
+        LatencySummary {
+            p50: us(h.value_at_quantile(0.50)),
+            p95: us(h.value_at_quantile(0.95)),
+            p99: us(h.value_at_quantile(0.99)),
+            max: us(h.max()),
+            mean: h.mean() / 1e3,
+            p999: us(h.value_at_quantile(0.999)),
+        }
+    }
+}
+
+/// Device statistics per measured commit; `None` when the engine has no region (peers, test
+/// engines) or nothing committed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct PerTxn {
+    pub fences: Option<f64>,
+    pub lines_flushed: Option<f64>,
+    pub bytes_written: Option<f64>,
+    pub delay_ns: Option<f64>,
+    pub stores: Option<f64>,
+}
+
+impl PerTxn {
+    pub fn new(device: Option<&pmem::Stats>, committed: u64) -> PerTxn {
+        let Some(d) = device.filter(|_| committed > 0) else {
+            return PerTxn::default();
+        };
+        let per = |v: u64| Some(v as f64 / committed as f64);
+        PerTxn {
+            fences: per(d.fences),
+            lines_flushed: per(d.lines_flushed),
+            bytes_written: per(d.bytes_written),
+            delay_ns: per(d.delay_ns),
+            stores: per(d.stores),
+        }
+    }
+}
+
+/// One run, as written to `--json` / `--csv`. Field order is the JSON key order.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub engine: String,
+    pub workload: String,
+    pub threads: usize,
+    pub committed: u64,
+    pub aborted: u64,
+    pub tps: f64,
+    pub latency_us: LatencySummary,
+    pub per_txn: PerTxn,
+    pub checker: Checker,
+    /// Time the engine spent recovering when the run opened an existing region; `null` for a
+    /// freshly formatted one.
+    pub recovery_ms: Option<f64>,
+    pub seed: u64,
+    pub measured_s: f64,
+    pub setup: Setup,
+    pub load_ms: f64,
+    pub check_ms: f64,
+    /// Measured commits per transaction kind.
+    pub kinds: BTreeMap<String, u64>,
+    /// Measured commits per worker (load balance).
+    pub per_worker: Vec<u64>,
+    /// Device statistics over the measured period.
+    pub device: Option<pmem::Stats>,
+    pub pending_high_water: usize,
+    pub pending_full_waits: u64,
+    pub stopped_early: bool,
+    /// Every option of the run, as the caller describes it.
+    pub config: serde_json::Value,
+}
+
+/// The fixed leading CSV columns; `config.<key>` columns follow, in key order.
+pub const CSV_COLUMNS: [&str; 19] = [
+    "engine",
+    "workload",
+    "threads",
+    "committed",
+    "aborted",
+    "tps",
+    "latency_us_p50",
+    "latency_us_p95",
+    "latency_us_p99",
+    "latency_us_max",
+    "per_txn_fences",
+    "per_txn_lines_flushed",
+    "per_txn_bytes_written",
+    "per_txn_delay_ns",
+    "checker",
+    "recovery_ms",
+    "seed",
+    "measured_s",
+    "load_ms",
+];
+
+impl Report {
+    pub fn new(result: &RunResult, recovery_ms: Option<f64>, config: serde_json::Value) -> Report {
+        Report {
+            engine: result.engine.clone(),
+            workload: result.workload.clone(),
+            threads: result.options.threads,
+            committed: result.committed,
+            aborted: result.aborted,
+            tps: result.tps,
+            latency_us: LatencySummary::from_ns(&result.latency_ns),
+            per_txn: PerTxn::new(result.device.as_ref(), result.committed),
+            checker: result.checker.clone(),
+            recovery_ms,
+            seed: result.options.seed,
+            measured_s: result.measured.as_secs_f64(),
+            setup: result.options.setup,
+            load_ms: result.load_time.as_secs_f64() * 1e3,
+            check_ms: result.check_time.as_secs_f64() * 1e3,
+            kinds: result.kinds.clone(),
+            per_worker: result.per_worker.clone(),
+            device: result.device,
+            pending_high_water: result.pending_high_water,
+            pending_full_waits: result.pending_full_waits,
+            stopped_early: result.stopped_early,
+            config,
+        }
+    }
+
+    /// One line of JSON.
+    pub fn to_json(&self) -> String {
+        // A struct of plain fields and a `Value` always serialises.
+        serde_json::to_string(self).expect("report serialises")
+    }
+
+    fn config_entries(&self) -> Vec<(String, String)> {
+        let Some(map) = self.config.as_object() else {
+            return Vec::new();
+        };
+        let mut entries: Vec<(String, String)> = map
+            .iter()
+            .map(|(k, v)| {
+                let text = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    serde_json::Value::Null => String::new(),
+                    other => other.to_string(),
+                };
+                (format!("config.{k}"), text)
+            })
+            .collect();
+        entries.sort();
+        entries
+    }
+
+    pub fn csv_header(&self) -> String {
+        let mut cols: Vec<String> = CSV_COLUMNS.iter().map(|c| c.to_string()).collect();
+        cols.extend(self.config_entries().into_iter().map(|(k, _)| k));
+        cols.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(",")
+    }
+
+    pub fn csv_row(&self) -> String {
+        let opt = |v: Option<f64>| v.map(|v| format!("{v:.3}")).unwrap_or_default();
+        let l = &self.latency_us;
+        let mut fields = vec![
+            self.engine.clone(),
+            self.workload.clone(),
+            self.threads.to_string(),
+            self.committed.to_string(),
+            self.aborted.to_string(),
+            format!("{:.1}", self.tps),
+            format!("{:.3}", l.p50),
+            format!("{:.3}", l.p95),
+            format!("{:.3}", l.p99),
+            format!("{:.3}", l.max),
+            opt(self.per_txn.fences),
+            opt(self.per_txn.lines_flushed),
+            opt(self.per_txn.bytes_written),
+            opt(self.per_txn.delay_ns),
+            self.checker.to_string(),
+            opt(self.recovery_ms),
+            self.seed.to_string(),
+            format!("{:.3}", self.measured_s),
+            format!("{:.1}", self.load_ms),
+        ];
+        fields.extend(self.config_entries().into_iter().map(|(_, v)| v));
+        fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",")
+    }
+
+    /// A short table for people.
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        let mut line = |label: &str, value: String| {
+            out.push_str(&format!("  {label:<16}{value}\n"));
+        };
+        line("engine", self.engine.clone());
+        line("workload", self.workload.clone());
+        line("threads", self.threads.to_string());
+        line("measured", format!("{:.2} s", self.measured_s));
+        line("committed", format!("{}  ({})", self.committed, format_rate(self.tps)));
+        if self.threads > 1 {
+            line("per thread", format_rate(self.tps / self.threads as f64));
+        }
+        line("aborted", self.aborted.to_string());
+        let l = &self.latency_us;
+        line(
+            "latency (us)",
+            format!("p50 {:.2}  p95 {:.2}  p99 {:.2}  max {:.2}", l.p50, l.p95, l.p99, l.max),
+        );
+        if let (Some(f), Some(lines), Some(bytes), Some(delay)) = (
+            self.per_txn.fences,
+            self.per_txn.lines_flushed,
+            self.per_txn.bytes_written,
+            self.per_txn.delay_ns,
+        ) {
+            line(
+                "per txn",
+                format!(
+                    "fences {f:.2}  lines flushed {lines:.2}  written {}  delay {delay:.0} ns",
+                    format_bytes(bytes.round() as u64)
+                ),
+            );
+        }
+        if self.kinds.len() > 1 {
+            let total = self.committed.max(1) as f64;
+            let kinds: Vec<String> = self
+                .kinds
+                .iter()
+                .map(|(k, n)| format!("{k} {:.1}%", *n as f64 * 100.0 / total))
+                .collect();
+            // Several kinds a line, so TPC-C's and TATP's mixes stay within a terminal.
+            for (i, chunk) in kinds.chunks(3).enumerate() {
+                line(if i == 0 { "mix" } else { "" }, chunk.join("  "));
+            }
+        }
+        if let Some(ms) = self.recovery_ms {
+            line("recovery", format!("{ms:.1} ms"));
+        }
+        match self.setup {
+            Setup::Load => line("load", format!("{:.0} ms", self.load_ms)),
+            Setup::Attach => line("load", "attached to the existing database".into()),
+        }
+        line("checker", self.checker.to_string());
+        out
+    }
+}
+
+/// `1234567.0` -> `1.23 M txn/s`.
+pub fn format_rate(tps: f64) -> String {
+    if tps >= 1e6 {
+        format!("{:.2} M txn/s", tps / 1e6)
+    } else if tps >= 1e3 {
+        format!("{:.1} k txn/s", tps / 1e3)
+    } else {
+        format!("{tps:.1} txn/s")
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checker_text() {
+        assert_eq!(Checker::Pass.to_string(), "pass");
+        assert_eq!(Checker::Fail("x".into()).to_string(), "fail: x");
+        assert_eq!(serde_json::to_string(&Checker::Pass).unwrap(), "\"pass\"");
+    }
+
+    #[test]
+    fn csv_quotes() {
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("plain"), "plain");
+    }
+
+    #[test]
+    fn per_txn_needs_a_device_and_commits() {
+        assert_eq!(PerTxn::new(None, 10), PerTxn::default());
+        let d = pmem::Stats { fences: 30, ..Default::default() };
+        assert_eq!(PerTxn::new(Some(&d), 0), PerTxn::default());
+        assert_eq!(PerTxn::new(Some(&d), 10).fences, Some(3.0));
+    }
+}

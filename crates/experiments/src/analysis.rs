@@ -1,0 +1,484 @@
+//! Claims against measurements: ratios, break-even points, thresholds and values, each judged
+//! against the paper's number with a stated tolerance.
+//!
+//! Break-even latencies (Pelley et al., VLDB 2014, Table 6) and required bandwidths (thesis
+//! Fig. 5.6) are computed by linear interpolation between the two measured points that bracket
+//! the crossing, never read off a plot. A claim whose points the bench cannot run yet says so
+//! ("not yet runnable: engine wal missing") instead of guessing.
+
+use crate::data::{Dataset, Missing, PointData};
+use crate::spec::{Aggregate, ClaimKind, ClaimSpec, Conditions, PointAgg, DEFAULT_TOLERANCE};
+use crate::units::format_number;
+use serde::Serialize;
+
+/// Where two curves meet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Crossing {
+    /// At this x (linear interpolation between the bracketing points).
+    At(f64),
+    /// No crossing in `[lo, hi]`; `a_above` tells which curve stays on top.
+    None { a_above: bool, lo: f64, hi: f64 },
+}
+
+/// The first x where `a - b` changes sign, interpolating linearly. `points` are `(x, a, b)`
+/// sorted by x; `None` for fewer than one point.
+pub fn crossing(points: &[(f64, f64, f64)]) -> Option<Crossing> {
+    let first = points.first()?;
+    let last = points.last()?;
+    for (i, &(x, a, b)) in points.iter().enumerate() {
+        let d = a - b;
+        if d == 0.0 {
+            return Some(Crossing::At(x));
+        }
+        if let Some(&(x1, a1, b1)) = points.get(i + 1) {
+            let d1 = a1 - b1;
+            if d.signum() != d1.signum() && d1 != 0.0 {
+                return Some(Crossing::At(x + (x1 - x) * d / (d - d1)));
+            }
+        }
+    }
+    Some(Crossing::None { a_above: first.1 > first.2, lo: first.0, hi: last.0 })
+}
+
+/// Where a rising-towards-target curve first reaches `target`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reach {
+    At(f64),
+    /// Already at or above the target at the first x.
+    AtOrBelow(f64),
+    /// Below the target up to the last x.
+    Never(f64),
+}
+
+/// The smallest x where `y >= target`, interpolating between the last point below and the first
+/// at or above. `points` are `(x, y)` sorted by x.
+pub fn reach(points: &[(f64, f64)], target: f64) -> Option<Reach> {
+    let i = points.iter().position(|&(_, y)| y >= target);
+    match i {
+        None => points.last().map(|&(x, _)| Reach::Never(x)),
+        Some(0) => Some(Reach::AtOrBelow(points[0].0)),
+        Some(i) => {
+            let (x0, y0) = points[i - 1];
+            let (x1, y1) = points[i];
+            Some(Reach::At(x0 + (x1 - x0) * (target - y0) / (y1 - y0)))
+        }
+    }
+}
+
+/// The verdict on one claim.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "verdict", content = "reason", rename_all = "snake_case")]
+pub enum Verdict {
+    Reproduced,
+    Differs,
+    NotRunnable(String),
+    NoData(String),
+}
+
+impl Verdict {
+    pub fn label(&self) -> String {
+        match self {
+            Verdict::Reproduced => "reproduced".into(),
+            Verdict::Differs => "differs".into(),
+            Verdict::NotRunnable(r) => format!("not yet runnable: {r}"),
+            Verdict::NoData(r) => format!("no data: {r}"),
+        }
+    }
+
+    fn from_missing(m: Missing) -> Verdict {
+        match m {
+            Missing::NotRunnable(r) => Verdict::NotRunnable(r),
+            Missing::NoData(r) => Verdict::NoData(r),
+        }
+    }
+}
+
+/// A claim with the paper's value, ours, and the verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClaimResult {
+    pub id: String,
+    pub text: String,
+    pub source: String,
+    pub paper: String,
+    pub measured: String,
+    /// The number judged (the aggregate), if there is one.
+    pub value: Option<f64>,
+    pub verdict: Verdict,
+}
+
+/// One group's outcome.
+#[derive(Clone, Debug, PartialEq)]
+enum GroupValue {
+    Number(f64),
+    Crossing(Crossing),
+    Reach(Reach),
+}
+
+/// Evaluates `claim` on `data`.
+pub fn evaluate(claim: &ClaimSpec, data: &Dataset) -> ClaimResult {
+    let groups = groups(claim, data);
+    let mut values: Vec<(String, Result<GroupValue, Missing>)> = Vec::new();
+    for (label, conds) in &groups {
+        values.push((label.clone(), group_value(claim, data, conds)));
+    }
+    let paper = paper_text(claim);
+    let (measured, value, verdict) = judge(claim, &values);
+    ClaimResult {
+        id: claim.id.clone(),
+        text: claim.text.clone(),
+        source: claim.source.clone(),
+        paper,
+        measured,
+        value,
+        verdict,
+    }
+}
+
+/// The distinct combinations of the `per` keys among points matching `where`, each as a label
+/// and the conditions that select it.
+fn groups(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Conditions)> {
+    let mut out: Vec<(String, Conditions)> = Vec::new();
+    if claim.per.is_empty() {
+        return vec![(String::new(), claim.filter.clone())];
+    }
+    for p in data.select(&[&claim.filter]) {
+        let mut conds = claim.filter.clone();
+        let mut labels = Vec::new();
+        for key in &claim.per {
+            let v = p.value(key).unwrap_or_default();
+            labels.push(v.clone());
+            conds.0.push((key.clone(), vec![v]));
+        }
+        let label = labels.join("/");
+        if !out.iter().any(|(l, _)| *l == label) {
+            out.push((label, conds));
+        }
+    }
+    if out.is_empty() {
+        out.push((String::new(), claim.filter.clone()));
+    }
+    out
+}
+
+/// Combines the means of several points; `Err` when none has data.
+fn points_value(
+    points: &[&PointData],
+    metric: &str,
+    agg: PointAgg,
+    what: &Conditions,
+) -> Result<f64, Missing> {
+    if points.is_empty() {
+        return Err(Missing::NoData(format!("no point matches {}", what.describe())));
+    }
+    let means: Vec<f64> = points.iter().filter_map(|p| p.metric(metric)).map(|s| s.mean).collect();
+    if means.len() < points.len() {
+        let reasons = points.iter().filter(|p| p.metric(metric).is_none()).map(|p| {
+            if p.ok.is_empty() {
+                p.missing_reason()
+            } else {
+                Missing::NoData(format!("the bench rows have no `{metric}`"))
+            }
+        });
+        // With several points (a max over configurations), all must be there.
+        return Err(Missing::worst(reasons).unwrap_or(Missing::NoData("no runs".into())));
+    }
+    Ok(match agg {
+        PointAgg::Mean => means.iter().sum::<f64>() / means.len() as f64,
+        PointAgg::Max => means.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        PointAgg::Min => means.iter().copied().fold(f64::INFINITY, f64::min),
+    })
+}
+
+fn and(a: &Conditions, b: &Conditions) -> Conditions {
+    Conditions(a.0.iter().chain(&b.0).cloned().collect())
+}
+
+fn group_value(
+    claim: &ClaimSpec,
+    data: &Dataset,
+    group: &Conditions,
+) -> Result<GroupValue, Missing> {
+    let empty = Conditions::default();
+    let metric = claim.metric.as_str();
+    let side = |c: &Option<Conditions>, agg| {
+        let cond = and(group, c.as_ref().unwrap_or(&empty));
+        points_value(&data.select(&[&cond]), metric, agg, &cond)
+    };
+    match claim.kind {
+        ClaimKind::Value => side(&None, claim.points).map(|v| GroupValue::Number(v * claim.scale)),
+        ClaimKind::Ratio => {
+            let num = side(&claim.numerator, claim.num_points);
+            let den = side(&claim.denominator, claim.den_points);
+            match (num, den) {
+                (Ok(n), Ok(d)) if d != 0.0 => Ok(GroupValue::Number(n / d * claim.scale)),
+                (Ok(_), Ok(_)) => Err(Missing::NoData("the denominator is zero".into())),
+                (n, d) => Err(Missing::worst([n.err(), d.err()].into_iter().flatten())
+                    .unwrap_or(Missing::NoData("no runs".into()))),
+            }
+        }
+        ClaimKind::Breakeven => breakeven(claim, data, group),
+        ClaimKind::Threshold => threshold(claim, data, group),
+    }
+}
+
+/// `(x, mean metric)` for the points matching `cond`, sorted by x; points without data are
+/// reported as missing.
+fn curve(
+    data: &Dataset,
+    cond: &Conditions,
+    x: &str,
+    metric: &str,
+) -> Result<Vec<(f64, f64)>, Missing> {
+    let points = data.select(&[cond]);
+    if points.is_empty() {
+        return Err(Missing::NoData(format!("no point matches {}", cond.describe())));
+    }
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    for p in points {
+        let xv = p.quantity(x).or_else(|| p.metric(x).map(|s| s.mean));
+        match (xv, p.metric(metric)) {
+            (Some(xv), Some(y)) => out.push((xv, y.mean)),
+            _ => missing.push(p.missing_reason()),
+        }
+    }
+    if out.is_empty() || missing.iter().any(|m| matches!(m, Missing::NotRunnable(_))) {
+        return Err(Missing::worst(missing).unwrap_or(Missing::NoData("no runs".into())));
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(out)
+}
+
+fn breakeven(claim: &ClaimSpec, data: &Dataset, group: &Conditions) -> Result<GroupValue, Missing> {
+    let x = claim.x.as_deref().unwrap_or_default();
+    let empty = Conditions::default();
+    let a = curve(data, &and(group, claim.a.as_ref().unwrap_or(&empty)), x, &claim.metric);
+    let b = curve(data, &and(group, claim.b.as_ref().unwrap_or(&empty)), x, &claim.metric);
+    let (a, b) = match (a, b) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            return Err(Missing::worst([a.err(), b.err()].into_iter().flatten())
+                .unwrap_or(Missing::NoData("no runs".into())))
+        }
+    };
+    // Only the x values both curves were measured at.
+    let joined: Vec<(f64, f64, f64)> = a
+        .iter()
+        .filter_map(|&(x, ya)| {
+            b.iter()
+                .find(|&&(xb, _)| (xb - x).abs() <= 1e-9 * x.abs().max(1.0))
+                .map(|&(_, yb)| (x, ya, yb))
+        })
+        .map(|(x, ya, yb)| (x * claim.x_scale, ya, yb))
+        .collect();
+    crossing(&joined)
+        .map(GroupValue::Crossing)
+        .ok_or_else(|| Missing::NoData("the two curves share no x value".into()))
+}
+
+fn threshold(claim: &ClaimSpec, data: &Dataset, group: &Conditions) -> Result<GroupValue, Missing> {
+    let x = claim.x.as_deref().unwrap_or_default();
+    let reference = claim.reference.clone().unwrap_or_default();
+    let ref_cond = and(group, &reference);
+    let base = points_value(&data.select(&[&ref_cond]), &claim.metric, claim.points, &ref_cond)?;
+    let target = base * claim.fraction.unwrap_or(1.0);
+    let mut points = Vec::new();
+    let mut missing = Vec::new();
+    let curve = and(group, claim.a.as_ref().unwrap_or(&Conditions::default()));
+    for p in data.select(&[&curve]) {
+        if reference.matches(&p.lookup()) {
+            continue;
+        }
+        let xv = p.quantity(x).or_else(|| p.metric(x).map(|s| s.mean));
+        match (xv, p.metric(&claim.metric)) {
+            (Some(xv), Some(y)) => points.push((xv * claim.x_scale, y.mean)),
+            _ => missing.push(p.missing_reason()),
+        }
+    }
+    if points.is_empty() {
+        return Err(Missing::worst(missing).unwrap_or(Missing::NoData("no curve points".into())));
+    }
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    reach(&points, target).map(GroupValue::Reach).ok_or(Missing::NoData("no curve points".into()))
+}
+
+/// `1.62×`, `3.1 µs`.
+fn with_unit(v: f64, unit: &str) -> String {
+    let n = format_number(v);
+    match unit.chars().next() {
+        None => n,
+        Some(c) if c.is_alphanumeric() => format!("{n} {unit}"),
+        Some(_) => format!("{n}{unit}"),
+    }
+}
+
+fn paper_text(claim: &ClaimSpec) -> String {
+    if let Some(p) = &claim.paper {
+        return p.clone();
+    }
+    let u = claim.unit.as_str();
+    if let Some([lo, hi]) = claim.range {
+        return match (lo.is_finite(), hi.is_finite()) {
+            (true, true) => format!("{}–{}", format_number(lo), with_unit(hi, u)),
+            (true, false) => format!("≥ {}", with_unit(lo, u)),
+            (false, true) => format!("≤ {}", with_unit(hi, u)),
+            (false, false) => "any".into(),
+        };
+    }
+    claim.expected.map_or_else(String::new, |e| format!("≈ {}", with_unit(e, u)))
+}
+
+/// Whether `v` agrees with the paper.
+pub fn agrees(claim: &ClaimSpec, v: f64) -> bool {
+    if let Some([lo, hi]) = claim.range {
+        return lo <= v && v <= hi;
+    }
+    let Some(e) = claim.expected else { return false };
+    let abs = claim.tolerance_abs.map(|t| (v - e).abs() <= t);
+    let rel = claim.tolerance.map(|t| (v - e).abs() <= t * e.abs());
+    match (abs, rel) {
+        (None, None) => (v - e).abs() <= DEFAULT_TOLERANCE * e.abs(),
+        (a, r) => a.unwrap_or(false) || r.unwrap_or(false),
+    }
+}
+
+/// Whether a crossing or a reach beyond the measured range agrees with the paper: the paper's
+/// value must lie on the same side of the range.
+fn agrees_beyond(claim: &ClaimSpec, above: Option<f64>, below: Option<f64>) -> bool {
+    let (lo, hi) = match (claim.range, claim.expected) {
+        (Some([lo, hi]), _) => (lo, hi),
+        (None, Some(e)) => (e, e),
+        (None, None) => return false,
+    };
+    match (above, below) {
+        (Some(max_x), _) => lo >= max_x,
+        (_, Some(min_x)) => hi <= min_x,
+        _ => false,
+    }
+}
+
+fn group_text(claim: &ClaimSpec, v: &GroupValue) -> String {
+    let u = claim.unit.as_str();
+    match v {
+        GroupValue::Number(n)
+        | GroupValue::Crossing(Crossing::At(n))
+        | GroupValue::Reach(Reach::At(n)) => with_unit(*n, u),
+        GroupValue::Crossing(Crossing::None { a_above: true, hi, .. }) => {
+            format!("> {} (no crossing)", with_unit(*hi, u))
+        }
+        GroupValue::Crossing(Crossing::None { a_above: false, lo, .. }) => {
+            format!("< {} (no crossing)", with_unit(*lo, u))
+        }
+        GroupValue::Reach(Reach::AtOrBelow(x)) => format!("≤ {}", with_unit(*x, u)),
+        GroupValue::Reach(Reach::Never(x)) => format!("> {} (never reached)", with_unit(*x, u)),
+    }
+}
+
+fn group_agrees(claim: &ClaimSpec, v: &GroupValue) -> bool {
+    match *v {
+        GroupValue::Number(n)
+        | GroupValue::Crossing(Crossing::At(n))
+        | GroupValue::Reach(Reach::At(n)) => agrees(claim, n),
+        GroupValue::Crossing(Crossing::None { a_above: true, hi, .. }) => {
+            agrees_beyond(claim, Some(hi), None)
+        }
+        GroupValue::Crossing(Crossing::None { a_above: false, lo, .. }) => {
+            agrees_beyond(claim, None, Some(lo))
+        }
+        // At or below the first x: agrees if the paper's value is there too.
+        GroupValue::Reach(Reach::AtOrBelow(x)) => {
+            agrees(claim, x) || agrees_beyond(claim, None, Some(x))
+        }
+        GroupValue::Reach(Reach::Never(x)) => agrees_beyond(claim, Some(x), None),
+    }
+}
+
+fn number(v: &GroupValue) -> Option<f64> {
+    match *v {
+        GroupValue::Number(n)
+        | GroupValue::Crossing(Crossing::At(n))
+        | GroupValue::Reach(Reach::At(n)) => Some(n),
+        _ => None,
+    }
+}
+
+type Judged = (String, Option<f64>, Verdict);
+
+fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) -> Judged {
+    let parts: Vec<String> = values
+        .iter()
+        .map(|(label, v)| {
+            let text = match v {
+                Ok(v) => group_text(claim, v),
+                Err(_) => "–".into(),
+            };
+            if label.is_empty() {
+                text
+            } else {
+                format!("{label} {text}")
+            }
+        })
+        .collect();
+    let details = parts.join(", ");
+    let missing = Missing::worst(values.iter().filter_map(|(_, v)| v.as_ref().err().cloned()));
+    let present: Vec<&GroupValue> = values.iter().filter_map(|(_, v)| v.as_ref().ok()).collect();
+    if let Some(m) = missing {
+        let shown = if present.is_empty() { "–".to_string() } else { details };
+        return (shown, None, Verdict::from_missing(m));
+    }
+    let verdict = |ok: bool| if ok { Verdict::Reproduced } else { Verdict::Differs };
+    match claim.aggregate {
+        Aggregate::All => {
+            let ok = present.iter().all(|v| group_agrees(claim, v));
+            let value =
+                if present.len() == 1 { present.first().and_then(|v| number(v)) } else { None };
+            (details, value, verdict(ok))
+        }
+        agg => {
+            let nums: Vec<f64> = present.iter().filter_map(|v| number(v)).collect();
+            if nums.is_empty() {
+                return (details, None, Verdict::NoData("no numeric value to aggregate".into()));
+            }
+            let (name, v) = match agg {
+                Aggregate::Max => ("max", nums.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+                Aggregate::Min => ("min", nums.iter().copied().fold(f64::INFINITY, f64::min)),
+                _ => ("mean", nums.iter().sum::<f64>() / nums.len() as f64),
+            };
+            let text = if values.len() > 1 {
+                format!("{name} {} ({details})", with_unit(v, &claim.unit))
+            } else {
+                details
+            };
+            (text, Some(v), verdict(agrees(claim, v)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crossing_interpolates() {
+        // In-Place falls from 100 to 40, WAL stays at 70 and 66: they meet at 2.5 + ...
+        let pts = [(0.0, 100.0, 70.0), (2.0, 80.0, 69.0), (4.0, 60.0, 67.0), (5.0, 40.0, 66.0)];
+        let Some(Crossing::At(x)) = crossing(&pts) else { panic!() };
+        // d = 11 at 2, -7 at 4: 2 + 2 * 11 / 18.
+        assert!((x - (2.0 + 22.0 / 18.0)).abs() < 1e-12, "{x}");
+        assert_eq!(crossing(&[(1.0, 5.0, 5.0)]), Some(Crossing::At(1.0)));
+        assert_eq!(
+            crossing(&[(0.0, 3.0, 1.0), (5.0, 2.0, 1.0)]),
+            Some(Crossing::None { a_above: true, lo: 0.0, hi: 5.0 })
+        );
+        assert_eq!(crossing(&[]), None);
+    }
+
+    #[test]
+    fn reach_interpolates() {
+        let pts = [(0.1, 10.0), (0.4, 50.0), (0.8, 96.0), (1.6, 100.0)];
+        let Some(Reach::At(x)) = reach(&pts, 95.0) else { panic!() };
+        assert!((x - (0.4 + 0.4 * 45.0 / 46.0)).abs() < 1e-12);
+        assert_eq!(reach(&pts, 5.0), Some(Reach::AtOrBelow(0.1)));
+        assert_eq!(reach(&pts, 101.0), Some(Reach::Never(1.6)));
+    }
+}

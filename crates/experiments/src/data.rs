@@ -1,0 +1,317 @@
+//! A spec's measurements as the report sees them: one [`PointData`] per grid point, holding the
+//! repetitions of the most recent settings it was run with, and the metrics computed from them.
+//!
+//! Rows of a point with several hashes (a spec edited between sweeps, `--quick` then a full
+//! run, a `--set` override) are not mixed: the newest setting that has successful runs wins,
+//! so a figure never averages runs of different configurations.
+
+use crate::grid::{self, ExpandOptions};
+use crate::results::{Row, Status};
+use crate::spec::{Conditions, Spec};
+use crate::units;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Mean, extremes and spread of a metric over a point's repetitions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stats {
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Sample standard deviation (0 for one repetition).
+    pub stddev: f64,
+    pub n: usize,
+}
+
+impl Stats {
+    pub fn of(values: &[f64]) -> Option<Stats> {
+        let n = values.len();
+        if n == 0 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let var = if n > 1 {
+            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+        } else {
+            0.0
+        };
+        Some(Stats { mean, min, max, stddev: var.sqrt(), n })
+    }
+}
+
+/// One grid point and its runs.
+#[derive(Clone, Debug, Default)]
+pub struct PointData {
+    pub id: String,
+    /// Axis labels and flag texts, for conditions, series and panels.
+    pub values: BTreeMap<String, String>,
+    /// Successful repetitions of the chosen settings.
+    pub ok: Vec<Row>,
+    pub check_failed: usize,
+    pub failed: usize,
+    /// Why the bench could not run it, if it could not.
+    pub unsupported: Option<String>,
+    /// Whether the chosen runs were `--quick` runs.
+    pub quick: bool,
+    /// Whether any row exists for the point.
+    pub ran: bool,
+}
+
+impl PointData {
+    pub fn value(&self, key: &str) -> Option<String> {
+        self.values.get(key).cloned()
+    }
+
+    pub fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
+        move |k| self.value(k)
+    }
+
+    /// `expr` over the successful repetitions: a field path (`latency_us.p95`), a point value
+    /// with a unit (`persist_latency`), a number, or a product/quotient of them (`a * b / c`).
+    pub fn metric(&self, expr: &str) -> Option<Stats> {
+        if self.ok.is_empty() {
+            return None;
+        }
+        let values: Vec<f64> = self.ok.iter().filter_map(|r| self.eval(r, expr)).collect();
+        if values.len() < self.ok.len() {
+            return None;
+        }
+        Stats::of(&values)
+    }
+
+    /// A point value as a number (`1us` -> 1000), without needing runs.
+    pub fn quantity(&self, key: &str) -> Option<f64> {
+        self.value(key).as_deref().and_then(units::parse_quantity)
+    }
+
+    fn eval(&self, row: &Row, expr: &str) -> Option<f64> {
+        let mut result = 1.0;
+        let mut op = '*';
+        let mut rest = expr;
+        loop {
+            let end = rest.find(['*', '/']).unwrap_or(rest.len());
+            let term = rest[..end].trim();
+            let v = term
+                .parse::<f64>()
+                .ok()
+                .or_else(|| row.number(term))
+                .or_else(|| self.quantity(term))?;
+            result = if op == '*' { result * v } else { result / v };
+            if end == rest.len() {
+                break;
+            }
+            op = rest[end..].chars().next().unwrap_or('*');
+            rest = &rest[end + 1..];
+        }
+        result.is_finite().then_some(result)
+    }
+
+    /// The point's status in words, when it has no successful run.
+    pub fn missing_reason(&self) -> Missing {
+        if let Some(u) = &self.unsupported {
+            return Missing::NotRunnable(u.clone());
+        }
+        if !self.ran {
+            return Missing::NoData("not run yet".into());
+        }
+        if self.check_failed > 0 {
+            return Missing::NoData("its runs failed the consistency checker".into());
+        }
+        Missing::NoData("its runs failed".into())
+    }
+}
+
+/// Why a number could not be computed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// The bench cannot run it yet (`engine wal missing`).
+    NotRunnable(String),
+    NoData(String),
+}
+
+impl Missing {
+    /// The most telling of several reasons: not runnable first.
+    pub fn worst(reasons: impl IntoIterator<Item = Missing>) -> Option<Missing> {
+        let mut not_runnable = BTreeSet::new();
+        let mut no_data = None;
+        for r in reasons {
+            match r {
+                Missing::NotRunnable(s) => {
+                    not_runnable.insert(s);
+                }
+                Missing::NoData(s) => no_data = no_data.or(Some(s)),
+            }
+        }
+        if !not_runnable.is_empty() {
+            return Some(Missing::NotRunnable(
+                not_runnable.into_iter().collect::<Vec<_>>().join(", "),
+            ));
+        }
+        no_data.map(Missing::NoData)
+    }
+}
+
+/// All points of one spec.
+#[derive(Clone, Debug, Default)]
+pub struct Dataset {
+    pub points: Vec<PointData>,
+    /// Rows ignored because newer settings of the same point exist.
+    pub superseded: usize,
+}
+
+impl Dataset {
+    /// The points of `spec` (its full grid, then any other point that has rows) with the rows
+    /// of `spec` among `rows`.
+    pub fn build(spec: &Spec, rows: &[Row]) -> Dataset {
+        let mut by_point: HashMap<&str, Vec<&Row>> = HashMap::new();
+        let mut order: Vec<&str> = Vec::new();
+        for r in rows.iter().filter(|r| r.spec() == spec.name) {
+            let list = by_point.entry(r.point()).or_default();
+            if list.is_empty() {
+                order.push(r.point());
+            }
+            list.push(r);
+        }
+        let mut data = Dataset::default();
+        let expanded = grid::expand(spec, &ExpandOptions::default()).map(|(p, _)| p);
+        let mut seen = BTreeSet::new();
+        for p in expanded.unwrap_or_default() {
+            seen.insert(p.id.clone());
+            let mut values: BTreeMap<String, String> =
+                p.flags.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
+            values.extend(p.axes.iter().cloned());
+            let rows = by_point.get(p.id.as_str()).map(Vec::as_slice).unwrap_or(&[]);
+            data.push(p.id.clone(), values, rows);
+        }
+        for id in order.into_iter().filter(|id| !seen.contains(*id)) {
+            data.push(id.to_string(), BTreeMap::new(), &by_point[id]);
+        }
+        data
+    }
+
+    fn push(&mut self, id: String, mut values: BTreeMap<String, String>, rows: &[&Row]) {
+        let chosen = choose_setting(rows);
+        self.superseded += rows.len() - chosen.len();
+        // The values the runs really had (a `--set` override shows here).
+        if let Some(first) = chosen.first() {
+            for section in [crate::results::keys::FLAGS, crate::results::keys::GRID] {
+                let Some(map) = first.0.get(section).and_then(|v| v.as_object()) else { continue };
+                for k in map.keys() {
+                    if let Some(v) = first.value(k) {
+                        values.insert(k.clone(), v);
+                    }
+                }
+            }
+        }
+        let mut point = PointData { id, values, ran: !rows.is_empty(), ..PointData::default() };
+        for r in chosen {
+            match r.status() {
+                Status::Ok => point.ok.push(r.clone()),
+                Status::CheckFailed => point.check_failed += 1,
+                Status::Unsupported => {
+                    let reason =
+                        r.0.get(crate::results::keys::UNSUPPORTED)
+                            .and_then(|u| u.get("reason"))
+                            .and_then(|v| v.as_str())
+                            .or(r.str(crate::results::keys::ERROR))
+                            .unwrap_or("the bench rejected the run");
+                    point.unsupported = Some(reason.to_string());
+                }
+                Status::Error | Status::Timeout => point.failed += 1,
+            }
+            point.quick |=
+                r.0.get(crate::results::keys::QUICK).and_then(|q| q.as_bool()) == Some(true);
+        }
+        if !point.ok.is_empty() {
+            point.unsupported = None;
+        }
+        self.points.push(point);
+    }
+
+    /// Points matching every condition set.
+    pub fn select<'a>(&'a self, conds: &[&Conditions]) -> Vec<&'a PointData> {
+        self.points.iter().filter(|p| conds.iter().all(|c| c.matches(&p.lookup()))).collect()
+    }
+
+    pub fn any_quick(&self) -> bool {
+        self.points.iter().any(|p| p.quick && !p.ok.is_empty())
+    }
+}
+
+/// The rows of the newest setting (hash) that has a successful run, else of the newest one.
+fn choose_setting<'a>(rows: &[&'a Row]) -> Vec<&'a Row> {
+    let mut newest: HashMap<&str, (f64, bool)> = HashMap::new();
+    for r in rows {
+        let e = newest.entry(r.hash()).or_insert((f64::NEG_INFINITY, false));
+        e.0 = e.0.max(r.started());
+        e.1 |= r.status() == Status::Ok;
+    }
+    let best = newest
+        .iter()
+        .max_by(|a, b| {
+            (a.1 .1, a.1 .0).partial_cmp(&(b.1 .1, b.1 .0)).unwrap_or(std::cmp::Ordering::Equal)
+        })
+        .map(|(h, _)| *h);
+    // Several rows of one run (a retried failure): keep the best of each repetition.
+    let mut by_rep: BTreeMap<u32, &Row> = BTreeMap::new();
+    for r in rows.iter().filter(|r| Some(r.hash()) == best) {
+        let keep = by_rep.get(&r.rep()).is_none_or(|k| r.status() < k.status());
+        if keep {
+            by_rep.insert(r.rep(), r);
+        }
+    }
+    by_rep.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(v: serde_json::Value) -> Row {
+        match v {
+            serde_json::Value::Object(m) => Row(m),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn stats() {
+        let s = Stats::of(&[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!((s.mean, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
+        assert!((s.stddev - 1.0).abs() < 1e-12);
+        assert!(Stats::of(&[]).is_none());
+    }
+
+    #[test]
+    fn metric_expressions() {
+        let r = row(json!({"tps": 1000.0, "per_txn": {"bytes_written": 64.0}, "status": "ok",
+                           "grid": {"persist_latency": "2us"}}));
+        let mut p = PointData { ok: vec![r], ..PointData::default() };
+        p.values.insert("persist_latency".into(), "2us".into());
+        assert_eq!(p.metric("tps").unwrap().mean, 1000.0);
+        assert_eq!(p.metric("tps * per_txn.bytes_written").unwrap().mean, 64000.0);
+        assert_eq!(p.metric("tps / 1000").unwrap().mean, 1.0);
+        assert_eq!(p.metric("persist_latency").unwrap().mean, 2000.0);
+        assert!(p.metric("wear.max").is_none());
+    }
+
+    #[test]
+    fn newest_successful_setting_wins() {
+        let r = |hash: &str, rep: u32, status: &str, t: f64, tps: f64| {
+            row(json!({"spec": "s", "point": "p", "hash": hash, "rep": rep, "status": status,
+                       "started_unix_s": t, "tps": tps}))
+        };
+        let rows = [
+            r("old", 0, "ok", 1.0, 1.0),
+            r("new", 0, "ok", 2.0, 2.0),
+            r("new", 0, "error", 3.0, 0.0),
+            r("newer", 0, "unsupported", 4.0, 0.0),
+        ];
+        let refs: Vec<&Row> = rows.iter().collect();
+        let chosen = choose_setting(&refs);
+        assert_eq!(chosen.len(), 1);
+        assert_eq!(chosen[0].number("tps"), Some(2.0));
+    }
+}

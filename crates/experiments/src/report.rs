@@ -1,0 +1,527 @@
+//! `nvmdb report`: from `DIR/results.jsonl` and the specs, one figure per `[[plot]]` (SVG and
+//! PNG in `figures/`), the verdict on every claim, and `index.html`, `report.md` and
+//! `verdicts.json` showing each figure beside what the paper says.
+//!
+//! A spec whose engine or flag the bench does not have yet still gets its section: "not yet
+//! runnable: engine wal missing", with the paper's claims listed, so the page is the to-do list
+//! of the reproduction as well as its result.
+
+use crate::analysis::{self, ClaimResult, Verdict};
+use crate::data::{Dataset, PointData};
+use crate::plot::{self, Figure, Panel, Series, XY};
+use crate::results::{self, Row, StoreError};
+use crate::spec::{ErrorBars, PlotSpec, Spec, SpecError};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// A report that cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}: no results.jsonl and no spec given; run `nvmdb sweep SPEC --out {0}` first")]
+    Empty(String),
+    #[error("plot: {0}")]
+    Plot(String),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ReportOptions {
+    /// The sweep's output directory.
+    pub dir: PathBuf,
+    /// More specs (files or directories of `*.toml`), also those without results.
+    pub specs: Vec<PathBuf>,
+    /// Where to write the report (default: `dir`).
+    pub out: Option<PathBuf>,
+}
+
+/// Counts of a spec's points by what happened to them.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PointCounts {
+    pub total: usize,
+    pub measured: usize,
+    pub unsupported: usize,
+    pub failed: usize,
+    pub not_run: usize,
+}
+
+/// One spec's part of the report.
+#[derive(Clone, Debug, Serialize)]
+pub struct SpecReport {
+    pub name: String,
+    pub title: String,
+    pub source: String,
+    pub description: String,
+    pub needs: Vec<String>,
+    /// `measured`, `not yet runnable: engine wal missing`, `partly runnable: ...`, `not run`.
+    pub status: String,
+    pub points: PointCounts,
+    /// Figure files relative to the report directory (`figures/x.svg`, `figures/x.png`).
+    pub figures: Vec<(String, String)>,
+    pub claims: Vec<ClaimResult>,
+    pub notes: Vec<String>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub specs: Vec<SpecReport>,
+    #[serde(skip)]
+    pub out: PathBuf,
+}
+
+/// Reads the results and specs of `options.dir` and computes every figure and verdict.
+pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
+    let out = options.out.clone().unwrap_or_else(|| options.dir.clone());
+    let loaded = results::read_rows(&options.dir.join(results::RESULTS_FILE))?;
+    let specs = load_specs(options, &loaded.rows)?;
+    if specs.is_empty() {
+        return Err(ReportError::Empty(options.dir.display().to_string()));
+    }
+    let figures_dir = out.join("figures");
+    std::fs::create_dir_all(&figures_dir)
+        .map_err(|source| ReportError::Io { path: figures_dir.clone(), source })?;
+    let mut reports = Vec::new();
+    for spec in &specs {
+        reports.push(spec_report(spec, &loaded.rows, &figures_dir)?);
+    }
+    if loaded.skipped_lines > 0 {
+        if let Some(first) = reports.first_mut() {
+            let n = loaded.skipped_lines;
+            first.notes.push(format!("{n} unreadable line(s) in results.jsonl were skipped"));
+        }
+    }
+    Ok(Report { specs: reports, out })
+}
+
+/// Specs named on the command line win over the copies in `DIR/specs/`; copies are used for
+/// every spec that has rows.
+fn load_specs(options: &ReportOptions, rows: &[Row]) -> Result<Vec<Spec>, ReportError> {
+    let mut by_name: BTreeMap<String, Spec> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let mut add = |spec: Spec, by_name: &mut BTreeMap<String, Spec>| {
+        if !by_name.contains_key(&spec.name) {
+            order.push(spec.name.clone());
+        }
+        by_name.insert(spec.name.clone(), spec);
+    };
+    let saved = options.dir.join(results::SPECS_DIR);
+    let mut names: Vec<&str> = rows.iter().map(Row::spec).collect();
+    names.dedup();
+    let mut seen = std::collections::BTreeSet::new();
+    for name in names {
+        if seen.insert(name) {
+            let path = saved.join(format!("{name}.toml"));
+            if path.exists() {
+                add(Spec::load(&path)?, &mut by_name);
+            }
+        }
+    }
+    for given in &options.specs {
+        for path in spec_files(given)? {
+            add(Spec::load(&path)?, &mut by_name);
+        }
+    }
+    Ok(order.into_iter().filter_map(|n| by_name.remove(&n)).collect())
+}
+
+/// `path` itself, or the `*.toml` files of a directory in name order.
+pub fn spec_files(path: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let io = |source| ReportError::Io { path: path.to_path_buf(), source };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(io)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecReport, ReportError> {
+    let data = Dataset::build(spec, rows);
+    let (points, status) = status(&data);
+    let mut notes = Vec::new();
+    if data.any_quick() {
+        notes.push(
+            "quick run (--quick): short runs on a reduced grid, one repetition; indicative only"
+                .into(),
+        );
+    }
+    if data.superseded > 0 {
+        notes.push(format!(
+            "{} row(s) of older settings of the same points were ignored",
+            data.superseded
+        ));
+    }
+    let check_failed: usize = data.points.iter().map(|p| p.check_failed).sum();
+    if check_failed > 0 {
+        notes.push(format!(
+            "{check_failed} run(s) failed the consistency checker and are left out of the numbers"
+        ));
+    }
+    let mut figures = Vec::new();
+    if points.measured > 0 {
+        for (i, p) in spec.plots.iter().enumerate() {
+            let (fig, fig_notes) = figure(spec, p, &data);
+            notes.extend(fig_notes);
+            let stem = if spec.plots.len() == 1 {
+                spec.name.clone()
+            } else {
+                format!("{}-{}", spec.name, i + 1)
+            };
+            let (svg, png) = (format!("{stem}.svg"), format!("{stem}.png"));
+            plot::render(&fig, &figures_dir.join(&svg), &figures_dir.join(&png))
+                .map_err(ReportError::Plot)?;
+            figures.push((format!("figures/{svg}"), format!("figures/{png}")));
+        }
+    }
+    let claims = spec.claims.iter().map(|c| analysis::evaluate(c, &data)).collect();
+    Ok(SpecReport {
+        name: spec.name.clone(),
+        title: spec.title.clone(),
+        source: spec.source.clone(),
+        description: spec.description.clone(),
+        needs: spec.needs.clone(),
+        status,
+        points,
+        figures,
+        claims,
+        notes,
+    })
+}
+
+fn status(data: &Dataset) -> (PointCounts, String) {
+    let mut c = PointCounts { total: data.points.len(), ..PointCounts::default() };
+    let mut reasons = std::collections::BTreeSet::new();
+    for p in &data.points {
+        if !p.ok.is_empty() {
+            c.measured += 1;
+        } else if let Some(r) = &p.unsupported {
+            c.unsupported += 1;
+            reasons.insert(r.clone());
+        } else if p.ran {
+            c.failed += 1;
+        } else {
+            c.not_run += 1;
+        }
+    }
+    let reasons = reasons.into_iter().collect::<Vec<_>>().join(", ");
+    let text = if c.measured == 0 && c.unsupported > 0 {
+        format!("not yet runnable: {reasons}")
+    } else if c.unsupported > 0 {
+        format!("partly runnable: {reasons} ({} of {} points measured)", c.measured, c.total)
+    } else if c.measured == 0 && c.failed > 0 {
+        format!("failed: {} of {} points have only failed runs", c.failed, c.total)
+    } else if c.measured == 0 {
+        "not run yet".to_string()
+    } else if c.measured < c.total {
+        format!("partly measured: {} of {} points", c.measured, c.total)
+    } else {
+        "measured".to_string()
+    };
+    (c, text)
+}
+
+/// The reference of `point` for normalisation.
+fn reference(plot: &PlotSpec, data: &Dataset, point: &PointData) -> Option<f64> {
+    let n = plot.normalize.as_ref()?;
+    let same: Vec<String> = n.same.clone().unwrap_or_else(|| plot.panels.iter().cloned().collect());
+    let refs: Vec<f64> = data
+        .select(&[&n.reference])
+        .into_iter()
+        .filter(|r| same.iter().all(|k| r.value(k) == point.value(k)))
+        .filter_map(|r| r.metric(&plot.y).map(|s| s.mean))
+        .collect();
+    (!refs.is_empty()).then(|| refs.iter().sum::<f64>() / refs.len() as f64)
+}
+
+fn axis_label(spec: &Spec, given: &Option<String>, key: &str, scale: f64) -> String {
+    if let Some(l) = given {
+        return l.clone();
+    }
+    let _ = spec;
+    if scale == 1.0 {
+        key.to_string()
+    } else {
+        format!("{key} × {}", crate::units::format_number(scale))
+    }
+}
+
+/// The figure of one `[[plot]]`, and notes on points left out.
+fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>) {
+    let mut notes = Vec::new();
+    let points: Vec<&PointData> =
+        data.select(&[&plot.filter]).into_iter().filter(|p| !p.ok.is_empty()).collect();
+    // x is categorical when it is an axis whose labels are not numbers.
+    let categories: Option<Vec<String>> = spec.axis(&plot.x).and_then(|a| {
+        let numeric = a.values.iter().all(|v| crate::units::parse_quantity(&v.label).is_some());
+        (!numeric).then(|| a.values.iter().map(|v| v.label.clone()).collect())
+    });
+    let mut panels: Vec<Panel> = Vec::new();
+    let mut skipped = 0;
+    for p in points {
+        let x = match &categories {
+            Some(names) => {
+                p.value(&plot.x).and_then(|v| names.iter().position(|n| *n == v)).map(|i| i as f64)
+            }
+            None => p.quantity(&plot.x).or_else(|| p.metric(&plot.x).map(|s| s.mean)),
+        };
+        let Some(stats) = p.metric(&plot.y) else {
+            skipped += 1;
+            continue;
+        };
+        let norm = match &plot.normalize {
+            Some(_) => match reference(plot, data, p) {
+                Some(r) if r != 0.0 => r,
+                _ => {
+                    skipped += 1;
+                    continue;
+                }
+            },
+            None => 1.0,
+        };
+        let Some(mut x) = x else {
+            skipped += 1;
+            continue;
+        };
+        if categories.is_none() {
+            x *= plot.x_scale;
+        }
+        let k = plot.y_scale / norm;
+        let (lo, hi) = match plot.error {
+            ErrorBars::Minmax => (stats.min, stats.max),
+            ErrorBars::Stddev => (stats.mean - stats.stddev, stats.mean + stats.stddev),
+            ErrorBars::None => (stats.mean, stats.mean),
+        };
+        let mut xy = XY { x, y: stats.mean * k, y_lo: lo * k, y_hi: hi * k };
+        if plot.log_x {
+            if xy.x <= 0.0 {
+                skipped += 1;
+                continue;
+            }
+            xy.x = xy.x.log10();
+        }
+        if plot.log_y {
+            if xy.y <= 0.0 {
+                skipped += 1;
+                continue;
+            }
+            let log = |v: f64| if v > 0.0 { v.log10() } else { xy.y.log10() };
+            xy = XY { x: xy.x, y: xy.y.log10(), y_lo: log(xy.y_lo), y_hi: log(xy.y_hi) };
+        }
+        let panel_name = plot.panels.as_ref().and_then(|k| p.value(k)).unwrap_or_default();
+        let series_name =
+            plot.series.as_ref().and_then(|k| p.value(k)).unwrap_or_else(|| "all".into());
+        let panel = match panels.iter_mut().position(|q| q.title == panel_name) {
+            Some(i) => &mut panels[i],
+            None => {
+                panels.push(Panel { title: panel_name, ..Panel::default() });
+                panels.last_mut().expect("just pushed")
+            }
+        };
+        let series = match panel.series.iter_mut().position(|s| s.name == series_name) {
+            Some(i) => &mut panel.series[i],
+            None => {
+                panel.series.push(Series { name: series_name, points: Vec::new() });
+                panel.series.last_mut().expect("just pushed")
+            }
+        };
+        series.points.push(xy);
+    }
+    for panel in &mut panels {
+        for s in &mut panel.series {
+            s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
+        }
+    }
+    if skipped > 0 {
+        notes.push(format!(
+            "{skipped} measured point(s) left out of the plot (no value for x or y, no \
+             normalisation reference, or not positive on a log axis)"
+        ));
+    }
+    let title = plot.title.clone().unwrap_or_else(|| spec.title.clone());
+    let fig = Figure {
+        title,
+        x_label: axis_label(spec, &plot.x_label, &plot.x, plot.x_scale),
+        y_label: axis_label(spec, &plot.y_label, &plot.y, plot.y_scale),
+        log_x: plot.log_x,
+        log_y: plot.log_y,
+        y_from_zero: plot.y_from_zero,
+        categories,
+        panels,
+    };
+    (fig, notes)
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn verdict_class(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Reproduced => "ok",
+        Verdict::Differs => "differs",
+        Verdict::NotRunnable(_) => "blocked",
+        Verdict::NoData(_) => "nodata",
+    }
+}
+
+/// The verdict counts: reproduced, differs, not runnable, no data.
+pub fn tally(report: &Report) -> [usize; 4] {
+    let mut t = [0; 4];
+    for c in report.specs.iter().flat_map(|s| &s.claims) {
+        let i = match c.verdict {
+            Verdict::Reproduced => 0,
+            Verdict::Differs => 1,
+            Verdict::NotRunnable(_) => 2,
+            Verdict::NoData(_) => 3,
+        };
+        t[i] += 1;
+    }
+    t
+}
+
+const STYLE: &str = "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;\
+color:#222}h2{border-top:1px solid #ccc;padding-top:1em}table{border-collapse:collapse;\
+margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}\
+.ok{background:#d9f2d9}.differs{background:#fde0c8}.blocked{background:#e8e8e8}\
+.nodata{background:#f4f4f4;color:#666}.status{font-style:italic}img{max-width:100%}\
+.src{color:#555;font-size:90%}";
+
+/// `index.html`.
+pub fn html(report: &Report) -> String {
+    let mut h = String::new();
+    let [ok, differs, blocked, nodata] = tally(report);
+    let _ = write!(
+        h,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>nvmdb: the papers' figures\
+         </title><style>{STYLE}</style></head><body><h1>nvmdb: the papers' figures, reproduced\
+         </h1><p>{ok} reproduced, {differs} differ, {blocked} not yet runnable, {nodata} without \
+         data.</p><table><tr><th>experiment</th><th>status</th><th>claims</th></tr>"
+    );
+    for s in &report.specs {
+        let _ = write!(
+            h,
+            "<tr><td><a href=\"#{}\">{}</a></td><td>{}</td><td>{}</td></tr>",
+            escape(&s.name),
+            escape(&s.title),
+            escape(&s.status),
+            s.claims.len()
+        );
+    }
+    h.push_str("</table>");
+    for s in &report.specs {
+        let _ = write!(
+            h,
+            "<h2 id=\"{}\">{}</h2><p class=\"src\">{} — spec <code>{}</code></p><p>{}</p>\
+             <p class=\"status\">{}</p>",
+            escape(&s.name),
+            escape(&s.title),
+            escape(&s.source),
+            escape(&s.name),
+            escape(&s.description),
+            escape(&s.status)
+        );
+        if !s.needs.is_empty() && s.points.measured < s.points.total {
+            let _ = write!(h, "<p>Needs: {}</p>", escape(&s.needs.join("; ")));
+        }
+        for (svg, png) in &s.figures {
+            let _ = write!(
+                h,
+                "<p><a href=\"{svg}\"><img src=\"{png}\" alt=\"{}\"></a></p>",
+                escape(&s.title)
+            );
+        }
+        if !s.claims.is_empty() {
+            h.push_str(
+                "<table><tr><th>claim</th><th>source</th><th>paper</th><th>measured</th>\
+                 <th>verdict</th></tr>",
+            );
+            for c in &s.claims {
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td class=\"src\">{}</td><td>{}</td><td>{}</td>\
+                     <td class=\"{}\">{}</td></tr>",
+                    escape(&c.text),
+                    escape(&c.source),
+                    escape(&c.paper),
+                    escape(&c.measured),
+                    verdict_class(&c.verdict),
+                    escape(&c.verdict.label())
+                );
+            }
+            h.push_str("</table>");
+        }
+        for n in &s.notes {
+            let _ = write!(h, "<p class=\"src\">Note: {}</p>", escape(n));
+        }
+    }
+    h.push_str("</body></html>\n");
+    h
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// `report.md`: the verdict table, for terminals.
+pub fn markdown(report: &Report) -> String {
+    let mut m = String::from("# nvmdb: the papers' figures\n\n");
+    let [ok, differs, blocked, nodata] = tally(report);
+    let _ = writeln!(
+        m,
+        "{ok} reproduced, {differs} differ, {blocked} not yet runnable, {nodata} without data.\n"
+    );
+    m.push_str("| experiment | claim | paper | measured | verdict |\n|---|---|---|---|---|\n");
+    for s in &report.specs {
+        if s.claims.is_empty() {
+            let (name, status) = (md_cell(&s.name), md_cell(&s.status));
+            let _ = writeln!(m, "| {name} | – | – | – | {status} |");
+        }
+        for c in &s.claims {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {} |",
+                md_cell(&s.name),
+                md_cell(&c.text),
+                md_cell(&c.paper),
+                md_cell(&c.measured),
+                md_cell(&c.verdict.label())
+            );
+        }
+    }
+    m.push('\n');
+    for s in &report.specs {
+        let _ = writeln!(m, "- **{}** ({}): {}", s.name, s.source, s.status);
+        for n in &s.notes {
+            let _ = writeln!(m, "  - {n}");
+        }
+    }
+    m
+}
+
+/// Writes `index.html`, `report.md` and `verdicts.json` into the report directory.
+pub fn write(report: &Report) -> Result<Vec<PathBuf>, ReportError> {
+    let json = serde_json::to_string_pretty(report).map_err(|e| ReportError::Io {
+        path: report.out.join("verdicts.json"),
+        source: std::io::Error::other(e),
+    })?;
+    let files =
+        [("index.html", html(report)), ("report.md", markdown(report)), ("verdicts.json", json)];
+    let mut written = Vec::new();
+    for (name, text) in files {
+        let path = report.out.join(name);
+        results::write_atomically(&path, text.as_bytes())?;
+        written.push(path);
+    }
+    Ok(written)
+}

@@ -1,0 +1,907 @@
+//! Experiment specs: one TOML file per figure or table of the papers (`experiments/*.toml`).
+//!
+//! A spec names the bench flags every run shares (`[base]`), the parameters to vary (`[grid]`,
+//! expanded as a cartesian product), how many repetitions, what a `--quick` run changes
+//! (`[quick]`), what to plot (`[[plot]]`) and what the paper claims (`[[claim]]`), with the
+//! claim's source. `docs/experiments.md` describes every key; this module parses and validates
+//! them, so that a bad spec is one line naming the file and the key before anything runs.
+
+use crate::units::{self, BareTime};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The `nvmdb bench` flags a spec may set, with `_` for `-` (`persist_latency` is
+/// `--persist-latency`). A flag the bench does not have yet can be listed in the spec's
+/// `new_flags`; the sweep then records such runs as not yet runnable.
+pub const BENCH_FLAGS: &[&str] = &[
+    "engine",
+    "workload",
+    "mix",
+    "txn",
+    "threads",
+    "warmup",
+    "duration",
+    "txns",
+    "scale",
+    "records",
+    "distribution",
+    "skew",
+    "theta",
+    "workload_opt",
+    "seed",
+    "medium",
+    "path",
+    "size",
+    "sync",
+    "persist_latency",
+    "write_bandwidth",
+    "read_latency",
+    "cache_pages",
+    "flush",
+    "eadr",
+    "engine_opt",
+    "max_pending",
+    "no_check",
+];
+
+/// Flags the sweep sets itself (the output format, region files it manages).
+pub const MANAGED_FLAGS: &[&str] = &["json", "csv", "no_header", "list", "acks", "keep"];
+
+/// Most repetitions a spec may ask for.
+pub const MAX_REPS: u32 = 1000;
+/// Most points one spec may expand to: a typo in a grid should not queue a month of runs.
+pub const MAX_POINTS: usize = 100_000;
+
+/// A spec that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("{path}: cannot read the spec: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}:{column}: {message}")]
+    Toml { path: PathBuf, line: usize, column: usize, message: String },
+    #[error("{path}: {key}: {reason}")]
+    Invalid { path: PathBuf, key: String, reason: String },
+}
+
+/// The value of one bench flag.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FlagValue {
+    /// `--flag VALUE`.
+    Text(String),
+    /// `--flag` when true, nothing when false.
+    Switch(bool),
+    /// `--flag A --flag B` (repeatable flags such as `engine_opt`).
+    List(Vec<String>),
+}
+
+impl fmt::Display for FlagValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FlagValue::Text(s) => f.write_str(s),
+            FlagValue::Switch(b) => write!(f, "{b}"),
+            FlagValue::List(items) => f.write_str(&items.join(",")),
+        }
+    }
+}
+
+/// Bench flags by key (`persist_latency`), in key order so that argument lists are stable.
+pub type Flags = BTreeMap<String, FlagValue>;
+
+/// One value of a grid axis: its label (what plots and point ids show) and the flags it sets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AxisValue {
+    pub label: String,
+    pub flags: Flags,
+}
+
+/// One grid parameter and its values, in the order the spec lists them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    pub name: String,
+    pub values: Vec<AxisValue>,
+}
+
+/// How one point is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// One `nvmdb bench --json` process.
+    Run,
+    /// Load a region, kill a run on it after `crash_after`, then run again on the crashed
+    /// region: the second run reports `recovery_ms` and the throughput (Pelley Fig. 1).
+    CrashRecover { crash_after: Duration },
+}
+
+/// What `--quick` changes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Quick {
+    pub reps: Option<u32>,
+    /// Overrides of `[base]`; `duration` and `warmup` default to 1s and 0.2s.
+    pub base: Flags,
+    /// Axes that replace the axis of the same name.
+    pub axes: Vec<Axis>,
+    pub crash_after: Option<Duration>,
+    pub timeout: Option<Duration>,
+}
+
+/// A set of conditions on a point's values: every key must take one of the listed values.
+/// Values compare as text, or as quantities when both sides are numbers (`0` = `0ns`).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Table")]
+pub struct Conditions(pub Vec<(String, Vec<String>)>);
+
+impl TryFrom<toml::Table> for Conditions {
+    type Error = String;
+
+    fn try_from(table: toml::Table) -> Result<Self, String> {
+        let mut out = Vec::new();
+        for (key, value) in table {
+            let values = match value {
+                toml::Value::Array(items) => items
+                    .into_iter()
+                    .map(|v| scalar_text(&v).ok_or_else(|| format!("`{key}`: {NOT_SCALAR}")))
+                    .collect::<Result<Vec<_>, _>>()?,
+                v => vec![scalar_text(&v).ok_or_else(|| format!("`{key}`: {NOT_SCALAR}"))?],
+            };
+            out.push((normalize_key(&key), values));
+        }
+        Ok(Conditions(out))
+    }
+}
+
+const NOT_SCALAR: &str = "a condition is a string, a number, a boolean, or a list of them";
+
+impl Conditions {
+    /// Whether the values `lookup` gives satisfy every condition.
+    pub fn matches(&self, lookup: &dyn Fn(&str) -> Option<String>) -> bool {
+        self.0.iter().all(|(key, allowed)| {
+            lookup(key).is_some_and(|v| allowed.iter().any(|a| values_equal(a, &v)))
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+
+    /// `engine=inplace, persist_latency=0`, for messages.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> =
+            self.0.iter().map(|(k, v)| format!("{k}={}", v.join("|"))).collect();
+        parts.join(", ")
+    }
+}
+
+/// Equal as text, or as quantities (`0` = `0ns`, `1us` = `1000`).
+pub fn values_equal(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    match (units::parse_quantity(a), units::parse_quantity(b)) {
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0),
+        _ => false,
+    }
+}
+
+/// How error bars summarise the repetitions of a point.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorBars {
+    #[default]
+    Minmax,
+    Stddev,
+    None,
+}
+
+/// `[plot.normalize]`: divide y by the mean y of the reference points.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Normalize {
+    /// Which points are the reference (`{ engine = "inplace", persist_latency = "0" }`).
+    #[serde(rename = "where")]
+    pub reference: Conditions,
+    /// Keys whose value the reference must share with the point being normalised; default:
+    /// the panel key.
+    #[serde(default, rename = "match")]
+    pub same: Option<Vec<String>>,
+}
+
+/// One figure: y against x, a line per series, a panel per value of `panels`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlotSpec {
+    #[serde(default)]
+    pub title: Option<String>,
+    /// A grid axis or flag with numeric values (`persist_latency`), a field of the bench row
+    /// (`tps`, `latency_us.p95`), or a product/quotient of fields (`tps * per_txn.bytes_written`).
+    pub x: String,
+    #[serde(default)]
+    pub x_label: Option<String>,
+    #[serde(default = "one")]
+    pub x_scale: f64,
+    #[serde(default)]
+    pub log_x: bool,
+    pub y: String,
+    #[serde(default)]
+    pub y_label: Option<String>,
+    #[serde(default = "one")]
+    pub y_scale: f64,
+    #[serde(default)]
+    pub log_y: bool,
+    /// Start the y axis at zero (default) rather than at the smallest value.
+    #[serde(default = "yes")]
+    pub y_from_zero: bool,
+    #[serde(default)]
+    pub series: Option<String>,
+    #[serde(default)]
+    pub panels: Option<String>,
+    /// Only points matching these conditions.
+    #[serde(default, rename = "where")]
+    pub filter: Conditions,
+    #[serde(default)]
+    pub normalize: Option<Normalize>,
+    #[serde(default)]
+    pub error: ErrorBars,
+}
+
+/// What a claim computes from the measurements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimKind {
+    /// `metric(numerator) / metric(denominator)`.
+    Ratio,
+    /// The x where curve `a` meets curve `b`, by linear interpolation.
+    Breakeven,
+    /// The smallest x where the metric reaches `fraction` of its value at `reference`.
+    Threshold,
+    /// The metric itself, times `scale`.
+    Value,
+}
+
+/// How the groups of `per` combine into one verdict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Aggregate {
+    /// Every group must agree with the paper.
+    #[default]
+    All,
+    Max,
+    Min,
+    Mean,
+}
+
+/// How several matching points combine into one number (each point is first averaged over
+/// its repetitions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PointAgg {
+    #[default]
+    Mean,
+    Max,
+    Min,
+}
+
+/// A claim of the paper and how to check it against our measurements.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimSpec {
+    pub id: String,
+    /// The claim in words (`In-Place Updates up to 1.5x NVRAM Disk-Replacement at 0 µs`).
+    pub text: String,
+    /// Where the paper says it (`Pelley et al., VLDB 2014, §6.1, Fig. 5`).
+    pub source: String,
+    pub kind: ClaimKind,
+    #[serde(default = "default_metric")]
+    pub metric: String,
+    /// Only points matching these conditions.
+    #[serde(default, rename = "where")]
+    pub filter: Conditions,
+    /// Compute one value per distinct combination of these keys (`["workload"]`).
+    #[serde(default)]
+    pub per: Vec<String>,
+    #[serde(default)]
+    pub aggregate: Aggregate,
+    #[serde(default)]
+    pub numerator: Option<Conditions>,
+    #[serde(default)]
+    pub denominator: Option<Conditions>,
+    #[serde(default)]
+    pub num_points: PointAgg,
+    #[serde(default)]
+    pub den_points: PointAgg,
+    /// The x axis of a break-even or threshold claim.
+    #[serde(default)]
+    pub x: Option<String>,
+    #[serde(default = "one")]
+    pub x_scale: f64,
+    #[serde(default)]
+    pub a: Option<Conditions>,
+    #[serde(default)]
+    pub b: Option<Conditions>,
+    #[serde(default)]
+    pub reference: Option<Conditions>,
+    #[serde(default)]
+    pub fraction: Option<f64>,
+    /// How matching points combine for `value` claims and a threshold's reference. A threshold's
+    /// curve is the points matching `a` (default: all) that do not match `reference`.
+    #[serde(default)]
+    pub points: PointAgg,
+    #[serde(default = "one")]
+    pub scale: f64,
+    #[serde(default)]
+    pub expected: Option<f64>,
+    /// Relative tolerance around `expected` (0.2 = ±20%).
+    #[serde(default)]
+    pub tolerance: Option<f64>,
+    /// Absolute tolerance around `expected`, in the claim's units.
+    #[serde(default)]
+    pub tolerance_abs: Option<f64>,
+    /// Accepted interval; `inf` is allowed as an upper bound.
+    #[serde(default)]
+    pub range: Option<[f64; 2]>,
+    /// Unit shown after numbers (`×`, `µs`, `GB/s`).
+    #[serde(default)]
+    pub unit: String,
+    /// The paper's value in words, when `expected`/`range` do not say it (`up to 1.5×`).
+    #[serde(default)]
+    pub paper: Option<String>,
+}
+
+/// Relative tolerance used when a claim gives `expected` and no tolerance.
+pub const DEFAULT_TOLERANCE: f64 = 0.25;
+
+fn one() -> f64 {
+    1.0
+}
+fn yes() -> bool {
+    true
+}
+fn default_metric() -> String {
+    "tps".into()
+}
+
+/// A parsed, validated spec.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub name: String,
+    pub title: String,
+    pub source: String,
+    pub description: String,
+    pub reps: u32,
+    pub mode: Mode,
+    pub timeout: Option<Duration>,
+    /// What the spec needs that may not exist yet, in words (`engine wal`).
+    pub needs: Vec<String>,
+    pub new_flags: Vec<String>,
+    pub base: Flags,
+    pub axes: Vec<Axis>,
+    pub quick: Quick,
+    pub plots: Vec<PlotSpec>,
+    pub claims: Vec<ClaimSpec>,
+    pub path: PathBuf,
+    /// The file as read, to keep beside the results.
+    pub text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpec {
+    spec: RawMeta,
+    #[serde(default)]
+    base: toml::Table,
+    #[serde(default)]
+    grid: toml::Table,
+    #[serde(default)]
+    quick: RawQuick,
+    #[serde(default)]
+    plot: Vec<PlotSpec>,
+    #[serde(default)]
+    claim: Vec<ClaimSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMeta {
+    #[serde(default)]
+    name: Option<String>,
+    title: String,
+    source: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    reps: Option<u32>,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    crash_after: Option<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    needs: Vec<String>,
+    #[serde(default)]
+    new_flags: Vec<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQuick {
+    #[serde(default)]
+    reps: Option<u32>,
+    #[serde(default)]
+    base: toml::Table,
+    #[serde(default)]
+    grid: toml::Table,
+    #[serde(default)]
+    crash_after: Option<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+}
+
+/// `persist-latency` and `persist_latency` are the same key.
+pub fn normalize_key(key: &str) -> String {
+    key.trim().replace('-', "_")
+}
+
+/// A TOML scalar as a flag's text (`2` -> `"2"`, `0.5` -> `"0.5"`).
+fn scalar_text(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Float(f) => Some(f.to_string()),
+        toml::Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+impl Spec {
+    /// Reads and validates the spec at `path`.
+    pub fn load(path: &Path) -> Result<Spec, SpecError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SpecError::Io { path: path.to_path_buf(), source })?;
+        Spec::parse(&text, path)
+    }
+
+    /// Parses `text`, naming `path` in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
+        let raw: RawSpec = toml::from_str(text).map_err(|e| toml_error(text, path, &e))?;
+        Validator { path }.spec(raw, text)
+    }
+
+    /// Every key a condition, a series or a panel may name: the axes and the bench flags.
+    pub fn is_known_key(&self, key: &str) -> bool {
+        self.axes.iter().any(|a| a.name == key)
+            || BENCH_FLAGS.contains(&key)
+            || self.new_flags.iter().any(|f| f == key)
+    }
+
+    /// The axis called `name`.
+    pub fn axis(&self, name: &str) -> Option<&Axis> {
+        self.axes.iter().find(|a| a.name == name)
+    }
+
+    /// Points of the full grid (before repetitions).
+    pub fn point_count(&self) -> usize {
+        self.axes.iter().map(|a| a.values.len()).product()
+    }
+}
+
+fn toml_error(text: &str, path: &Path, e: &toml::de::Error) -> SpecError {
+    let (line, column) = match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            (line, column)
+        }
+        None => (0, 0),
+    };
+    let message = e.message().lines().next().unwrap_or("invalid TOML").to_string();
+    SpecError::Toml { path: path.to_path_buf(), line, column, message }
+}
+
+struct Validator<'a> {
+    path: &'a Path,
+}
+
+impl Validator<'_> {
+    fn err(&self, key: impl Into<String>, reason: impl Into<String>) -> SpecError {
+        SpecError::Invalid { path: self.path.to_path_buf(), key: key.into(), reason: reason.into() }
+    }
+
+    fn spec(&self, raw: RawSpec, text: &str) -> Result<Spec, SpecError> {
+        let meta = raw.spec;
+        let name = match meta.name {
+            Some(n) => n,
+            None => self.path.file_stem().and_then(|s| s.to_str()).unwrap_or("spec").to_string(),
+        };
+        if name.is_empty()
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        {
+            return Err(self.err("spec.name", format!("`{name}`: use letters, digits, - _ .")));
+        }
+        let new_flags: Vec<String> = meta.new_flags.iter().map(|f| normalize_key(f)).collect();
+        let reps = self.reps("spec.reps", meta.reps.unwrap_or(1))?;
+        let mode = match meta.mode.as_deref().unwrap_or("run") {
+            "run" => Mode::Run,
+            "crash_recover" | "crash-recover" => {
+                let Some(after) = &meta.crash_after else {
+                    return Err(self.err("spec.crash_after", "mode crash_recover needs it"));
+                };
+                Mode::CrashRecover { crash_after: self.duration("spec.crash_after", after)? }
+            }
+            other => {
+                return Err(self.err("spec.mode", format!("`{other}` is not run or crash_recover")))
+            }
+        };
+        let timeout =
+            meta.timeout.as_deref().map(|t| self.duration("spec.timeout", t)).transpose()?;
+        let base = self.flags("base", &raw.base, &new_flags)?;
+        let axes = self.axes("grid", &raw.grid, &new_flags)?;
+        let quick = self.quick(raw.quick, &axes, &new_flags)?;
+        let spec = Spec {
+            name,
+            title: meta.title,
+            source: meta.source,
+            description: meta.description,
+            reps,
+            mode,
+            timeout,
+            needs: meta.needs,
+            new_flags,
+            base,
+            axes,
+            quick,
+            plots: raw.plot,
+            claims: raw.claim,
+            path: self.path.to_path_buf(),
+            text: text.to_string(),
+        };
+        self.crash_medium(&spec)?;
+        if spec.point_count() > MAX_POINTS {
+            return Err(self
+                .err("grid", format!("{} points is more than {MAX_POINTS}", spec.point_count())));
+        }
+        for (i, plot) in spec.plots.iter().enumerate() {
+            self.plot(&spec, i, plot)?;
+        }
+        let mut ids = std::collections::HashSet::new();
+        for claim in &spec.claims {
+            if !ids.insert(claim.id.as_str()) {
+                return Err(self.err(format!("claim `{}`", claim.id), "id used twice"));
+            }
+            self.claim(&spec, claim)?;
+        }
+        Ok(spec)
+    }
+
+    fn reps(&self, key: &str, reps: u32) -> Result<u32, SpecError> {
+        if reps == 0 || reps > MAX_REPS {
+            return Err(self.err(key, format!("must be 1..={MAX_REPS}, got {reps}")));
+        }
+        Ok(reps)
+    }
+
+    fn duration(&self, key: &str, text: &str) -> Result<Duration, SpecError> {
+        units::parse_duration(text, BareTime::Seconds)
+            .ok_or_else(|| self.err(key, format!("`{text}` is not a duration (10s, 500ms)")))
+    }
+
+    fn crash_medium(&self, spec: &Spec) -> Result<(), SpecError> {
+        if spec.mode == Mode::Run {
+            return Ok(());
+        }
+        let mut media = vec![spec.base.get("medium")];
+        for axis in &spec.axes {
+            media.extend(axis.values.iter().map(|v| v.flags.get("medium")));
+        }
+        for m in media.into_iter().flatten() {
+            if !matches!(m, FlagValue::Text(t) if t == "shm" || t == "file" || t == "dax") {
+                return Err(self.err("medium", "crash_recover needs a file medium: shm, file, dax"));
+            }
+        }
+        if !matches!(spec.base.get("medium"), Some(FlagValue::Text(_))) {
+            return Err(
+                self.err("base.medium", "crash_recover needs a file medium: shm, file, dax")
+            );
+        }
+        if spec.base.contains_key("path") {
+            return Err(self.err("base.path", "crash_recover manages the region file itself"));
+        }
+        Ok(())
+    }
+
+    fn flag_key(&self, ctx: &str, key: &str, new_flags: &[String]) -> Result<String, SpecError> {
+        let k = normalize_key(key);
+        if MANAGED_FLAGS.contains(&k.as_str()) {
+            return Err(self.err(format!("{ctx}.{key}"), "the sweep sets this flag itself"));
+        }
+        if !BENCH_FLAGS.contains(&k.as_str()) && !new_flags.contains(&k) {
+            return Err(self.err(
+                format!("{ctx}.{key}"),
+                "not an `nvmdb bench` flag (list flags the bench does not have yet in \
+                 spec.new_flags)",
+            ));
+        }
+        Ok(k)
+    }
+
+    fn flag_value(&self, key: &str, v: &toml::Value) -> Result<FlagValue, SpecError> {
+        match v {
+            toml::Value::Boolean(b) => Ok(FlagValue::Switch(*b)),
+            toml::Value::Array(items) => {
+                let texts = items.iter().map(scalar_text).collect::<Option<Vec<_>>>();
+                texts.map(FlagValue::List).ok_or_else(|| {
+                    self.err(key, "a list flag holds strings or numbers (`[\"a=1\", \"b=2\"]`)")
+                })
+            }
+            other => scalar_text(other)
+                .map(FlagValue::Text)
+                .ok_or_else(|| self.err(key, "a flag is a string, number, boolean or list")),
+        }
+    }
+
+    fn flags(&self, ctx: &str, t: &toml::Table, new_flags: &[String]) -> Result<Flags, SpecError> {
+        let mut flags = Flags::new();
+        for (key, value) in t {
+            let k = self.flag_key(ctx, key, new_flags)?;
+            let v = self.flag_value(&format!("{ctx}.{key}"), value)?;
+            if flags.insert(k, v).is_some() {
+                return Err(self.err(format!("{ctx}.{key}"), "given twice (- and _ are the same)"));
+            }
+        }
+        Ok(flags)
+    }
+
+    fn axes(
+        &self,
+        ctx: &str,
+        t: &toml::Table,
+        new_flags: &[String],
+    ) -> Result<Vec<Axis>, SpecError> {
+        let mut axes: Vec<Axis> = Vec::new();
+        for (name, values) in t {
+            let key = format!("{ctx}.{name}");
+            let axis_name = normalize_key(name);
+            if axes.iter().any(|a| a.name == axis_name) {
+                return Err(self.err(key, "axis given twice (- and _ are the same)"));
+            }
+            let toml::Value::Array(items) = values else {
+                return Err(self.err(key, "an axis is a list of values"));
+            };
+            if items.is_empty() {
+                return Err(self.err(key, "an axis needs at least one value"));
+            }
+            let mut out: Vec<AxisValue> = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let value = self.axis_value(&format!("{key}[{i}]"), &axis_name, item, new_flags)?;
+                if out.iter().any(|v| v.label == value.label) {
+                    return Err(self.err(key, format!("value `{}` listed twice", value.label)));
+                }
+                out.push(value);
+            }
+            axes.push(Axis { name: axis_name, values: out });
+        }
+        Ok(axes)
+    }
+
+    /// A scalar sets the flag named like the axis; a table sets several flags, and its `name`
+    /// (or the axis flag's value) is the label.
+    fn axis_value(
+        &self,
+        key: &str,
+        axis: &str,
+        item: &toml::Value,
+        new_flags: &[String],
+    ) -> Result<AxisValue, SpecError> {
+        let toml::Value::Table(table) = item else {
+            self.flag_key("grid", axis, new_flags)?;
+            let value = self.flag_value(key, item)?;
+            let label = value.to_string();
+            return Ok(AxisValue { label, flags: Flags::from([(axis.to_string(), value)]) });
+        };
+        let mut rest = table.clone();
+        let name = rest.remove("name");
+        let flags = self.flags(key, &rest, new_flags)?;
+        let label = match (&name, flags.get(axis)) {
+            (Some(n), _) => scalar_text(n).ok_or_else(|| self.err(key, "`name` is a string"))?,
+            (None, Some(v)) => v.to_string(),
+            (None, None) => {
+                return Err(self.err(key, format!("a table value needs `name` or `{axis}`")))
+            }
+        };
+        if label.is_empty() || label.contains([',', '=']) {
+            return Err(self.err(key, format!("label `{label}` must be non-empty, without , or =")));
+        }
+        Ok(AxisValue { label, flags })
+    }
+
+    fn quick(
+        &self,
+        raw: RawQuick,
+        axes: &[Axis],
+        new_flags: &[String],
+    ) -> Result<Quick, SpecError> {
+        let reps = raw.reps.map(|r| self.reps("quick.reps", r)).transpose()?;
+        let base = self.flags("quick.base", &raw.base, new_flags)?;
+        let quick_axes = self.axes("quick.grid", &raw.grid, new_flags)?;
+        for a in &quick_axes {
+            if !axes.iter().any(|full| full.name == a.name) {
+                return Err(self.err(
+                    format!("quick.grid.{}", a.name),
+                    "not an axis of [grid] (quick runs may only shorten axes)",
+                ));
+            }
+        }
+        let crash_after = raw
+            .crash_after
+            .as_deref()
+            .map(|t| self.duration("quick.crash_after", t))
+            .transpose()?;
+        let timeout =
+            raw.timeout.as_deref().map(|t| self.duration("quick.timeout", t)).transpose()?;
+        Ok(Quick { reps, base, axes: quick_axes, crash_after, timeout })
+    }
+
+    fn known(&self, spec: &Spec, ctx: &str, key: &str) -> Result<(), SpecError> {
+        if spec.is_known_key(key) {
+            return Ok(());
+        }
+        Err(self.err(ctx, format!("`{key}` is neither a grid axis nor a bench flag")))
+    }
+
+    fn conditions(&self, spec: &Spec, ctx: &str, c: &Conditions) -> Result<(), SpecError> {
+        c.keys().try_for_each(|k| self.known(spec, ctx, k))
+    }
+
+    fn plot(&self, spec: &Spec, i: usize, plot: &PlotSpec) -> Result<(), SpecError> {
+        let ctx = format!("plot[{i}]");
+        for key in plot.series.iter().chain(&plot.panels) {
+            self.known(spec, &ctx, key)?;
+        }
+        self.conditions(spec, &format!("{ctx}.where"), &plot.filter)?;
+        if let Some(n) = &plot.normalize {
+            self.conditions(spec, &format!("{ctx}.normalize.where"), &n.reference)?;
+            for key in n.same.iter().flatten() {
+                self.known(spec, &format!("{ctx}.normalize.match"), key)?;
+            }
+        }
+        for (name, scale) in [("x_scale", plot.x_scale), ("y_scale", plot.y_scale)] {
+            if !scale.is_finite() || scale <= 0.0 {
+                return Err(self.err(format!("{ctx}.{name}"), "must be a positive number"));
+            }
+        }
+        Ok(())
+    }
+
+    fn claim(&self, spec: &Spec, c: &ClaimSpec) -> Result<(), SpecError> {
+        let ctx = format!("claim `{}`", c.id);
+        let need = |field: &str, present: bool| -> Result<(), SpecError> {
+            if present {
+                Ok(())
+            } else {
+                Err(self.err(&ctx, format!("a {:?} claim needs `{field}`", c.kind)))
+            }
+        };
+        match c.kind {
+            ClaimKind::Ratio => {
+                need("numerator", c.numerator.is_some())?;
+                need("denominator", c.denominator.is_some())?;
+            }
+            ClaimKind::Breakeven => {
+                need("x", c.x.is_some())?;
+                need("a", c.a.is_some())?;
+                need("b", c.b.is_some())?;
+            }
+            ClaimKind::Threshold => {
+                need("x", c.x.is_some())?;
+                need("reference", c.reference.is_some())?;
+                need("fraction", c.fraction.is_some())?;
+            }
+            ClaimKind::Value => {}
+        }
+        need("expected or range", c.expected.is_some() || c.range.is_some())?;
+        if let Some([lo, hi]) = c.range {
+            if lo.is_nan() || hi.is_nan() || lo > hi {
+                return Err(
+                    self.err(format!("{ctx}.range"), "must be [low, high] with low <= high")
+                );
+            }
+        }
+        for t in [c.tolerance, c.tolerance_abs].into_iter().flatten() {
+            if !(t.is_finite() && t >= 0.0) {
+                return Err(self.err(format!("{ctx}.tolerance"), "must be a number >= 0"));
+            }
+        }
+        for key in &c.per {
+            self.known(spec, &format!("{ctx}.per"), key)?;
+        }
+        let all = [&Some(c.filter.clone()), &c.numerator, &c.denominator, &c.a, &c.b, &c.reference];
+        for cond in all.into_iter().flatten() {
+            self.conditions(spec, &ctx, cond)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Spec, SpecError> {
+        Spec::parse(text, Path::new("experiments/t.toml"))
+    }
+
+    const MINIMAL: &str = r#"
+        [spec]
+        title = "t"
+        source = "s"
+        [base]
+        engine = "inplace"
+        eadr = true
+        engine_opt = ["a=1"]
+        [grid]
+        persist_latency = ["0", "1us"]
+        variant = [
+            { name = "tpcc-no", workload = "tpcc", txn = "new-order" },
+            { workload = "tpcb", name = "tpcb" },
+        ]
+    "#;
+
+    #[test]
+    fn parses_flags_and_axes() {
+        let spec = parse(MINIMAL).unwrap();
+        assert_eq!(spec.name, "t");
+        assert_eq!(spec.base["eadr"], FlagValue::Switch(true));
+        assert_eq!(spec.base["engine_opt"], FlagValue::List(vec!["a=1".into()]));
+        assert_eq!(spec.axes[0].name, "persist_latency");
+        assert_eq!(spec.axes[1].values[0].label, "tpcc-no");
+        assert_eq!(spec.axes[1].values[0].flags["txn"], FlagValue::Text("new-order".into()));
+        assert_eq!(spec.point_count(), 4);
+    }
+
+    #[test]
+    fn errors_name_file_and_key() {
+        let bad = MINIMAL.replace("eadr = true", "persit_latency = 3");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.starts_with("experiments/t.toml: base.persit_latency: not an"), "{e}");
+
+        let bad = MINIMAL.replace("[base]", "[base]\njson = true");
+        assert!(parse(&bad).unwrap_err().to_string().contains("base.json"));
+
+        let bad = MINIMAL.replace("title = \"t\"", "title = \"t\"\ntypo = 1");
+        let e = parse(&bad).unwrap_err().to_string();
+        assert!(e.contains("experiments/t.toml:4:") && e.contains("typo"), "{e}");
+
+        let bad = MINIMAL.replace("[\"0\", \"1us\"]", "[]");
+        assert!(parse(&bad).unwrap_err().to_string().contains("grid.persist_latency"));
+    }
+
+    #[test]
+    fn claims_are_checked() {
+        let ok = format!(
+            "{MINIMAL}\n[[claim]]\nid = \"r\"\ntext = \"t\"\nsource = \"s\"\nkind = \"ratio\"\n\
+             numerator = {{ engine = \"inplace\" }}\ndenominator = {{ engine = \"wal\" }}\n\
+             expected = 1.5\nper = [\"variant\"]\n"
+        );
+        let spec = parse(&ok).unwrap();
+        assert_eq!(spec.claims[0].kind, ClaimKind::Ratio);
+        let missing = ok.replace("expected = 1.5\n", "");
+        assert!(parse(&missing).unwrap_err().to_string().contains("expected or range"));
+        let unknown = ok.replace("[\"variant\"]", "[\"variantt\"]");
+        assert!(parse(&unknown).unwrap_err().to_string().contains("variantt"));
+    }
+
+    #[test]
+    fn conditions_compare_quantities() {
+        let c = Conditions(vec![("persist_latency".into(), vec!["0".into(), "2us".into()])]);
+        let at = |v: &'static str| move |_: &str| Some(v.to_string());
+        assert!(c.matches(&at("0ns")));
+        assert!(c.matches(&at("2000")));
+        assert!(!c.matches(&at("1us")));
+    }
+}

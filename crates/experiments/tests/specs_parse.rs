@@ -1,0 +1,74 @@
+//! Every spec in `experiments/` parses, expands, and names only keys its grid or the bench has:
+//! guards against a spec edit that would only fail hours into a sweep.
+
+use experiments::{grid, ExpandOptions, Spec};
+use std::path::PathBuf;
+
+fn spec_files() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_spec_parses_and_expands() {
+    let files = spec_files();
+    assert!(files.len() >= 9, "expected the papers' specs, found {files:?}");
+    let mut names = std::collections::HashSet::new();
+    for path in files {
+        let spec = Spec::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(names.insert(spec.name.clone()), "{}: name used twice", path.display());
+        assert!(!spec.claims.is_empty(), "{}: no claim to check", path.display());
+        assert!(!spec.plots.is_empty(), "{}: nothing to plot", path.display());
+        for quick in [false, true] {
+            let (points, reps) =
+                grid::expand(&spec, &ExpandOptions { quick, ..Default::default() })
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(!points.is_empty() && reps >= 1);
+            let ids: std::collections::HashSet<_> = points.iter().map(|p| &p.id).collect();
+            assert_eq!(ids.len(), points.len(), "{}: duplicate point ids", path.display());
+            for p in &points {
+                assert!(
+                    p.flags.contains_key("engine"),
+                    "{}: {} has no engine",
+                    path.display(),
+                    p.id
+                );
+                assert!(
+                    p.flags.contains_key("workload"),
+                    "{}: {} has no workload",
+                    path.display(),
+                    p.id
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn quick_runs_are_short() {
+    for path in spec_files() {
+        let spec = Spec::load(&path).unwrap();
+        let quick = ExpandOptions { quick: true, ..Default::default() };
+        let (points, reps) = grid::expand(&spec, &quick).unwrap();
+        assert_eq!(reps, 1, "{}", path.display());
+        for p in &points {
+            let t = grid::timeout(&spec, p, grid::Scale::Quick);
+            assert!(t.as_secs() <= 400, "{}: {} may run {t:?}", path.display(), p.id);
+            let d = p.flags.get("duration").map(|v| v.to_string()).unwrap_or_default();
+            let secs =
+                experiments::units::parse_duration(&d, experiments::units::BareTime::Seconds);
+            assert!(
+                secs.is_some_and(|s| s.as_secs_f64() <= 1.0),
+                "{}: {} lasts {d}",
+                path.display(),
+                p.id
+            );
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! A sweep against a fake bench: unknown engines are recorded once and not run again, a killed
+//! sweep resumes with exactly the missing runs, shards partition and merge back, a hung run is
+//! killed at its time limit, and the report turns it all into verdicts.
+
+use experiments::report::{self, ReportOptions};
+use experiments::results::{self, read_rows, RESULTS_FILE};
+use experiments::sweep::{self, Quiet, SweepOptions};
+use experiments::{BenchCommand, ExpandOptions, Shard, Spec, Status};
+use std::path::{Path, PathBuf};
+
+/// Answers like `nvmdb bench --json`: `wal` is unknown (exit 2), throughput falls with the
+/// persist latency, `--persist-latency hang` sleeps. Each call appends a line to `$1.calls`.
+const FAKE_BENCH: &str = r#"
+log="$0.calls"
+engine=""; lat="0"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --engine) engine="$2"; shift ;;
+    --persist-latency) lat="$2"; shift ;;
+  esac
+  shift
+done
+echo "$engine $lat" >> "$log"
+if [ "$engine" = "wal" ]; then
+  echo "error: invalid --engine: unknown engine \`wal\` (known: inplace)" >&2
+  exit 2
+fi
+case "$lat" in
+  0) tps=1000 ;;
+  1us) tps=700 ;;
+  2us) tps=400 ;;
+  hang) sleep 30; tps=1 ;;
+  *) tps=100 ;;
+esac
+echo "some human text"
+echo "{\"engine\":\"$engine\",\"tps\":$tps,\"checker\":\"pass\",\"latency_us\":{\"p95\":5.0}}"
+"#;
+
+const SPEC: &str = r#"
+[spec]
+name = "fake"
+title = "fake"
+source = "Pelley et al., VLDB 2014, Fig. 5"
+reps = 2
+[base]
+workload = "tpcb"
+[grid]
+engine = ["inplace", "wal"]
+persist_latency = ["0", "1us", "2us"]
+[[plot]]
+x = "persist_latency"
+x_scale = 0.001
+y = "tps"
+series = "engine"
+[[claim]]
+id = "falls"
+text = "In-Place Updates loses throughput"
+source = "Pelley §6.1"
+kind = "ratio"
+where = { engine = "inplace" }
+numerator = { persist_latency = "2us" }
+denominator = { persist_latency = "0" }
+range = [0.0, 0.9]
+[[claim]]
+id = "vs-wal"
+text = "In-Place ÷ WAL at 0 µs"
+source = "Pelley §6.1"
+kind = "ratio"
+where = { persist_latency = "0" }
+numerator = { engine = "inplace" }
+denominator = { engine = "wal" }
+expected = 1.5
+"#;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    script: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("fake-bench.sh");
+        std::fs::write(&script, FAKE_BENCH).unwrap();
+        Fixture { dir, script }
+    }
+
+    fn out(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn calls(&self) -> Vec<String> {
+        let log = PathBuf::from(format!("{}.calls", self.script.display()));
+        std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
+    }
+
+    fn options(&self, out: &Path, shard: Option<Shard>) -> SweepOptions {
+        SweepOptions {
+            out: out.to_path_buf(),
+            expand: ExpandOptions::default(),
+            shard,
+            retry_failed: false,
+            bench: BenchCommand {
+                program: "/bin/sh".into(),
+                prefix: vec![self.script.display().to_string()],
+            },
+            scratch: None,
+        }
+    }
+
+    fn sweep(&self, spec: &str, out: &Path, shard: Option<Shard>) -> sweep::Summary {
+        let spec = Spec::parse(spec, Path::new("fake.toml")).unwrap();
+        let options = self.options(out, shard);
+        let plan = sweep::plan(vec![spec], &options).unwrap();
+        sweep::run(&plan, &options, &Quiet).unwrap()
+    }
+}
+
+#[test]
+fn unknown_engine_is_run_once_and_marked() {
+    let f = Fixture::new();
+    let out = f.out("a");
+    let s = f.sweep(SPEC, &out, None);
+    assert_eq!(s.runs, 12);
+    assert_eq!(s.count(Status::Ok), 6);
+    assert_eq!(s.count(Status::Unsupported), 6);
+    assert!(s.unsupported.contains("engine wal missing"), "{:?}", s.unsupported);
+    assert!(!s.has_failures());
+    // 6 inplace runs and a single wal attempt.
+    let calls = f.calls();
+    assert_eq!(calls.iter().filter(|c| c.starts_with("wal")).count(), 1, "{calls:?}");
+    assert_eq!(calls.len(), 7);
+    let rows = read_rows(&out.join(RESULTS_FILE)).unwrap().rows;
+    assert_eq!(rows.len(), 12);
+    let ok = rows.iter().find(|r| r.status() == Status::Ok).unwrap();
+    assert_eq!(ok.spec(), "fake");
+    assert!(ok.number("tps").is_some() && ok.number("wall_s").is_some());
+    assert_eq!(ok.value("persist_latency").as_deref(), Some("0"));
+    assert!(out.join("specs/fake.toml").exists());
+}
+
+#[test]
+fn resume_runs_only_what_is_missing() {
+    let f = Fixture::new();
+    let out = f.out("r");
+    f.sweep(SPEC, &out, None);
+    let first = f.calls().len();
+    // Done runs are skipped; the not-runnable engine is tried once more.
+    let again = f.sweep(SPEC, &out, None);
+    assert_eq!(again.count(Status::Ok), 0);
+    assert_eq!(f.calls().len(), first + 1);
+    // A sweep killed while writing its last row: that row is torn, the run is repeated.
+    let path = out.join(RESULTS_FILE);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let ok_lines: Vec<&str> = text.lines().filter(|l| l.contains("\"status\":\"ok\"")).collect();
+    let last_ok = ok_lines.last().unwrap();
+    let cut = text.replace(last_ok, &last_ok[..last_ok.len() / 2]);
+    std::fs::write(&path, cut).unwrap();
+    let before = f.calls().len();
+    let resumed = f.sweep(SPEC, &out, None);
+    assert_eq!(resumed.count(Status::Ok), 1);
+    assert_eq!(f.calls().len(), before + 2, "one repeated run and one wal attempt");
+    let loaded = read_rows(&path).unwrap();
+    assert_eq!(loaded.skipped_lines, 1);
+    assert_eq!(loaded.rows.iter().filter(|r| r.status() == Status::Ok).count(), 6);
+}
+
+#[test]
+fn shards_merge_back_to_the_whole() {
+    let f = Fixture::new();
+    let dirs: Vec<PathBuf> = (1..=3).map(|i| f.out(&format!("shard{i}"))).collect();
+    for (i, d) in dirs.iter().enumerate() {
+        f.sweep(SPEC, d, Some(Shard { index: i + 1, count: 3 }));
+    }
+    let merged = f.out("merged");
+    let stats = results::merge(&dirs, &merged).unwrap();
+    assert_eq!(stats.rows_written, 12);
+    let rows = read_rows(&merged.join(RESULTS_FILE)).unwrap().rows;
+    let keys: std::collections::HashSet<_> = rows.iter().map(|r| r.key()).collect();
+    assert_eq!(keys.len(), 12);
+    // Every point ran in exactly one shard.
+    let mut points = std::collections::HashMap::new();
+    for d in &dirs {
+        for r in read_rows(&d.join(RESULTS_FILE)).unwrap().rows {
+            points
+                .entry(r.point().to_string())
+                .or_insert_with(std::collections::HashSet::new)
+                .insert(d.clone());
+        }
+    }
+    assert_eq!(points.len(), 6);
+    assert!(points.values().all(|shards| shards.len() == 1));
+}
+
+#[test]
+fn a_hung_run_times_out() {
+    let f = Fixture::new();
+    let spec = SPEC
+        .replace("reps = 2", "reps = 1\ntimeout = \"1s\"")
+        .replace("[\"0\", \"1us\", \"2us\"]", "[\"hang\"]")
+        .replace("[\"inplace\", \"wal\"]", "[\"inplace\"]");
+    let started = std::time::Instant::now();
+    let s = f.sweep(&spec, &f.out("t"), None);
+    assert!(started.elapsed().as_secs() < 20);
+    assert_eq!(s.count(Status::Timeout), 1);
+    assert!(s.has_failures());
+}
+
+#[test]
+fn report_shows_verdicts_and_blocked_claims() {
+    let f = Fixture::new();
+    let out = f.out("rep");
+    f.sweep(SPEC, &out, None);
+    let built = report::build(&ReportOptions { dir: out.clone(), ..Default::default() }).unwrap();
+    let spec = &built.specs[0];
+    assert_eq!(spec.points.measured, 3);
+    assert_eq!(spec.points.unsupported, 3);
+    assert!(spec.status.starts_with("partly runnable: engine wal missing"), "{}", spec.status);
+    let falls = &spec.claims[0];
+    assert_eq!(falls.verdict, experiments::analysis::Verdict::Reproduced);
+    assert_eq!(falls.measured, "0.4");
+    let vs_wal = &spec.claims[1];
+    assert_eq!(vs_wal.verdict.label(), "not yet runnable: engine wal missing");
+    let written = report::write(&built).unwrap();
+    assert_eq!(written.len(), 3);
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("not yet runnable: engine wal missing"));
+    assert!(html.contains("figures/fake.png"));
+    assert!(out.join("figures/fake.svg").exists() && out.join("figures/fake.png").exists());
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| fake | In-Place Updates loses throughput |"), "{md}");
+}

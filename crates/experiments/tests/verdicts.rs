@@ -1,0 +1,193 @@
+//! Claims against synthetic measurements: break-even points by interpolation, thresholds,
+//! ratio aggregates, tolerances, and claims whose engine cannot run yet. Guards the numbers
+//! the report puts beside the paper's.
+
+use experiments::analysis::{self, Verdict};
+use experiments::data::Dataset;
+use experiments::{Row, Spec};
+use serde_json::json;
+use std::path::Path;
+
+const GRID: &str = r#"
+[spec]
+name = "v"
+title = "v"
+source = "s"
+[base]
+workload = "tpcb"
+[grid]
+engine = ["inplace", "wal", "group"]
+persist_latency = ["0", "1us", "2us", "4us", "5us"]
+"#;
+
+/// In-Place falls 100 -> 20, WAL flat at 60 (crossing between 2 and 4 µs), Group flat at 90.
+fn tps(engine: &str, lat_us: f64) -> Option<f64> {
+    match engine {
+        "inplace" => Some(100.0 - 16.0 * lat_us),
+        "wal" => Some(60.0),
+        "group" => Some(90.0),
+        _ => None,
+    }
+}
+
+fn rows(spec: &Spec, unsupported: &[&str]) -> Vec<Row> {
+    let (points, _) = experiments::grid::expand(spec, &Default::default()).unwrap();
+    let mut out = Vec::new();
+    for p in points {
+        let engine = p.value("engine").unwrap();
+        let lat = experiments::units::parse_quantity(&p.value("persist_latency").unwrap()).unwrap();
+        for rep in 0..2u32 {
+            let noise = if rep == 0 { -1.0 } else { 1.0 };
+            let mut v = json!({
+                "spec": spec.name, "point": p.id, "rep": rep, "hash": p.hash,
+                "grid": {"engine": engine, "persist_latency": p.value("persist_latency")},
+                "flags": {"workload": "tpcb"}, "started_unix_s": 1.0,
+            });
+            if unsupported.contains(&engine.as_str()) {
+                v["status"] = json!("unsupported");
+                v["unsupported"] = json!({"reason": format!("engine {engine} missing")});
+            } else {
+                v["status"] = json!("ok");
+                v["tps"] = json!(tps(&engine, lat / 1000.0).unwrap() + noise);
+            }
+            out.push(Row(v.as_object().unwrap().clone()));
+        }
+    }
+    out
+}
+
+fn verdicts(claims: &str, unsupported: &[&str]) -> Vec<analysis::ClaimResult> {
+    let spec = Spec::parse(&format!("{GRID}{claims}"), Path::new("v.toml")).unwrap();
+    let data = Dataset::build(&spec, &rows(&spec, unsupported));
+    spec.claims.iter().map(|c| analysis::evaluate(c, &data)).collect()
+}
+
+const BREAKEVEN: &str = r#"
+[[claim]]
+id = "b"
+text = "t"
+source = "s"
+kind = "breakeven"
+x = "persist_latency"
+x_scale = 0.001
+a = { engine = "inplace" }
+b = { engine = "wal" }
+unit = "µs"
+"#;
+
+#[test]
+fn breakeven_is_interpolated() {
+    // Means: inplace 68 at 2 µs, 36 at 4 µs; wal 60: 2 + 2 * 8 / 32 = 2.5 µs.
+    let v = verdicts(&format!("{BREAKEVEN}expected = 2.5\ntolerance_abs = 0.01\n"), &[]);
+    assert_eq!(v[0].verdict, Verdict::Reproduced, "{v:?}");
+    assert!((v[0].value.unwrap() - 2.5).abs() < 1e-9);
+    assert_eq!(v[0].measured, "2.5 µs");
+    let v = verdicts(&format!("{BREAKEVEN}expected = 3.5\ntolerance_abs = 0.75\n"), &[]);
+    assert_eq!(v[0].verdict, Verdict::Differs);
+}
+
+#[test]
+fn no_crossing_agrees_with_a_paper_value_beyond_the_range() {
+    let claim = BREAKEVEN.replace("\"wal\"", "\"group\"").replace("\"inplace\"", "\"wal\"");
+    // WAL stays below Group Commit everywhere: the crossing is below 0 µs if anywhere.
+    let v = verdicts(&format!("{claim}range = [5.0, inf]\n"), &[]);
+    assert_eq!(v[0].verdict, Verdict::Differs);
+    assert_eq!(v[0].measured, "< 0 µs (no crossing)");
+    // Group Commit above WAL up to 5 µs: agrees with "well above 5 µs".
+    let swapped = BREAKEVEN.replace("\"wal\"", "\"wal2\"").replace("\"inplace\"", "\"group\"");
+    let swapped = swapped.replace("\"wal2\"", "\"wal\"");
+    let v = verdicts(&format!("{swapped}range = [5.0, inf]\n"), &[]);
+    assert_eq!(v[0].verdict, Verdict::Reproduced, "{v:?}");
+    assert_eq!(v[0].measured, "> 5 µs (no crossing)");
+}
+
+#[test]
+fn ratio_aggregates_and_tolerances() {
+    let ratio = r#"
+[[claim]]
+id = "r"
+text = "t"
+source = "s"
+kind = "ratio"
+numerator = { engine = "inplace" }
+denominator = { engine = "wal" }
+per = ["persist_latency"]
+unit = "×"
+"#;
+    // Ratios: 100/60, 84/60, 68/60, 36/60, 20/60.
+    let v =
+        verdicts(&format!("{ratio}aggregate = \"max\"\nexpected = 1.6\ntolerance = 0.05\n"), &[]);
+    assert_eq!(v[0].verdict, Verdict::Reproduced, "{}", v[0].measured);
+    assert!(v[0].measured.starts_with("max 1.67× (0 1.67×, 1us 1.4×"), "{}", v[0].measured);
+    let v = verdicts(&format!("{ratio}aggregate = \"min\"\nrange = [0.5, 2.0]\n"), &[]);
+    assert_eq!(v[0].verdict, Verdict::Differs);
+    assert!((v[0].value.unwrap() - 20.0 / 60.0).abs() < 1e-9);
+    // "all": every group must agree.
+    let v = verdicts(&format!("{ratio}range = [0.3, 2.0]\n"), &[]);
+    assert_eq!(v[0].verdict, Verdict::Reproduced);
+    // No tolerance given: 25%.
+    let v = verdicts(&format!("{ratio}aggregate = \"max\"\nexpected = 2.1\n"), &[]);
+    assert_eq!(v[0].verdict, Verdict::Reproduced);
+    let v = verdicts(&format!("{ratio}aggregate = \"max\"\nexpected = 2.3\n"), &[]);
+    assert_eq!(v[0].verdict, Verdict::Differs);
+}
+
+#[test]
+fn threshold_is_interpolated() {
+    // 1/tps rises with latency; the reference is 0 µs and the target twice its value.
+    let claim = r#"
+[[claim]]
+id = "t"
+text = "t"
+source = "s"
+kind = "threshold"
+metric = "1 / tps"
+x = "persist_latency"
+x_scale = 0.001
+where = { engine = "inplace" }
+reference = { persist_latency = "0" }
+fraction = 2.0
+expected = 2.8
+tolerance_abs = 0.1
+unit = "µs"
+"#;
+    let inv = |t: f64| (1.0 / (t - 1.0) + 1.0 / (t + 1.0)) / 2.0;
+    let (target, y2, y4) = (2.0 * inv(100.0), inv(68.0), inv(36.0));
+    let x = 2.0 + 2.0 * (target - y2) / (y4 - y2);
+    let v = verdicts(claim, &[]);
+    assert_eq!(v[0].verdict, Verdict::Reproduced, "{v:?}");
+    assert!((v[0].value.unwrap() - x).abs() < 1e-9, "{} vs {x}", v[0].value.unwrap());
+    // A target the curve never reaches lies beyond the last x.
+    let v = verdicts(&claim.replace("fraction = 2.0", "fraction = 10.0"), &[]);
+    assert_eq!(v[0].measured, "> 5 µs (never reached)");
+    assert_eq!(v[0].verdict, Verdict::Differs);
+}
+
+#[test]
+fn missing_engines_block_claims() {
+    let v = verdicts(&format!("{BREAKEVEN}expected = 2.5\n"), &["wal"]);
+    assert_eq!(v[0].verdict.label(), "not yet runnable: engine wal missing");
+    assert_eq!(v[0].measured, "–");
+    let value = r#"
+[[claim]]
+id = "v"
+text = "t"
+source = "s"
+kind = "value"
+metric = "tps"
+where = { engine = "inplace", persist_latency = "0" }
+expected = 100.0
+tolerance = 0.05
+[[claim]]
+id = "m"
+text = "t"
+source = "s"
+kind = "value"
+metric = "wear.max_line_writes"
+where = { engine = "inplace", persist_latency = "0" }
+range = [1e8, inf]
+"#;
+    let v = verdicts(value, &["wal"]);
+    assert_eq!(v[0].verdict, Verdict::Reproduced);
+    assert_eq!(v[1].verdict.label(), "no data: the bench rows have no `wear.max_line_writes`");
+}

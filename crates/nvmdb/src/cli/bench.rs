@@ -1,0 +1,679 @@
+//! `nvmdb bench`: one benchmark run (DESIGN §6) — a power run of a workload on an engine, as
+//! Pelley et al., VLDB 2014, §4 measure them — printed as a human table, a JSON object or a CSV
+//! row.
+//!
+//! Every option is validated before anything is created: a bad value is a one-line error and
+//! exit code 2. A run whose checker fails prints its result and exits with 1.
+//!
+//! The region file: a run on `--medium shm|file|dax --path P` reopens P if it exists (recovery,
+//! then the workload attaches to the database in it) and creates it otherwise; a file this run
+//! created is removed afterwards unless `--keep`.
+
+use anyhow::Context;
+use bench::units::{self, TimeUnit};
+use bench::{AckLog, Hooks, Report, RunLength, RunOptions, Setup, Stage, Status};
+use nvmdb::registry::{self, EngineConfig};
+use pmem::{FlushKind, Medium, RegionOptions, SyncMode, TimingOptions};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use storage::Engine;
+use workloads::{Workload, WorkloadOptions};
+
+/// Region size when `--size` is not given and the file does not exist yet.
+const DEFAULT_SIZE: &str = "256MiB";
+/// Longest modelled latency accepted: a second is not a memory device.
+const MAX_LATENCY_NS: u64 = 1_000_000_000;
+/// Slowest modelled bandwidth accepted (one cache line per second).
+const MIN_BANDWIDTH: u64 = 64;
+/// Transactions `--acks` keeps in memory before it counts the rest as dropped.
+const ACK_LOG_LIMIT: usize = 10_000_000;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Engine to run (`--list` shows them).
+    #[arg(long, required_unless_present = "list")]
+    pub engine: Option<String>,
+    /// Workload: ycsb, tpcb, tpcc, tatp.
+    #[arg(long, default_value = "ycsb")]
+    pub workload: String,
+    /// Workload mix (YCSB: a..f, read-only, read-heavy, balanced, write-heavy).
+    #[arg(long)]
+    pub mix: Option<String>,
+    /// Run only this transaction type (e.g. tpcc new-order, tatp update-location).
+    #[arg(long)]
+    pub txn: Option<String>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Warm-up before measuring (`2s`, `500ms`; a bare number is seconds).
+    #[arg(long, default_value = "1s")]
+    pub warmup: String,
+    /// Measured period (`10s`, `1min`; a bare number is seconds).
+    #[arg(long, default_value = "5s")]
+    pub duration: String,
+    /// Instead of a timed run: every thread runs exactly this many transactions, all measured.
+    #[arg(long, conflicts_with_all = ["warmup", "duration"])]
+    pub txns: Option<u64>,
+    /// Scale factor (TPC-B branches, TPC-C warehouses, TATP subscribers in units of 100,000).
+    #[arg(long)]
+    pub scale: Option<u64>,
+    /// YCSB record count (TATP: subscriber count).
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Request distribution (YCSB: uniform, zipfian, scrambled-zipfian, latest, hotspot;
+    /// TATP: nurand, uniform).
+    #[arg(long)]
+    pub distribution: Option<String>,
+    /// YCSB: N-Store skew, low or high (implies the hotspot distribution).
+    #[arg(long)]
+    pub skew: Option<String>,
+    /// YCSB: zipfian constant θ in (0, 1).
+    #[arg(long)]
+    pub theta: Option<f64>,
+    /// Any other workload option KEY=VALUE (repeatable), e.g. field_length=100,
+    /// accounts_per_branch=1000, items=1000, max_retries=100.
+    #[arg(long = "workload-opt", value_name = "KEY=VALUE")]
+    pub workload_opt: Vec<String>,
+    /// Seed of every generator stream (worker i gets a seed derived from it).
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Where the region lives: dram, shm, file, dax, sim.
+    #[arg(long, default_value = "dram")]
+    pub medium: String,
+    /// Region file (shm, file, dax), or the directory of a peer engine.
+    #[arg(long)]
+    pub path: Option<PathBuf>,
+    /// Region size (`256MiB`, `4GiB`); default: the existing file's size, else 256MiB.
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Keep the region file this run created (default: remove it afterwards).
+    #[arg(long)]
+    pub keep: bool,
+    /// How a flush becomes durable on a file: cache (flush instructions) or msync.
+    #[arg(long, default_value = "cache")]
+    pub sync: String,
+    /// Modelled persist-barrier latency (`500`, `1us`; a bare number is nanoseconds).
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    pub persist_latency: String,
+    /// Modelled device write bandwidth (`2GB/s`, `500MiB/s`; 0 = unlimited).
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    pub write_bandwidth: String,
+    /// Modelled extra latency per cache line read on a page-cache miss (`100ns`).
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    pub read_latency: String,
+    /// Simulated page-cache capacity in 8 KiB pages for the read-latency model.
+    #[arg(long)]
+    pub cache_pages: Option<u64>,
+    /// Flush instruction: clwb, clflushopt, clflush, none (default: the best the CPU has).
+    #[arg(long)]
+    pub flush: Option<String>,
+    /// Durable processor caches (eADR): flushes become no-ops, fences stay.
+    #[arg(long)]
+    pub eadr: bool,
+    /// Engine-specific option KEY=VALUE (repeatable).
+    #[arg(long = "engine-opt", value_name = "KEY=VALUE")]
+    pub engine_opt: Vec<String>,
+    /// Per-thread bound on commits waiting for durability (group commit).
+    #[arg(long, default_value_t = bench::driver::DEFAULT_MAX_PENDING)]
+    pub max_pending: usize,
+    /// Skip the workload's consistency checker and the engine's integrity check.
+    #[arg(long)]
+    pub no_check: bool,
+    /// Write every durable transaction's acks to this file, one JSON object a line, in the
+    /// order their durability was observed.
+    #[arg(long, value_name = "FILE")]
+    pub acks: Option<PathBuf>,
+    /// Print one JSON object.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print a CSV header and one row.
+    #[arg(long)]
+    pub csv: bool,
+    /// With --csv: the row only (to append to an existing file).
+    #[arg(long, requires = "csv")]
+    pub no_header: bool,
+    /// List the engines and workloads, then exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// A command-line value that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionError {
+    #[error("invalid --{flag}: {reason}")]
+    Invalid { flag: &'static str, reason: String },
+}
+
+fn invalid(flag: &'static str, reason: impl Into<String>) -> OptionError {
+    OptionError::Invalid { flag, reason: reason.into() }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Output {
+    Human,
+    Json,
+    Csv { header: bool },
+}
+
+/// Everything a run needs, validated.
+struct Plan {
+    engine: String,
+    workload: WorkloadArgs,
+    region: RegionOptions,
+    engine_config: EngineConfig,
+    run: RunOptions,
+    output: Output,
+    keep: bool,
+    acks: Option<PathBuf>,
+    /// The region file exists before the run (it is reopened, and never removed).
+    path_existed: bool,
+}
+
+/// What selects and sizes the workload.
+#[derive(Clone, Debug)]
+struct WorkloadArgs {
+    name: String,
+    options: WorkloadOptions,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.list {
+        print_list();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let plan = plan(&args)?;
+    let workload = build_workload(&plan.workload)?;
+    let engine = registry::open_engine(&plan.engine, &plan.region, &plan.engine_config)?;
+    let outcome = run_plan(&plan, &*engine, &*workload);
+    let shutdown = engine.shutdown();
+    drop(engine);
+    let removed = remove_created_file(&plan);
+    let code = outcome?;
+    shutdown.context("clean shutdown after the run")?;
+    removed?;
+    Ok(code)
+}
+
+fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow::Result<ExitCode> {
+    let report = engine.recovery_report();
+    let recovery_ms = (!report.formatted).then_some(report.duration.as_secs_f64() * 1e3);
+    let setup = if engine.tables().is_empty() { Setup::Load } else { Setup::Attach };
+    let options = RunOptions { setup, ..plan.run.clone() };
+    let bar = ProgressDisplay::new();
+    let ack_log = plan.acks.as_ref().map(|_| AckLog::new(ACK_LOG_LIMIT));
+    let hooks = Hooks {
+        progress: bar.as_ref().map(|b| b as &dyn bench::Progress),
+        sink: ack_log.as_ref().map(|l| l as &dyn bench::DurableSink),
+        stop: None,
+    };
+    let result = bench::run(engine, workload, &options, &hooks);
+    if let Some(bar) = &bar {
+        bar.finish();
+    }
+    let result = result.map_err(|e| explain_run_error(e, plan))?;
+    if let (Some(path), Some(log)) = (&plan.acks, &ack_log) {
+        write_acks(path, log)?;
+    }
+    let report = Report::new(&result, recovery_ms, config_json(plan));
+    print_report(&report, plan.output)?;
+    Ok(if result.checker.passed() || !options.check {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn explain_run_error(e: bench::BenchError, plan: &Plan) -> anyhow::Error {
+    if e.is_region_full() {
+        let size = units::format_bytes(plan.region.size_bytes);
+        return anyhow::anyhow!(
+            "the {} workload at this scale does not fit the {size} region ({e}); \
+             use a larger --size or a smaller --scale/--records",
+            plan.workload.name
+        );
+    }
+    e.into()
+}
+
+fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
+    let engine = args.engine.clone().unwrap_or_default();
+    if registry::lookup(&engine).is_none() {
+        return Err(invalid(
+            "engine",
+            format!("unknown engine `{engine}` (known: {})", registry::names().join(", ")),
+        )
+        .into());
+    }
+    let (region, path_existed) = region_options(args)?;
+    if args.keep {
+        if !matches!(region.medium, Medium::Shm | Medium::File | Medium::Dax) {
+            return Err(invalid("keep", "only a file medium (shm, file, dax) has a file").into());
+        }
+        if region.path.is_none() {
+            return Err(invalid("keep", "give the file to keep with --path").into());
+        }
+    }
+    let mut run = run_options(args)?;
+    // Nothing to check on an engine that keeps nothing: its checker verdict would be noise.
+    run.check &= registry::lookup(&engine).is_some_and(|e| e.stores_data);
+    let engine_config = EngineConfig {
+        workers: args.threads,
+        cache_pages: match args.cache_pages {
+            Some(0) => return Err(invalid("cache-pages", "must be at least 1").into()),
+            other => other,
+        },
+        extra: key_values("engine-opt", &args.engine_opt)?,
+    };
+    let output = match (args.json, args.csv) {
+        (true, _) => Output::Json,
+        (_, true) => Output::Csv { header: !args.no_header },
+        _ => Output::Human,
+    };
+    Ok(Plan {
+        engine,
+        workload: WorkloadArgs { name: args.workload.clone(), options: workload_options(args)? },
+        region,
+        engine_config,
+        run,
+        output,
+        keep: args.keep,
+        acks: args.acks.clone(),
+        path_existed,
+    })
+}
+
+fn run_options(args: &Args) -> Result<RunOptions, OptionError> {
+    if args.threads == 0 || args.threads > bench::driver::MAX_THREADS {
+        return Err(invalid(
+            "threads",
+            format!("must be 1..={}, got {}", bench::driver::MAX_THREADS, args.threads),
+        ));
+    }
+    if args.max_pending == 0 || args.max_pending > bench::driver::MAX_PENDING_LIMIT {
+        return Err(invalid(
+            "max-pending",
+            format!("must be 1..={}", bench::driver::MAX_PENDING_LIMIT),
+        ));
+    }
+    let length = match args.txns {
+        Some(0) => return Err(invalid("txns", "must be at least 1")),
+        Some(per_thread) => RunLength::Transactions { per_thread },
+        None => {
+            let time = |flag, s: &str| {
+                units::parse_duration(s, TimeUnit::Seconds)
+                    .map_err(|e| invalid(flag, e.to_string()))
+            };
+            let warmup = time("warmup", &args.warmup)?;
+            let duration = time("duration", &args.duration)?;
+            if duration.is_zero() {
+                return Err(invalid("duration", "must be longer than zero"));
+            }
+            RunLength::Timed { warmup, duration }
+        }
+    };
+    Ok(RunOptions {
+        threads: args.threads,
+        length,
+        seed: args.seed,
+        setup: Setup::Load,
+        max_pending: args.max_pending,
+        check: !args.no_check,
+    })
+}
+
+/// The region options, and whether the region file exists already.
+fn region_options(args: &Args) -> Result<(RegionOptions, bool), OptionError> {
+    let medium = Medium::parse(&args.medium).ok_or_else(|| {
+        let known: Vec<&str> = Medium::ALL.iter().map(|m| m.name()).collect();
+        invalid("medium", format!("unknown medium `{}` (known: {})", args.medium, known.join(", ")))
+    })?;
+    let path_existed = args.path.as_ref().is_some_and(|p| p.exists());
+    let size_bytes = match (&args.size, path_existed) {
+        (Some(s), _) => units::parse_bytes(s).map_err(|e| invalid("size", e.to_string()))?,
+        // Open the existing file at its own size.
+        (None, true) => 0,
+        (None, false) => units::parse_bytes(DEFAULT_SIZE).map_err(|e| invalid("size", e.reason))?,
+    };
+    if size_bytes == 0 && !path_existed {
+        return Err(invalid("size", "must be larger than zero"));
+    }
+    let sync = match args.sync.as_str() {
+        "cache" => SyncMode::Cache,
+        "msync" => SyncMode::Msync,
+        other => return Err(invalid("sync", format!("`{other}` is not cache or msync"))),
+    };
+    let flush = match &args.flush {
+        None => None,
+        Some(f) => Some(FlushKind::parse(f).ok_or_else(|| {
+            invalid("flush", format!("`{f}` is not clwb, clflushopt, clflush or none"))
+        })?),
+    };
+    let region = RegionOptions {
+        medium,
+        path: args.path.clone(),
+        size_bytes,
+        create: true,
+        sync,
+        flush,
+        eadr: args.eadr,
+        timing: timing_options(args)?,
+        ..RegionOptions::default()
+    };
+    Ok((region, path_existed))
+}
+
+fn timing_options(args: &Args) -> Result<TimingOptions, OptionError> {
+    let latency = |flag: &'static str, s: &str| -> Result<u64, OptionError> {
+        let ns =
+            units::parse_time_ns(s, TimeUnit::Nanos).map_err(|e| invalid(flag, e.to_string()))?;
+        if ns > MAX_LATENCY_NS {
+            return Err(invalid(flag, format!("`{s}` is above 1 s, which no memory device has")));
+        }
+        Ok(ns)
+    };
+    let bandwidth = units::parse_bandwidth(&args.write_bandwidth)
+        .map_err(|e| invalid("write-bandwidth", e.to_string()))?;
+    if bandwidth != 0 && bandwidth < MIN_BANDWIDTH {
+        return Err(invalid(
+            "write-bandwidth",
+            format!("below {MIN_BANDWIDTH} bytes/s (one cache line per second); 0 means unlimited"),
+        ));
+    }
+    Ok(TimingOptions {
+        persist_barrier_ns: latency("persist-latency", &args.persist_latency)?,
+        write_bandwidth_bytes_per_s: bandwidth,
+        read_ns: latency("read-latency", &args.read_latency)?,
+    })
+}
+
+/// `KEY=VALUE` pairs; a key given twice is an error.
+fn key_values(
+    flag: &'static str,
+    pairs: &[String],
+) -> Result<BTreeMap<String, String>, OptionError> {
+    let mut map = BTreeMap::new();
+    for pair in pairs {
+        let Some((key, value)) = pair.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
+            return Err(invalid(flag, format!("`{pair}` is not KEY=VALUE")));
+        };
+        if map.insert(key.trim().to_string(), value.trim().to_string()).is_some() {
+            return Err(invalid(flag, format!("`{key}` given twice")));
+        }
+    }
+    Ok(map)
+}
+
+/// Every option of the run, for the `config` object of the JSON and the CSV's config columns.
+fn config_json(plan: &Plan) -> serde_json::Value {
+    let (warmup_s, duration_s, txns) = match plan.run.length {
+        RunLength::Timed { warmup, duration } => {
+            (Some(warmup.as_secs_f64()), Some(duration.as_secs_f64()), None)
+        }
+        RunLength::Transactions { per_thread } => (None, None, Some(per_thread)),
+    };
+    let r = &plan.region;
+    let w = &plan.workload;
+    serde_json::json!({
+        "engine": plan.engine,
+        "workload": w.name,
+        "mix": w.options.mix,
+        "txn": w.options.txn,
+        "scale": w.options.scale,
+        "records": w.options.records,
+        "workload_opts": w.options,
+        "threads": plan.run.threads,
+        "warmup_s": warmup_s,
+        "duration_s": duration_s,
+        "txns": txns,
+        "seed": plan.run.seed,
+        "medium": r.medium.name(),
+        "path": r.path.as_ref().map(|p| p.display().to_string()),
+        "size_bytes": r.size_bytes,
+        "keep": plan.keep,
+        "sync": r.sync,
+        "persist_latency_ns": r.timing.persist_barrier_ns,
+        "write_bandwidth_bytes_per_s": r.timing.write_bandwidth_bytes_per_s,
+        "read_latency_ns": r.timing.read_ns,
+        "cache_pages": plan.engine_config.cache_pages,
+        "flush": r.flush.map(|f| f.name()),
+        "eadr": r.eadr,
+        "engine_opts": plan.engine_config.extra,
+        "max_pending": plan.run.max_pending,
+        "check": plan.run.check,
+    })
+}
+
+fn print_report(report: &Report, output: Output) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match output {
+        Output::Json => writeln!(out, "{}", report.to_json())?,
+        Output::Csv { header } => {
+            if header {
+                writeln!(out, "{}", report.csv_header())?;
+            }
+            writeln!(out, "{}", report.csv_row())?;
+        }
+        Output::Human => {
+            writeln!(out, "nvmdb bench")?;
+            write!(out, "{}", report.human())?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn write_acks(path: &std::path::Path, log: &AckLog) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path)
+        .with_context(|| format!("creating the acks file {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    for txn in log.take() {
+        serde_json::to_writer(&mut out, &txn)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush().with_context(|| format!("writing {}", path.display()))?;
+    if log.dropped() > 0 {
+        eprintln!(
+            "warning: {} durable transactions beyond the first {ACK_LOG_LIMIT} were not written \
+             to {}",
+            log.dropped(),
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Removes the region file this run created, unless `--keep`.
+fn remove_created_file(plan: &Plan) -> anyhow::Result<()> {
+    let Some(path) = &plan.region.path else { return Ok(()) };
+    let is_region_medium = matches!(plan.region.medium, Medium::Shm | Medium::File | Medium::Dax);
+    let is_region_engine =
+        registry::lookup(&plan.engine).is_some_and(|e| e.kind == registry::EngineKind::Region);
+    if plan.keep || plan.path_existed || !is_region_medium || !is_region_engine || !path.is_file() {
+        return Ok(());
+    }
+    std::fs::remove_file(path).with_context(|| {
+        format!("removing the region file {} (keep it with --keep)", path.display())
+    })
+}
+
+fn print_list() {
+    println!("engines:");
+    for e in registry::ENGINES {
+        let kind = match e.kind {
+            registry::EngineKind::Testing => "testing",
+            registry::EngineKind::Region => "region",
+            registry::EngineKind::Peer => "peer",
+        };
+        println!("  {:<10} {kind:<8} {}", e.name, e.about);
+    }
+    println!("workloads:");
+    for name in workload_names() {
+        println!("  {name}");
+    }
+}
+
+/// A progress bar on stderr while stderr is a terminal; nothing in a pipe.
+struct ProgressDisplay {
+    bar: indicatif::ProgressBar,
+    stage: std::sync::Mutex<Option<Stage>>,
+}
+
+impl ProgressDisplay {
+    fn new() -> Option<ProgressDisplay> {
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let bar = indicatif::ProgressBar::new(1);
+        let style = indicatif::ProgressStyle::with_template("{prefix:>8} [{bar:32}] {msg}")
+            .ok()?
+            .progress_chars("=> ");
+        bar.set_style(style);
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Some(ProgressDisplay { bar, stage: std::sync::Mutex::new(None) })
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl bench::Progress for ProgressDisplay {
+    fn update(&self, s: Status) {
+        let mut stage = self.stage.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if *stage != Some(s.stage) {
+            *stage = Some(s.stage);
+            self.bar.set_prefix(match s.stage {
+                Stage::Load => "load",
+                Stage::Warmup => "warm-up",
+                Stage::Measure => "measure",
+                Stage::Drain => "drain",
+                Stage::Check => "check",
+            });
+        }
+        self.bar.set_length(s.total.max(1));
+        self.bar.set_position(s.done.min(s.total));
+        let msg = match s.stage {
+            Stage::Load => format!("{}/{} rows", s.done, s.total),
+            Stage::Warmup | Stage::Measure => format!("{} txns", s.completed),
+            Stage::Drain | Stage::Check => String::new(),
+        };
+        self.bar.set_message(msg);
+    }
+}
+
+fn workload_names() -> &'static [&'static str] {
+    workloads::WORKLOAD_NAMES
+}
+
+/// The dedicated flags, then `--workload-opt KEY=VALUE` pairs laid over them (values that parse
+/// as numbers are numbers); unknown keys are errors.
+fn workload_options(args: &Args) -> Result<WorkloadOptions, OptionError> {
+    let base = WorkloadOptions {
+        scale: args.scale,
+        records: args.records,
+        mix: args.mix.clone(),
+        txn: args.txn.clone(),
+        distribution: args.distribution.clone(),
+        theta: args.theta,
+        skew: args.skew.clone(),
+        ..WorkloadOptions::default()
+    };
+    if args.workload_opt.is_empty() {
+        return Ok(base);
+    }
+    let to_invalid = |e: serde_json::Error| invalid("workload-opt", e.to_string());
+    let mut value = serde_json::to_value(&base).map_err(to_invalid)?;
+    let Some(map) = value.as_object_mut() else {
+        return Err(invalid("workload-opt", "workload options are not an object"));
+    };
+    for (key, text) in key_values("workload-opt", &args.workload_opt)? {
+        let key = key.replace('-', "_");
+        let parsed = if let Ok(n) = text.parse::<u64>() {
+            serde_json::Value::from(n)
+        } else if let Ok(f) = text.parse::<f64>() {
+            serde_json::Value::from(f)
+        } else {
+            serde_json::Value::from(text)
+        };
+        map.insert(key, parsed);
+    }
+    serde_json::from_value(value).map_err(to_invalid)
+}
+
+fn build_workload(w: &WorkloadArgs) -> Result<Box<dyn Workload>, OptionError> {
+    workloads::by_name(&w.name, &w.options).map_err(|reason| invalid("workload", reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn plan_of(args: &[&str]) -> Result<Plan, anyhow::Error> {
+        let cli = Cli::try_parse_from(std::iter::once("bench").chain(args.iter().copied()))?;
+        plan(&cli.args)
+    }
+
+    #[test]
+    fn region_full_while_loading_says_the_scale_does_not_fit() {
+        let plan = plan_of(&["--engine", "mem", "--size", "1MiB"]).unwrap();
+        let e = bench::BenchError::Load {
+            workload: "ycsb".into(),
+            source: storage::DbError::RegionFull("no free page".into()),
+        };
+        let message = explain_run_error(e, &plan).to_string();
+        assert!(message.contains("does not fit the 1.0 MiB region"), "{message}");
+        assert!(message.contains("--size"), "{message}");
+    }
+
+    #[test]
+    fn options_become_region_and_run_options() {
+        let plan = plan_of(&[
+            "--engine",
+            "mem",
+            "--persist-latency",
+            "1us",
+            "--write-bandwidth",
+            "2GB/s",
+            "--read-latency",
+            "150",
+            "--size",
+            "64MiB",
+            "--flush",
+            "clflush",
+            "--eadr",
+            "--threads",
+            "3",
+            "--txns",
+            "10",
+        ])
+        .unwrap();
+        assert_eq!(plan.region.timing.persist_barrier_ns, 1_000);
+        assert_eq!(plan.region.timing.write_bandwidth_bytes_per_s, 2_000_000_000);
+        assert_eq!(plan.region.timing.read_ns, 150);
+        assert_eq!(plan.region.size_bytes, 64 << 20);
+        assert_eq!(plan.region.flush, Some(FlushKind::Clflush));
+        assert!(plan.region.eadr);
+        assert_eq!(plan.run.threads, 3);
+        assert_eq!(plan.engine_config.workers, 3);
+        assert_eq!(plan.run.length, RunLength::Transactions { per_thread: 10 });
+        let config = config_json(&plan);
+        assert_eq!(config["persist_latency_ns"], 1_000);
+        assert_eq!(config["flush"], "clflush");
+    }
+
+    #[test]
+    fn noop_skips_the_checker() {
+        assert!(!plan_of(&["--engine", "noop"]).unwrap().run.check);
+        assert!(plan_of(&["--engine", "mem"]).unwrap().run.check);
+    }
+}

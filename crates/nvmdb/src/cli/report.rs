@@ -1,0 +1,32 @@
+//! `nvmdb report DIR`: figures (SVG, PNG), `index.html`, `report.md` and `verdicts.json` from a
+//! sweep's results, each figure beside the paper's claims and a verdict (DESIGN §6). The work
+//! lives in `experiments::report`.
+
+use experiments::report::{self, ReportOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A sweep's output directory (with results.jsonl).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Also report these specs (files or directories), even without results; a spec given here
+    /// replaces the copy the sweep saved.
+    #[arg(long = "spec", value_name = "SPEC")]
+    pub specs: Vec<PathBuf>,
+    /// Write the report here instead of DIR.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let options = ReportOptions { dir: args.dir, specs: args.specs, out: args.out };
+    let built = report::build(&options)?;
+    let written = report::write(&built)?;
+    print!("{}", report::markdown(&built));
+    for path in written {
+        println!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,138 @@
+//! `nvmdb bench` end to end: a run prints every documented JSON key and a CSV row; bad options
+//! are one line on stderr and exit code 2; `--seed` replays the same transactions; nothing but
+//! the result reaches a pipe. Guards the CLI contract that scripts and sweeps depend on.
+
+use std::process::{Command, Output};
+
+fn nvmdb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nvmdb"))
+        .arg("bench")
+        .args(args)
+        .output()
+        .expect("the nvmdb binary runs")
+}
+
+const SMALL_TPCB: &[&str] =
+    &["--workload", "tpcb", "--scale", "1", "--workload-opt", "accounts_per_branch=500"];
+
+#[test]
+fn json_has_every_documented_key() {
+    let mut args = vec!["--engine", "mem", "--threads", "2", "--txns", "200", "--json"];
+    args.extend_from_slice(SMALL_TPCB);
+    let out = nvmdb(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "a pipe gets no progress: {:?}", out.stderr);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 1, "one JSON object on one line");
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for key in [
+        "engine",
+        "workload",
+        "threads",
+        "committed",
+        "aborted",
+        "tps",
+        "latency_us",
+        "per_txn",
+        "checker",
+        "recovery_ms",
+        "config",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key}: {json}");
+    }
+    for key in ["p50", "p95", "p99", "max"] {
+        assert!(json["latency_us"][key].is_number(), "{json}");
+    }
+    for key in ["fences", "lines_flushed", "bytes_written", "delay_ns"] {
+        assert!(json["per_txn"].get(key).is_some(), "{json}");
+    }
+    assert_eq!(json["committed"], 400);
+    assert_eq!(json["checker"], "pass");
+    assert_eq!(json["config"]["threads"], 2);
+    assert_eq!(json["config"]["medium"], "dram");
+    assert_eq!(json["config"]["workload_opts"]["accounts_per_branch"], 500);
+}
+
+#[test]
+fn csv_is_a_header_and_a_row() {
+    let mut args = vec!["--engine", "mem", "--txns", "50", "--csv"];
+    args.extend_from_slice(SMALL_TPCB);
+    let out = nvmdb(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines[0].starts_with("engine,workload,threads,committed,aborted,tps,"));
+    assert!(lines[1].starts_with("mem,tpcb,1,50,"));
+    args.push("--no-header");
+    let out = nvmdb(&args);
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 1);
+}
+
+#[test]
+fn the_human_table_names_the_checker() {
+    let mut args = vec!["--engine", "noop", "--warmup", "0", "--duration", "200ms"];
+    args.extend_from_slice(SMALL_TPCB);
+    let out = nvmdb(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("committed"), "{text}");
+    // noop keeps nothing, so its run skips the checker rather than failing it.
+    assert!(text.contains("checker         skipped"), "{text}");
+}
+
+#[test]
+fn bad_options_are_one_line_and_exit_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--engine", "nosuch"], "unknown engine `nosuch`"),
+        (&["--engine", "mem", "--workload", "nosuch"], "unknown workload"),
+        (&["--engine", "mem", "--threads", "0"], "--threads"),
+        (&["--engine", "mem", "--persist-latency", "-1us"], "negative"),
+        (&["--engine", "mem", "--persist-latency", "5s"], "above 1 s"),
+        (&["--engine", "mem", "--read-latency", "1 fortnight"], "--read-latency"),
+        (&["--engine", "mem", "--write-bandwidth", "10"], "--write-bandwidth"),
+        (&["--engine", "mem", "--size", "lots"], "--size"),
+        (&["--engine", "mem", "--medium", "tape"], "unknown medium"),
+        (&["--engine", "mem", "--flush", "wbinvd"], "--flush"),
+        (&["--engine", "mem", "--keep"], "--keep"),
+        (&["--engine", "mem", "--duration", "0"], "--duration"),
+        (&["--engine", "mem", "--engine-opt", "x"], "KEY=VALUE"),
+        (&["--engine", "mem", "--engine-opt", "x=1"], "has no option `x`"),
+        (&["--engine", "mem", "--workload-opt", "colour=red"], "colour"),
+        (&["--engine", "mem", "--workload", "tpcb", "--records", "5"], "records"),
+    ];
+    for (args, expected) in cases {
+        let out = nvmdb(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line, got {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: expected {expected:?} in {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn the_seed_replays_the_same_transactions() {
+    let dir = std::env::temp_dir().join(format!("nvmdb-bench-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let acks = |seed: &str, name: &str| {
+        let path = dir.join(name);
+        let path_text = path.display().to_string();
+        let mut args = vec!["--engine", "mem", "--txns", "100", "--seed", seed, "--json"];
+        args.extend_from_slice(SMALL_TPCB);
+        args.extend_from_slice(&["--acks", &path_text]);
+        let out = nvmdb(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 100);
+        // Compare the acks only: `seq` and `txn` are equal too, but tokens may differ by engine.
+        text.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["acks"].clone())
+            .collect::<Vec<_>>()
+    };
+    let first = acks("7", "a.jsonl");
+    assert_eq!(first, acks("7", "b.jsonl"));
+    assert_ne!(first, acks("8", "c.jsonl"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

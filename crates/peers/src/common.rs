@@ -1,0 +1,378 @@
+//! What the peers share: the in-memory catalog, the single-writer gate with its snapshot check,
+//! the commit clock behind `Relaxed` durability tokens, worker slots, and the directory claim.
+//!
+//! Invariant of the writer gate: a transaction that read before it wrote may write only if no
+//! other writer committed since before its first read, so one-writer peers stay serialisable.
+
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use storage::engine::{check_row, check_update};
+use storage::{CommitToken, DbError, IntegrityReport, Result, TableId, TableSpec};
+
+/// File in a peer's directory naming the peer that owns it.
+const PEER_MARKER: &str = "PEER";
+
+/// Creates `dir` if needed and checks it belongs to peer `name` (or is new), so one peer never
+/// opens another's files.
+pub(crate) fn claim_dir(dir: &Path, name: &str) -> Result<()> {
+    let io =
+        |what: &str, e: std::io::Error| DbError::Invalid(format!("{what} {}: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(|e| io("cannot create directory", e))?;
+    let marker = dir.join(PEER_MARKER);
+    match std::fs::read_to_string(&marker) {
+        Ok(owner) if owner.trim() == name => Ok(()),
+        Ok(owner) => Err(DbError::Format(format!(
+            "{} holds a `{}` peer database, not `{name}`; use another directory",
+            dir.display(),
+            owner.trim()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::write(&marker, format!("{name}\n")).map_err(|e| io("cannot write to", e))
+        }
+        Err(e) => Err(io("cannot read the peer marker in", e)),
+    }
+}
+
+/// An error from a peer library, with whether retrying the transaction may succeed.
+pub(crate) fn peer_error(
+    engine: &'static str,
+    e: impl std::fmt::Display,
+    retryable: bool,
+) -> DbError {
+    DbError::Peer { engine, message: e.to_string(), retryable }
+}
+
+/// Tables in id order, each with the peer's handle for it (`H`), behind a lock that only
+/// `create_table` takes for writing.
+pub(crate) struct Catalog<H> {
+    tables: RwLock<Vec<(TableSpec, H)>>,
+}
+
+impl<H> Catalog<H> {
+    pub(crate) fn new(tables: Vec<(TableSpec, H)>) -> Self {
+        Catalog { tables: RwLock::new(tables) }
+    }
+
+    pub(crate) fn id(&self, name: &str) -> Option<TableId> {
+        self.tables.read().iter().position(|(s, _)| s.name == name).map(|i| i as TableId)
+    }
+
+    pub(crate) fn specs(&self) -> Vec<TableSpec> {
+        self.tables.read().iter().map(|(s, _)| s.clone()).collect()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.tables.read().len()
+    }
+
+    /// The spec and handle of `table`, or `NoSuchTable`.
+    pub(crate) fn get(&self, table: TableId) -> Result<TableRef<'_, H>> {
+        // Recursive: a transaction may hold one while another waits in `create`; a fair lock
+        // would then block this reader behind that writer while the writer waits for the reader.
+        let guard = self.tables.read_recursive();
+        if (table as usize) < guard.len() {
+            Ok(TableRef { guard, index: table as usize })
+        } else {
+            Err(DbError::NoSuchTable(table))
+        }
+    }
+
+    /// Adds a table: validates the spec and the name, then runs `create` (which makes it
+    /// persistent and returns its handle) with the catalog locked, so ids stay dense.
+    pub(crate) fn create(
+        &self,
+        spec: &TableSpec,
+        create: impl FnOnce(TableId) -> Result<H>,
+    ) -> Result<TableId> {
+        storage::engine::check_spec(spec)?;
+        let mut tables = self.tables.write();
+        if tables.iter().any(|(s, _)| s.name == spec.name) {
+            return Err(DbError::Invalid(format!("a table named {:?} exists", spec.name)));
+        }
+        let id = TableId::try_from(tables.len())
+            .map_err(|_| DbError::Invalid("too many tables".into()))?;
+        let handle = create(id)?;
+        tables.push((spec.clone(), handle));
+        Ok(id)
+    }
+}
+
+/// One table of a [`Catalog`], read-locked while held.
+pub(crate) struct TableRef<'a, H> {
+    guard: RwLockReadGuard<'a, Vec<(TableSpec, H)>>,
+    index: usize,
+}
+
+impl<H> TableRef<'_, H> {
+    pub(crate) fn spec(&self) -> &TableSpec {
+        &self.guard[self.index].0
+    }
+
+    pub(crate) fn handle(&self) -> &H {
+        &self.guard[self.index].1
+    }
+
+    pub(crate) fn id(&self) -> TableId {
+        self.index as TableId
+    }
+
+    pub(crate) fn check_row(&self, row: &[u8]) -> Result<()> {
+        check_row(self.id(), self.spec(), row)
+    }
+
+    pub(crate) fn check_update(&self, offset: u32, len: usize) -> Result<()> {
+        check_update(self.id(), self.spec(), offset, len)
+    }
+}
+
+/// Serialises a table spec for a peer's persistent catalog.
+pub(crate) fn encode_spec(spec: &TableSpec) -> Result<Vec<u8>> {
+    serde_json::to_vec(spec).map_err(|e| DbError::Invalid(format!("table spec: {e}")))
+}
+
+pub(crate) fn decode_spec(bytes: &[u8]) -> Result<TableSpec> {
+    serde_json::from_slice(bytes).map_err(|e| DbError::Corrupt(format!("catalog entry: {e}")))
+}
+
+/// The single writer slot of a one-writer peer, with a count of writer commits that lets a
+/// transaction check, when it first writes, that its snapshot is still the latest.
+///
+/// Waiting here rather than in the library bounds the wait ([`Self::acquire`] gives up after
+/// `wait`) and makes the snapshot check exact: the commit count moves only while the slot is held.
+pub(crate) struct WriterGate {
+    engine: &'static str,
+    slot: Mutex<()>,
+    commits: AtomicU64,
+    wait: Duration,
+}
+
+impl WriterGate {
+    pub(crate) fn new(engine: &'static str, wait: Duration) -> Self {
+        WriterGate { engine, slot: Mutex::new(()), commits: AtomicU64::new(0), wait }
+    }
+
+    /// Call before starting a read snapshot; pass the result to [`Self::acquire`] at the first
+    /// write. (Reading it before the snapshot starts errs on the safe side: a commit in between
+    /// makes the check fail although the snapshot has it.)
+    pub(crate) fn stamp(&self) -> u64 {
+        self.commits.load(Ordering::Acquire)
+    }
+
+    /// Takes the writer slot; with `since`, also checks no writer committed after that stamp.
+    pub(crate) fn acquire(&self, since: Option<u64>) -> Result<WriterGuard<'_>> {
+        let Some(guard) = self.slot.try_lock_for(self.wait) else {
+            return Err(peer_error(
+                self.engine,
+                format!("another writer held the single writer slot for {:?}", self.wait),
+                true,
+            ));
+        };
+        if let Some(stamp) = since {
+            if self.commits.load(Ordering::Acquire) != stamp {
+                return Err(peer_error(
+                    self.engine,
+                    "another writer committed after this transaction read (one writer, \
+                     snapshot reads); run the transaction again",
+                    true,
+                ));
+            }
+        }
+        Ok(WriterGuard { gate: self, _slot: guard })
+    }
+}
+
+/// Holds the writer slot; [`WriterGuard::committed`] records a commit before releasing it.
+pub(crate) struct WriterGuard<'a> {
+    gate: &'a WriterGate,
+    _slot: MutexGuard<'a, ()>,
+}
+
+impl WriterGuard<'_> {
+    pub(crate) fn committed(self) {
+        self.gate.commits.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Commit tokens. `Durable` peers hand out [`CommitToken::DURABLE`]; `Relaxed` ones number their
+/// commits and remember up to which number a sync has made them durable.
+pub(crate) struct CommitClock {
+    relaxed: bool,
+    committed: AtomicU64,
+    durable: AtomicU64,
+    sync: Mutex<()>,
+}
+
+impl CommitClock {
+    pub(crate) fn new(relaxed: bool) -> Self {
+        CommitClock {
+            relaxed,
+            committed: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+            sync: Mutex::new(()),
+        }
+    }
+
+    /// Call once a write transaction's commit has returned.
+    pub(crate) fn token(&self) -> CommitToken {
+        if self.relaxed {
+            CommitToken(self.committed.fetch_add(1, Ordering::AcqRel) + 1)
+        } else {
+            CommitToken::DURABLE
+        }
+    }
+
+    pub(crate) fn is_durable(&self, token: CommitToken) -> bool {
+        token.0 <= self.durable.load(Ordering::Acquire)
+    }
+
+    /// Makes `token` durable, running `sync` (which must make every commit so far durable) unless
+    /// a concurrent caller's sync already covered it.
+    pub(crate) fn wait_durable(
+        &self,
+        token: CommitToken,
+        sync: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        if self.is_durable(token) {
+            return Ok(());
+        }
+        let _one_sync_at_a_time = self.sync.lock();
+        if self.is_durable(token) {
+            return Ok(());
+        }
+        // Every commit numbered up to `target` has returned, so `sync` covers it.
+        let target = self.committed.load(Ordering::Acquire);
+        sync()?;
+        self.durable.fetch_max(target, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Records that everything committed so far is durable (after a shutdown's sync).
+    pub(crate) fn all_durable(&self) {
+        let target = self.committed.load(Ordering::Acquire);
+        self.durable.fetch_max(target, Ordering::AcqRel);
+    }
+}
+
+/// One flag per worker: `begin(worker)` claims it until the transaction ends, enforcing "a worker
+/// runs one transaction at a time".
+pub(crate) struct WorkerSlots {
+    busy: Vec<AtomicBool>,
+}
+
+impl WorkerSlots {
+    pub(crate) fn new(workers: usize) -> Self {
+        WorkerSlots { busy: (0..workers).map(|_| AtomicBool::new(false)).collect() }
+    }
+
+    pub(crate) fn claim(&self, worker: usize) -> Result<WorkerSlot<'_>> {
+        let Some(flag) = self.busy.get(worker) else {
+            return Err(DbError::Invalid(format!(
+                "worker {worker} out of range: the engine was opened for {} workers",
+                self.busy.len()
+            )));
+        };
+        if flag.swap(true, Ordering::Acquire) {
+            return Err(DbError::Invalid(format!(
+                "worker {worker} already has an open transaction"
+            )));
+        }
+        Ok(WorkerSlot { flag })
+    }
+}
+
+pub(crate) struct WorkerSlot<'a> {
+    flag: &'a AtomicBool,
+}
+
+impl Drop for WorkerSlot<'_> {
+    fn drop(&mut self) {
+        self.flag.store(false, Ordering::Release);
+    }
+}
+
+/// Adds one table's row count to an integrity report, after checking every row's size.
+pub(crate) fn count_rows(
+    report: &mut IntegrityReport,
+    spec: &TableSpec,
+    rows: impl Iterator<Item = std::result::Result<(u64, usize), String>>,
+) -> std::result::Result<(), String> {
+    let mut previous: Option<u64> = None;
+    for item in rows {
+        let (key, len) = item?;
+        if len != spec.row_bytes as usize {
+            return Err(format!(
+                "table {}: key {key} has {len} bytes, the table's rows have {}",
+                spec.name, spec.row_bytes
+            ));
+        }
+        if previous.is_some_and(|p| p >= key) {
+            return Err(format!("table {}: keys out of order at {key}", spec.name));
+        }
+        previous = Some(key);
+        report.rows += 1;
+    }
+    report.tables += 1;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durable_tokens_are_durable_at_once() {
+        let clock = CommitClock::new(false);
+        let token = clock.token();
+        assert_eq!(token, CommitToken::DURABLE);
+        assert!(clock.is_durable(token));
+    }
+
+    #[test]
+    fn relaxed_tokens_wait_for_a_sync_that_covers_them() {
+        let clock = CommitClock::new(true);
+        let (a, b) = (clock.token(), clock.token());
+        assert!(!clock.is_durable(a) && !clock.is_durable(b));
+        let mut syncs = 0;
+        clock
+            .wait_durable(a, || {
+                syncs += 1;
+                Ok(())
+            })
+            .expect("sync");
+        assert!(clock.is_durable(b), "a sync covers every commit before it");
+        clock.wait_durable(b, || panic!("no second sync needed")).expect("covered");
+        assert_eq!(syncs, 1);
+        let c = clock.token();
+        let failed = clock.wait_durable(c, || Err(DbError::Invalid("disk gone".into())));
+        assert!(failed.is_err() && !clock.is_durable(c), "a failed sync makes nothing durable");
+        clock.all_durable();
+        assert!(clock.is_durable(c));
+    }
+
+    #[test]
+    fn writer_gate_rejects_stale_snapshots_only() {
+        let gate = WriterGate::new("test", Duration::from_millis(10));
+        let stamp = gate.stamp();
+        gate.acquire(Some(stamp)).expect("fresh snapshot").committed();
+        let stale = gate.acquire(Some(stamp)).err().expect("a commit happened since the stamp");
+        assert!(stale.is_retryable());
+        let fresh = gate.stamp();
+        let held = gate.acquire(Some(fresh)).expect("nothing committed since");
+        let busy = gate.acquire(None).err().expect("the slot is held");
+        assert!(busy.is_retryable());
+        drop(held);
+        assert_eq!(gate.stamp(), fresh, "an abort does not count as a commit");
+    }
+
+    #[test]
+    fn worker_slots_are_exclusive_and_bounded() {
+        let slots = WorkerSlots::new(2);
+        let held = slots.claim(1).expect("free");
+        assert!(slots.claim(1).is_err());
+        assert!(slots.claim(2).is_err());
+        drop(held);
+        slots.claim(1).expect("released on drop");
+    }
+}

@@ -1,0 +1,167 @@
+//! `peers`: established storage engines behind nvmdb's [`Engine`] trait, for side-by-side
+//! comparison (DESIGN §4: `sqlite` is also the NVWAL baseline, Kim et al., ASPLOS 2016). A crate
+//! of its own so that building nvmdb's engines never compiles these.
+//!
+//! | peer | library | tables | writers |
+//! |---|---|---|---|
+//! | `sqlite` | SQLite (bundled) via `rusqlite` | SQL table: `INTEGER PRIMARY KEY`, `BLOB` | one |
+//! | `lmdb` | LMDB via `heed` | named database, big-endian `u64` keys | one |
+//! | `redb` | redb | redb table `u64` → bytes | one |
+//! | `rocksdb` | RocksDB `TransactionDB` (feature `rocksdb`) | column family | key locks |
+//!
+//! **Concurrency limits.** SQLite, LMDB and redb have one writer. Their transactions start
+//! lazily at their first operation: reads see the last committed snapshot and never wait; the
+//! first write waits (at most [`PeerOptions::writer_wait`]) for the engine's single writer slot.
+//! If another writer committed after this transaction's first read, the write fails with a
+//! retryable [`DbError::Peer`], which keeps the outcome serialisable (the trait's key-level 2PL
+//! would instead have aborted one of the two). RocksDB runs key-level pessimistic locking with no
+//! wait: a lock conflict is a retryable error at once, as in nvmdb's own engines.
+//!
+//! **Durability.** [`PeerDurability::Durable`] makes every commit durable before `commit`
+//! returns ([`CommitToken::DURABLE`]). [`PeerDurability::Relaxed`] acknowledges earlier; its
+//! tokens count commits, and [`Engine::wait_durable`] forces a sync. What `Relaxed` gives up:
+//!
+//! | peer | `Durable` | `Relaxed` | a power loss in `Relaxed` mode loses |
+//! |---|---|---|---|
+//! | `sqlite` | `synchronous=FULL` | `synchronous=NORMAL` | commits since the last checkpoint |
+//! | `lmdb` | fsync at every commit | `MDB_NOSYNC` | recent commits, maybe the database (1) |
+//! | `redb` | `Durability::Immediate` | `Durability::None` | commits since the last durable (2) |
+//! | `rocksdb` | WAL with `sync=true` | WAL with `sync=false` | recent commits |
+//!
+//! In every `Relaxed` peer but redb a *process* crash loses nothing: the commit is in the OS page
+//! cache. SQLite in WAL mode with `NORMAL` fsyncs the WAL at each checkpoint and stays consistent;
+//! RocksDB's WAL recovery stays consistent. (1) LMDB without `MDB_WRITEMAP` stays consistent only
+//! if the file system keeps the order of writes. (2) redb's `None` keeps the commit in process
+//! memory until the next `Immediate` commit (which `wait_durable` and `shutdown` run), so a
+//! process crash loses it too, and frees no pages until then; the file stays consistent.
+//!
+//! `region()` is `None` for every peer (they do not run on a pmem region); `recovery_report()`
+//! says what the peer did on open and how long opening took; `check_integrity()` runs the peer's
+//! own checker where it has one and checks every row's size.
+
+use std::path::Path;
+use std::time::Duration;
+use storage::conformance::Writers;
+use storage::{DbError, Engine};
+
+mod common;
+pub mod lmdb;
+pub mod redb;
+#[cfg(feature = "rocksdb")]
+pub mod rocksdb;
+pub mod sqlite;
+
+/// Names accepted by [`open`].
+#[cfg(not(feature = "rocksdb"))]
+pub const PEERS: &[&str] = &["sqlite", "lmdb", "redb"];
+/// Names accepted by [`open`].
+#[cfg(feature = "rocksdb")]
+pub const PEERS: &[&str] = &["sqlite", "lmdb", "redb", "rocksdb"];
+
+/// What a peer is, for reports: how it orders writers and a one-line summary to print beside
+/// its numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerInfo {
+    pub name: &'static str,
+    pub writers: Writers,
+    pub summary: &'static str,
+}
+
+/// Facts about peer `name` (any peer this crate knows, built or not).
+pub fn info(name: &str) -> Option<PeerInfo> {
+    let (name, writers, summary) = match name {
+        "sqlite" => ("sqlite", Writers::One, "SQLite, WAL journal: one writer, readers never wait"),
+        "lmdb" => {
+            ("lmdb", Writers::One, "LMDB, copy-on-write B+tree: one writer, readers never wait")
+        }
+        "redb" => {
+            ("redb", Writers::One, "redb, copy-on-write B-tree: one writer, readers never wait")
+        }
+        "rocksdb" => (
+            "rocksdb",
+            Writers::KeyLocks,
+            "RocksDB TransactionDB, LSM + WAL: key locks, no wait (conflicts retry)",
+        ),
+        _ => return None,
+    };
+    Some(PeerInfo { name, writers, summary })
+}
+
+/// Whether a commit is durable when it returns (see the crate docs for what `Relaxed` gives up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PeerDurability {
+    #[default]
+    Durable,
+    Relaxed,
+}
+
+/// Everything a peer is opened with; defaults live in [`PeerOptions::default`].
+#[derive(Clone, Debug)]
+pub struct PeerOptions {
+    pub durability: PeerDurability,
+    /// Worker threads (`begin(worker)` takes `0..workers`).
+    pub workers: usize,
+    /// Longest a write waits for the single writer slot (SQLite, LMDB, redb) before failing with
+    /// a retryable error; also SQLite's busy timeout.
+    pub writer_wait: Duration,
+    /// Page cache: SQLite's, split across its connections; redb's; RocksDB's block cache. LMDB
+    /// uses the OS page cache.
+    pub cache_bytes: u64,
+    /// LMDB's map size: the largest the database may grow.
+    pub lmdb_map_bytes: u64,
+    /// SQLite VFS to open connections with (`None`: the default VFS). The seam for NVWAL.
+    pub sqlite_vfs: Option<String>,
+}
+
+impl Default for PeerOptions {
+    fn default() -> Self {
+        PeerOptions {
+            durability: PeerDurability::Durable,
+            workers: 1,
+            writer_wait: Duration::from_secs(10),
+            cache_bytes: 256 << 20,
+            lmdb_map_bytes: 256 << 30,
+            sqlite_vfs: None,
+        }
+    }
+}
+
+/// Opens (creating if needed) peer `name` in directory `dir` with default options.
+pub fn open(
+    name: &str,
+    dir: &Path,
+    durability: PeerDurability,
+    workers: usize,
+) -> Result<Box<dyn Engine>, DbError> {
+    open_with(name, dir, &PeerOptions { durability, workers, ..PeerOptions::default() })
+}
+
+/// Opens (creating if needed) peer `name` in directory `dir`. The directory holds one peer's
+/// files; opening it as another peer is a [`DbError::Format`] error.
+pub fn open_with(
+    name: &str,
+    dir: &Path,
+    options: &PeerOptions,
+) -> Result<Box<dyn Engine>, DbError> {
+    type OpenFn = fn(&Path, &PeerOptions) -> Result<Box<dyn Engine>, DbError>;
+    let open_peer: OpenFn = match name {
+        "sqlite" => |d, o| Ok(Box::new(sqlite::SqliteEngine::open(d, o)?)),
+        "lmdb" => |d, o| Ok(Box::new(lmdb::LmdbEngine::open(d, o)?)),
+        "redb" => |d, o| Ok(Box::new(redb::RedbEngine::open(d, o)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb" => |d, o| Ok(Box::new(rocksdb::RocksEngine::open(d, o)?)),
+        _ => {
+            let hint =
+                if name == "rocksdb" { "; rebuild with `--features peers/rocksdb`" } else { "" };
+            return Err(DbError::Invalid(format!(
+                "no peer engine `{name}` in this build (peers: {}){hint}",
+                PEERS.join(", ")
+            )));
+        }
+    };
+    if options.workers == 0 {
+        return Err(DbError::Invalid("peers need at least one worker".into()));
+    }
+    common::claim_dir(dir, name)?;
+    open_peer(dir, options)
+}

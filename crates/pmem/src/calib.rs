@@ -1,0 +1,259 @@
+//! Measurement kernels behind `nvmdb calibrate` (thesis §5.1: delay precision, Fig. 5.1;
+//! bandwidth-reservation accuracy, Table 5.2), and the cost of store + flush + fence through raw
+//! instructions and through the region API. They live in `pmem` because the raw baseline needs
+//! the mapping's address and the flush instructions, which nothing outside this crate touches.
+//!
+//! Every kernel returns raw TSC ticks or per-sample nanoseconds; statistics are the caller's.
+
+use crate::flush::{flush_line, store_fence, CACHE_LINE};
+use crate::region::Region;
+use crate::timing::{rdtsc, TimingModel, TimingOptions, Tsc};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Lines the store/flush kernels cycle through: small enough to stay in L2, large enough that
+/// a line is cold in the write-back path by the time it is stored again.
+pub const RING_LINES: u64 = 1024;
+
+/// Bound on one kernel's repetitions, so a typo cannot run for hours.
+pub const MAX_REPS: usize = 10_000_000;
+
+/// Median cost of two back-to-back `rdtsc` reads, in ticks: what a `rdtsc; work; rdtsc`
+/// measurement adds to the work.
+pub fn rdtsc_pair_ticks() -> u64 {
+    let mut samples: Vec<u64> = (0..10_001)
+        .map(|_| {
+            let t0 = rdtsc();
+            let t1 = rdtsc();
+            t1.wrapping_sub(t0)
+        })
+        .collect();
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+/// Times `reps` calls of [`Tsc::delay_ns`]`(requested_ns)`; returns each call's duration in
+/// nanoseconds, measurement overhead (`pair_ticks`, see [`rdtsc_pair_ticks`]) subtracted.
+pub fn measure_delay_ns(requested_ns: u64, reps: usize, pair_ticks: u64) -> Vec<f64> {
+    let tsc = Tsc::get();
+    (0..reps.min(MAX_REPS))
+        .map(|_| {
+            let t0 = rdtsc();
+            tsc.delay_ns(requested_ns);
+            let t1 = rdtsc();
+            t1.wrapping_sub(t0).saturating_sub(pair_ticks) as f64 / tsc.ticks_per_ns()
+        })
+        .collect()
+}
+
+/// Times `reps` fences of a `dram` region whose timing model charges `barrier_ns` per persist
+/// barrier; returns each fence's duration in nanoseconds minus the median duration of a fence
+/// on the same medium without the model (so what remains is the modelled delay).
+pub fn measure_barrier_ns(barrier_ns: u64, reps: usize) -> crate::Result<Vec<f64>> {
+    let tsc = Tsc::get();
+    let time_fences = |region: &Region| -> Vec<f64> {
+        (0..reps.min(MAX_REPS))
+            .map(|_| {
+                let t0 = rdtsc();
+                region.fence();
+                rdtsc().wrapping_sub(t0) as f64 / tsc.ticks_per_ns()
+            })
+            .collect()
+    };
+    let options = crate::RegionOptions::new(crate::Medium::Dram, 4096);
+    let plain = Region::open(&options)?;
+    let mut base = time_fences(&plain);
+    base.sort_by(f64::total_cmp);
+    let base_ns = base[base.len() / 2];
+    let timing = TimingOptions { persist_barrier_ns: barrier_ns, ..Default::default() };
+    let timed = Region::open(&crate::RegionOptions { timing, ..options })?;
+    Ok(time_fences(&timed).into_iter().map(|ns| (ns - base_ns).max(0.0)).collect())
+}
+
+/// How the store/flush kernels issue their work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// `copy_nonoverlapping` + the flush instruction + `sfence`, straight on the mapping.
+    Raw,
+    /// `Region::write` + `Region::flush` per line, `Region::fence` per batch.
+    Api,
+}
+
+/// Stores `store_bytes` (1..=64) into each of `batch_lines` lines, flushes each, then fences
+/// once; `rounds` times, cycling through [`RING_LINES`] lines of `region`. Returns total ticks.
+/// The raw path uses the region's flush instruction, so both paths do the same hardware work.
+pub fn store_flush_fence_ticks(
+    region: &Region,
+    path: Path,
+    store_bytes: usize,
+    batch_lines: u64,
+    rounds: u64,
+) -> u64 {
+    assert!((1..=CACHE_LINE as usize).contains(&store_bytes), "store of {store_bytes} bytes");
+    let ring = RING_LINES.min(region.len() / CACHE_LINE);
+    assert!(ring > 0 && batch_lines > 0, "region of {} bytes too small", region.len());
+    let kind = region.flush_kind();
+    let base = region.base_ptr();
+    let mut payload = [0x5au8; CACHE_LINE as usize];
+    let mut line = 0u64;
+    let start = rdtsc();
+    for round in 0..rounds {
+        payload[..8].copy_from_slice(&round.to_le_bytes());
+        for _ in 0..batch_lines {
+            let offset = line * CACHE_LINE;
+            match path {
+                Path::Raw => {
+                    // SAFETY: `offset + store_bytes <= ring * 64 <= region.len()`: inside the
+                    // live mapping; `kind` was checked against CPUID when the region opened.
+                    unsafe {
+                        let target = base.add(offset as usize);
+                        std::ptr::copy_nonoverlapping(payload.as_ptr(), target, store_bytes);
+                        flush_line(kind, target);
+                    }
+                }
+                Path::Api => {
+                    region.write(offset, &payload[..store_bytes]);
+                    region.flush(offset, store_bytes as u64);
+                }
+            }
+            line = if line + 1 == ring { 0 } else { line + 1 };
+        }
+        match path {
+            Path::Raw => store_fence(),
+            Path::Api => region.fence(),
+        }
+    }
+    rdtsc().wrapping_sub(start)
+}
+
+/// What [`reservation_fraction`] saw.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReservationRun {
+    pub reservations: u64,
+    /// Device time reserved, in ticks.
+    pub reserved_ticks: u64,
+    /// Device idle between back-to-back reservations: the reservation overhead.
+    pub overhead_idle_ticks: u64,
+    /// Device idle longer than [`PREEMPTION_GAP_NS`]: every thread was off the CPU.
+    pub preempted_idle_ticks: u64,
+    pub elapsed_ticks: u64,
+}
+
+impl ReservationRun {
+    /// Fraction of device time reserved while some thread was running: Table 5.2's measure.
+    pub fn fraction_reserved(&self) -> f64 {
+        let busy = self.reserved_ticks + self.overhead_idle_ticks;
+        if busy == 0 {
+            return 0.0;
+        }
+        self.reserved_ticks as f64 / busy as f64
+    }
+
+    /// Fraction of wall time reserved (also counts time the threads were preempted).
+    pub fn wall_fraction(&self) -> f64 {
+        (self.reserved_ticks as f64 / self.elapsed_ticks.max(1) as f64).min(1.0)
+    }
+}
+
+/// An idle gap at least this long is a preemption (every reserving thread descheduled), not
+/// reservation overhead; on a shared machine those would otherwise swamp the measurement.
+pub const PREEMPTION_GAP_NS: u64 = 5_000;
+
+/// Thesis Table 5.2: `threads` threads repeatedly reserve `reservation_ns` of device time on one
+/// shared `next_available` word and wait until their reservation ends, for `duration`. The
+/// device idles between reservations when reserving costs more than the reservation lasts; the
+/// fraction reserved (1.0 = modelled bandwidth exact) is what [`ReservationRun`] reports.
+pub fn reservation_fraction(
+    reservation_ns: u64,
+    threads: usize,
+    duration: Duration,
+) -> ReservationRun {
+    let tsc = Tsc::get();
+    // One line per reservation: bandwidth = 64 bytes per `reservation_ns`.
+    let bandwidth = (CACHE_LINE as f64 * 1e9 / reservation_ns.max(1) as f64) as u64;
+    let model = TimingModel::new(TimingOptions {
+        write_bandwidth_bytes_per_s: bandwidth.max(64),
+        ..Default::default()
+    });
+    let gap_limit = tsc.ns_to_ticks(PREEMPTION_GAP_NS);
+    let totals = [const { AtomicU64::new(0) }; 3];
+    let stop = AtomicBool::new(false);
+    let go = AtomicBool::new(false);
+    let t0 = std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                while !go.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                let (mut count, mut overhead, mut preempted) = (0u64, 0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    let idle = model.reserve_lines(1);
+                    model.on_fence();
+                    if idle < gap_limit {
+                        overhead += idle;
+                    } else if count > 0 {
+                        // (A thread's first reservation may find the word at tick 0.)
+                        preempted += idle;
+                    }
+                    count += 1;
+                }
+                for (total, v) in totals.iter().zip([count, overhead, preempted]) {
+                    total.fetch_add(v, Ordering::Relaxed);
+                }
+            });
+        }
+        let t0 = rdtsc();
+        go.store(true, Ordering::Release);
+        let started = Instant::now();
+        while started.elapsed() < duration {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        stop.store(true, Ordering::Relaxed);
+        t0
+    });
+    // Every reservation started after `t0` and was waited for before its thread ended.
+    let elapsed_ticks = rdtsc().wrapping_sub(t0);
+    let reservations = totals[0].load(Ordering::Relaxed);
+    ReservationRun {
+        reservations,
+        reserved_ticks: reservations * model.line_ticks(),
+        overhead_idle_ticks: totals[1].load(Ordering::Relaxed),
+        preempted_idle_ticks: totals[2].load(Ordering::Relaxed),
+        elapsed_ticks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Medium, RegionOptions};
+
+    #[test]
+    fn both_paths_do_the_same_work_and_only_the_api_is_counted() {
+        let region = Region::open(&RegionOptions::new(Medium::Shm, 64 * 64)).unwrap();
+        store_flush_fence_ticks(&region, Path::Raw, 64, 4, 10);
+        assert_eq!(region.stats(), crate::Stats::default(), "raw stores bypass the region");
+        let raw_bytes = region.snapshot();
+        let fresh = Region::open(&RegionOptions::new(Medium::Shm, 64 * 64)).unwrap();
+        store_flush_fence_ticks(&fresh, Path::Api, 64, 4, 10);
+        let stats = fresh.stats();
+        assert_eq!((stats.stores, stats.lines_flushed, stats.fences), (40, 40, 10));
+        assert_eq!(fresh.snapshot(), raw_bytes, "both paths store the same bytes");
+    }
+
+    #[test]
+    fn long_reservations_reserve_most_of_the_time() {
+        let run = reservation_fraction(2_000, 1, Duration::from_millis(20));
+        assert!(run.reservations > 0);
+        assert!(run.fraction_reserved() > 0.5, "{run:?}");
+        assert!(run.wall_fraction() <= 1.0);
+    }
+
+    #[test]
+    fn delays_measure_close_to_the_request() {
+        let pair = rdtsc_pair_ticks();
+        let mut samples = measure_delay_ns(1_000, 1001, pair);
+        samples.sort_by(f64::total_cmp);
+        assert!((samples[500] - 1_000.0).abs() < 100.0, "median {}", samples[500]);
+    }
+}
