@@ -309,8 +309,12 @@ impl<'a> BTree<'a> {
             rewrite_from(w, leaf, n, &es, pos)?;
             return Ok(true);
         }
-        // Split the leaf; push the separator up through the held ancestors.
-        let mid = es.len() / 2;
+        // Split the leaf; push the separator up through the held ancestors. A key that continues
+        // a dense ascending run (history ids, order ids) splits right after itself, so later keys
+        // of the run append to a node of their own instead of shifting whatever follows the run
+        // (another worker's run) on every insert; any other key splits the node in half.
+        let continues_run = pos > 0 && es[pos - 1].0.checked_add(1) == Some(key);
+        let mid = if continues_run { (pos + 1).min(es.len() - 1) } else { es.len() / 2 };
         let right = w.alloc_page()?;
         write_node(w, right, LEAF, &es[mid..], sibling(n), 0)?;
         let h = header(LEAF, mid, right, 0);
