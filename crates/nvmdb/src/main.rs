@@ -25,6 +25,8 @@ enum Command {
     Calibrate(cli::calibrate::Args),
     /// One benchmark run: a workload on an engine; table, --json or --csv.
     Bench(Box<cli::bench::Args>),
+    /// Crash, recover, verify: simulated power failures, or real kills with --kill.
+    Crashtest(Box<cli::crashtest::Args>),
     /// Run experiment specs (the papers' figures): a grid of bench runs, resumable, shardable.
     Sweep(cli::sweep::Args),
     /// Join the output directories of sharded sweeps.
@@ -39,6 +41,7 @@ fn main() -> ExitCode {
         Command::Info(args) => cli::info::run(args),
         Command::Calibrate(args) => cli::calibrate::run(args),
         Command::Bench(args) => cli::bench::run(*args),
+        Command::Crashtest(args) => cli::crashtest::run(*args),
         Command::Sweep(args) => cli::sweep::run(args),
         Command::Merge(args) => cli::merge::run(args),
         Command::Report(args) => cli::report::run(args),

@@ -49,7 +49,7 @@ fn json_has_every_documented_key() {
     assert_eq!(json["committed"], 400);
     assert_eq!(json["checker"], "pass");
     assert_eq!(json["config"]["threads"], 2);
-    assert_eq!(json["config"]["medium"], "dram");
+    assert_eq!(json["config"]["medium"], "shm");
     assert_eq!(json["config"]["workload_opts"]["accounts_per_branch"], 500);
 }
 

@@ -80,8 +80,9 @@ pub struct Args {
     /// Seed of every generator stream (worker i gets a seed derived from it).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Where the region lives: dram, shm, file, dax, sim.
-    #[arg(long, default_value = "dram")]
+    /// Where the region lives: dram, shm, file, dax, sim (shm: the embedded default, real
+    /// cache-line flushes to a /dev/shm file).
+    #[arg(long, default_value = "shm")]
     pub medium: String,
     /// Region file (shm, file, dax), or the directory of a peer engine.
     #[arg(long)]

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod calibrate;
+pub mod crashtest;
 pub mod info;
 pub mod merge;
 pub mod report;

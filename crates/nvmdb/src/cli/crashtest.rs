@@ -1,0 +1,864 @@
+//! `nvmdb crashtest`: crash, recover, verify (DESIGN §6, §7), for any region engine and any
+//! workload, on simulated power failures ([`bench::crash`]) or, with `--kill`, on real process
+//! crashes of a child running the benchmark on a `shm`/`file` region or a peer's directory
+//! ([`bench::kill`]).
+//!
+//! Exit codes: 0 when every crash recovered and verified; 1 on any violation (each printed with
+//! `seed S event E policy P` and the arguments that replay it), or when no crash point was
+//! reached; 2 for a bad option or a setup failure (one line on stderr).
+//!
+//! Databases are small unless told otherwise (YCSB 1,000 records, TPC-B 1,000 accounts per
+//! branch, an 8 MiB region) so that an iteration takes milliseconds; every workload option of
+//! `nvmdb bench` is accepted.
+
+use anyhow::Context;
+use bench::crash::{self, CrashOptions, EventChoice, Observer, Outcome, Replay, Summary};
+use bench::crash::{SimTarget, ViolationKind};
+use bench::kill::{self, KillOptions, KillTarget};
+use bench::units::{self, TimeUnit};
+use bench::{RunLength, RunOptions, Setup};
+use nvmdb::registry::{self, EngineConfig, EngineInfo, EngineKind};
+use pmem::{CrashPolicy, Medium, Region, RegionOptions};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use workloads::{Workload, WorkloadOptions};
+
+/// Region size when `--size` is not given.
+const DEFAULT_SIZE: &str = "8MiB";
+/// YCSB records when neither `--records` nor `--scale` is given.
+const DEFAULT_YCSB_RECORDS: u64 = 1_000;
+/// TPC-B accounts per branch unless `--workload-opt accounts_per_branch=N`.
+const DEFAULT_TPCB_ACCOUNTS: u64 = 1_000;
+/// With `--kill`: the latest moment of a kill after the child's workers start.
+const DEFAULT_KILL_WINDOW: &str = "200ms";
+/// How long a child may take to open its region and start (recovery of a large region).
+const CHILD_START_TIMEOUT: Duration = Duration::from_secs(120);
+/// A child runs until it is killed; this only bounds a child whose parent vanished.
+const CHILD_RUN: Duration = Duration::from_secs(3600);
+/// Violations printed on stderr as they are found; the rest are only counted.
+const MAX_PRINTED_VIOLATIONS: u64 = 20;
+/// Crashed regions of failed `--kill` iterations kept for inspection.
+const MAX_KEPT_REGIONS: u64 = 3;
+
+/// Workload flags, as `nvmdb bench` takes them.
+#[derive(clap::Args, Debug, Default)]
+pub struct WorkloadFlags {
+    /// Workload mix (YCSB: a..f, read-only, read-heavy, balanced, write-heavy).
+    #[arg(long)]
+    pub mix: Option<String>,
+    /// Run only this transaction type (e.g. tpcc new-order, tatp update-location).
+    #[arg(long)]
+    pub txn: Option<String>,
+    /// Scale factor (TPC-B branches, TPC-C warehouses, TATP subscribers in units of 100,000).
+    #[arg(long)]
+    pub scale: Option<u64>,
+    /// YCSB record count (TATP: subscriber count). Default here: 1000 for YCSB.
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Request distribution (YCSB: uniform, zipfian, scrambled-zipfian, latest, hotspot).
+    #[arg(long)]
+    pub distribution: Option<String>,
+    /// YCSB: N-Store skew, low or high (implies the hotspot distribution).
+    #[arg(long)]
+    pub skew: Option<String>,
+    /// YCSB: zipfian constant θ in (0, 1).
+    #[arg(long)]
+    pub theta: Option<f64>,
+    /// Any other workload option KEY=VALUE (repeatable), e.g. accounts_per_branch=1000.
+    #[arg(long = "workload-opt", value_name = "KEY=VALUE")]
+    pub workload_opt: Vec<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Engine to crash: a region engine (inplace, ...); peers (directory engines) with --kill.
+    #[arg(long, required_unless_present = "kill_child")]
+    pub engine: Option<String>,
+    /// Workload: ycsb, tpcb, tpcc, tatp.
+    #[arg(long, default_value = "ycsb")]
+    pub workload: String,
+    #[command(flatten)]
+    pub shape: WorkloadFlags,
+    /// Crash points to test; with --kill, processes to kill.
+    #[arg(long, default_value_t = 100)]
+    pub crashes: u64,
+    /// Seed of everything random; iteration i derives its own seed from it.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// What a simulated power failure keeps of unpersisted lines: persisted, evict, torn, or
+    /// all (taken in turn). Default: all.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Which events a crash point counts: fence, store, or any (each point picks). Default: any.
+    #[arg(long)]
+    pub event: Option<String>,
+    /// Worker threads of each run (with more than 1, replays may not reproduce exactly).
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Transactions per thread of each iteration's run (the crash ends it early).
+    #[arg(long, default_value_t = 50)]
+    pub txns: u64,
+    /// Per iteration, crash this many times more inside recovery (a chain: each cut falls in
+    /// the recovery of the previous crash's image), verifying after each. Default: 0.
+    #[arg(long)]
+    pub recovery_crashes: Option<u32>,
+    /// Iterations run at once, each on its own simulated region (default: 4 per core, at most 16; runs mostly wait).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Region size (default `8MiB`).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Durable processor caches (eADR): every completed store survives a simulated crash.
+    #[arg(long)]
+    pub eadr: bool,
+    /// Engine-specific option KEY=VALUE (repeatable), e.g. node_capacity=8,
+    /// fault=commit-before-data.
+    #[arg(long = "engine-opt", value_name = "KEY=VALUE")]
+    pub engine_opt: Vec<String>,
+    /// Per-thread bound on commits waiting for durability (group commit).
+    #[arg(long, default_value_t = bench::driver::DEFAULT_MAX_PENDING)]
+    pub max_pending: usize,
+    /// Rerun one case, as a violation prints it: SEED:EVENT:COUNT (with --policy).
+    #[arg(long, value_name = "SEED:EVENT:COUNT")]
+    pub replay: Option<String>,
+    /// Print one JSON object instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Real process crashes: SIGKILL a child running the benchmark, recover, verify.
+    #[arg(long)]
+    pub kill: bool,
+    /// With --kill: the region's medium, shm (default) or file.
+    #[arg(long)]
+    pub medium: Option<String>,
+    /// With --kill: the region file, or a peer's directory (default: a fresh name in /dev/shm
+    /// or the temporary directory). It and PATH.base must not exist.
+    #[arg(long)]
+    pub path: Option<PathBuf>,
+    /// With --kill: each kill comes at a random time up to this long after the child's
+    /// workers start (default 200ms).
+    #[arg(long)]
+    pub kill_window: Option<String>,
+    /// Internal: run as the child of a --kill campaign.
+    #[arg(long, hide = true, value_name = "PLAN")]
+    pub kill_child: Option<String>,
+}
+
+/// A command-line value that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid --{flag}: {reason}")]
+struct Invalid {
+    flag: &'static str,
+    reason: String,
+}
+
+fn invalid(flag: &'static str, reason: impl Into<String>) -> Invalid {
+    Invalid { flag, reason: reason.into() }
+}
+
+/// What the child of a `--kill` campaign runs, passed as JSON in `--kill-child`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct ChildPlan {
+    engine: String,
+    workload: String,
+    workload_options: WorkloadOptions,
+    region: RegionOptions,
+    engine_opts: BTreeMap<String, String>,
+    threads: usize,
+    max_pending: usize,
+}
+
+impl ChildPlan {
+    fn config(&self) -> EngineConfig {
+        EngineConfig { workers: self.threads, cache_pages: None, extra: self.engine_opts.clone() }
+    }
+}
+
+/// Everything a campaign needs, validated.
+struct Plan {
+    engine: &'static EngineInfo,
+    workload: String,
+    workload_options: WorkloadOptions,
+    config: EngineConfig,
+    size_bytes: u64,
+    json: bool,
+    mode: Mode,
+}
+
+enum Mode {
+    Sim {
+        options: CrashOptions,
+        eadr: bool,
+    },
+    Kill {
+        options: KillOptions,
+        medium: Medium,
+        path: Option<PathBuf>,
+        threads: usize,
+        max_pending: usize,
+    },
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(plan) = &args.kill_child {
+        return run_child(plan, args.seed);
+    }
+    let plan = plan(&args)?;
+    let summary = match &plan.mode {
+        Mode::Sim { options, eadr } => run_sim(&plan, options, *eadr)?,
+        Mode::Kill { .. } => run_kill(&plan)?,
+    };
+    print_summary(&plan, &summary)?;
+    if summary.violations > 0 {
+        return Ok(ExitCode::from(1));
+    }
+    if summary.crashes == 0 {
+        eprintln!(
+            "error: no crash point was reached (the runs ended first): nothing was tested; \
+             use more --txns"
+        );
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plan(args: &Args) -> anyhow::Result<Plan> {
+    let name = args.engine.clone().unwrap_or_default();
+    let Some(engine) = registry::lookup(&name) else {
+        let known = registry::names().join(", ");
+        return Err(invalid("engine", format!("unknown engine `{name}` (known: {known})")).into());
+    };
+    match (engine.kind, args.kill) {
+        (EngineKind::Testing, _) => {
+            return Err(invalid(
+                "engine",
+                format!("`{name}` keeps nothing persistent: there is nothing to crash-test"),
+            )
+            .into())
+        }
+        (EngineKind::Peer, false) => {
+            return Err(invalid(
+                "engine",
+                format!(
+                    "`{name}` does not run on a pmem region, so crashes cannot be simulated; \
+                     crash it for real with --kill"
+                ),
+            )
+            .into())
+        }
+        _ => {}
+    }
+    if args.threads == 0 || args.threads > bench::driver::MAX_THREADS {
+        let max = bench::driver::MAX_THREADS;
+        return Err(invalid("threads", format!("must be 1..={max}, got {}", args.threads)).into());
+    }
+    if args.txns == 0 {
+        return Err(invalid("txns", "must be at least 1").into());
+    }
+    if args.crashes == 0 {
+        return Err(invalid("crashes", "must be at least 1").into());
+    }
+    let size_bytes = units::parse_bytes(args.size.as_deref().unwrap_or(DEFAULT_SIZE))
+        .map_err(|e| invalid("size", e.to_string()))?;
+    if size_bytes == 0 {
+        return Err(invalid("size", "must be larger than zero").into());
+    }
+    let config = EngineConfig {
+        workers: args.threads,
+        cache_pages: None,
+        extra: key_values("engine-opt", &args.engine_opt)?,
+    };
+    if engine.kind == EngineKind::Region {
+        registry::region_engine_options(engine.name, &config)
+            .map_err(|e| invalid("engine-opt", e.to_string()))?;
+    }
+    let workload_options = workload_options(&args.workload, &args.shape)?;
+    workloads::by_name(&args.workload, &workload_options)
+        .map_err(|reason| invalid("workload", reason))?;
+    let mode = if args.kill { kill_mode(args)? } else { sim_mode(args)? };
+    Ok(Plan {
+        engine,
+        workload: args.workload.clone(),
+        workload_options,
+        config,
+        size_bytes,
+        json: args.json,
+        mode,
+    })
+}
+
+fn sim_mode(args: &Args) -> Result<Mode, Invalid> {
+    for (flag, given) in [
+        ("medium", args.medium.is_some()),
+        ("path", args.path.is_some()),
+        ("kill-window", args.kill_window.is_some()),
+    ] {
+        if given {
+            return Err(invalid(flag, "applies to --kill only (simulated crashes need no file)"));
+        }
+    }
+    let policies = match args.policy.as_deref().unwrap_or("all") {
+        "all" => CrashPolicy::ALL.to_vec(),
+        other => vec![CrashPolicy::parse(other).ok_or_else(|| {
+            invalid("policy", format!("`{other}` is not persisted, evict, torn or all"))
+        })?],
+    };
+    let event = args.event.as_deref().unwrap_or("any");
+    let event = EventChoice::parse(event)
+        .ok_or_else(|| invalid("event", format!("`{event}` is not fence, store or any")))?;
+    let replay = match &args.replay {
+        None => None,
+        Some(text) => {
+            let [policy] = policies.as_slice() else {
+                return Err(invalid("replay", "needs one --policy (persisted, evict or torn)"));
+            };
+            Some(Replay::parse(text, *policy).map_err(|e| invalid("replay", e))?)
+        }
+    };
+    let options = CrashOptions {
+        crashes: args.crashes,
+        seed: args.seed,
+        policies,
+        event,
+        threads: args.threads,
+        txns_per_thread: args.txns,
+        recovery_crashes: args.recovery_crashes.unwrap_or(0),
+        jobs: args.jobs.unwrap_or_else(default_jobs),
+        max_pending: args.max_pending,
+        replay,
+    };
+    options.validate().map_err(|e| invalid("crashes", e.to_string()))?;
+    Ok(Mode::Sim { options, eadr: args.eadr })
+}
+
+fn kill_mode(args: &Args) -> Result<Mode, Invalid> {
+    for (flag, given) in [
+        ("policy", args.policy.is_some()),
+        ("event", args.event.is_some()),
+        ("recovery-crashes", args.recovery_crashes.is_some()),
+        ("replay", args.replay.is_some()),
+        ("jobs", args.jobs.is_some()),
+        ("eadr", args.eadr),
+    ] {
+        if given {
+            return Err(invalid(flag, "applies to simulated crashes, not to --kill"));
+        }
+    }
+    let medium = match args.medium.as_deref().unwrap_or("shm") {
+        "shm" => Medium::Shm,
+        "file" => Medium::File,
+        other => {
+            return Err(invalid("medium", format!("`{other}` cannot be killed: use shm or file")))
+        }
+    };
+    let window = args.kill_window.as_deref().unwrap_or(DEFAULT_KILL_WINDOW);
+    let window = units::parse_duration(window, TimeUnit::Seconds)
+        .map_err(|e| invalid("kill-window", e.to_string()))?;
+    let options = KillOptions {
+        crashes: args.crashes,
+        seed: args.seed,
+        window,
+        start_timeout: CHILD_START_TIMEOUT,
+    };
+    options.validate().map_err(|e| invalid("kill-window", e.to_string()))?;
+    Ok(Mode::Kill {
+        options,
+        medium,
+        path: args.path.clone(),
+        threads: args.threads,
+        max_pending: args.max_pending,
+    })
+}
+
+fn default_jobs() -> usize {
+    std::thread::available_parallelism().map_or(4, |n| 4 * n.get()).clamp(2, 16)
+}
+
+/// `KEY=VALUE` pairs; a key given twice is an error.
+fn key_values(flag: &'static str, pairs: &[String]) -> Result<BTreeMap<String, String>, Invalid> {
+    let mut map = BTreeMap::new();
+    for pair in pairs {
+        let Some((key, value)) = pair.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
+            return Err(invalid(flag, format!("`{pair}` is not KEY=VALUE")));
+        };
+        if map.insert(key.trim().to_string(), value.trim().to_string()).is_some() {
+            return Err(invalid(flag, format!("`{key}` given twice")));
+        }
+    }
+    Ok(map)
+}
+
+/// The workload flags, `--workload-opt` pairs laid over them, then crashtest's small-database
+/// defaults for what is still unset.
+fn workload_options(workload: &str, f: &WorkloadFlags) -> Result<WorkloadOptions, Invalid> {
+    let base = WorkloadOptions {
+        scale: f.scale,
+        records: f.records,
+        mix: f.mix.clone(),
+        txn: f.txn.clone(),
+        distribution: f.distribution.clone(),
+        theta: f.theta,
+        skew: f.skew.clone(),
+        ..WorkloadOptions::default()
+    };
+    let mut options = if f.workload_opt.is_empty() {
+        base
+    } else {
+        let to_invalid = |e: serde_json::Error| invalid("workload-opt", e.to_string());
+        let mut value = serde_json::to_value(&base).map_err(to_invalid)?;
+        let Some(map) = value.as_object_mut() else {
+            return Err(invalid("workload-opt", "workload options are not an object"));
+        };
+        for (key, text) in key_values("workload-opt", &f.workload_opt)? {
+            let parsed = if let Ok(n) = text.parse::<u64>() {
+                serde_json::Value::from(n)
+            } else if let Ok(x) = text.parse::<f64>() {
+                serde_json::Value::from(x)
+            } else {
+                serde_json::Value::from(text)
+            };
+            map.insert(key.replace('-', "_"), parsed);
+        }
+        serde_json::from_value(value).map_err(to_invalid)?
+    };
+    let name = workload.to_ascii_lowercase();
+    if name.starts_with("ycsb") && options.records.is_none() && options.scale.is_none() {
+        options.records = Some(DEFAULT_YCSB_RECORDS);
+    }
+    if matches!(name.as_str(), "tpcb" | "tpc-b") && options.accounts_per_branch.is_none() {
+        options.accounts_per_branch = Some(DEFAULT_TPCB_ACCOUNTS);
+    }
+    Ok(options)
+}
+
+fn make_workload(plan: &Plan) -> Box<dyn Workload> {
+    // Validated in `plan`, and building a workload depends on nothing else.
+    workloads::by_name(&plan.workload, &plan.workload_options)
+        .unwrap_or_else(|e| panic!("workload options were validated: {e}"))
+}
+
+fn run_sim(plan: &Plan, options: &CrashOptions, eadr: bool) -> anyhow::Result<Summary> {
+    let name = plan.engine.name;
+    let open = |region: Region| {
+        registry::open_on_region(name, region, &plan.config).map_err(|e| e.to_string())
+    };
+    let make = || make_workload(plan);
+    let target = SimTarget {
+        open: &open,
+        workload: &make,
+        region: RegionOptions { size_bytes: plan.size_bytes, eadr, ..RegionOptions::default() },
+    };
+    let total = options.replay.map_or(options.crashes, |_| 1);
+    let observer = Display::new(total, plan.json);
+    let summary = crash::run_sim(&target, options, &observer);
+    observer.finish();
+    Ok(summary?)
+}
+
+/// The files of a `--kill` campaign: the working region (or directory) and the loaded base.
+struct KillPaths {
+    work: PathBuf,
+    base: PathBuf,
+    /// A copy of the working region as the kill left it, before recovery touched it.
+    crashed: PathBuf,
+}
+
+impl KillPaths {
+    fn new(plan: &Plan, medium: Medium, given: Option<&Path>) -> anyhow::Result<KillPaths> {
+        let work = match given {
+            Some(p) => p.to_path_buf(),
+            None => {
+                let dir = match (plan.engine.kind, medium) {
+                    (EngineKind::Region, Medium::Shm) => PathBuf::from("/dev/shm"),
+                    _ => std::env::temp_dir(),
+                };
+                dir.join(format!("nvmdb-crashtest-{}", std::process::id()))
+            }
+        };
+        let with = |suffix: &str| {
+            let mut name = work.clone().into_os_string();
+            name.push(suffix);
+            PathBuf::from(name)
+        };
+        let paths = KillPaths { base: with(".base"), crashed: with(".crashed"), work };
+        for p in [&paths.work, &paths.base] {
+            if p.exists() {
+                return Err(invalid(
+                    "path",
+                    format!("{} exists; crashtest --kill creates it, give a new path", p.display()),
+                )
+                .into());
+            }
+        }
+        Ok(paths)
+    }
+
+    fn remove_all(&self) {
+        for p in [&self.work, &self.base, &self.crashed] {
+            let _ = remove_path(p);
+        }
+    }
+}
+
+fn remove_path(p: &Path) -> std::io::Result<()> {
+    if p.is_dir() {
+        std::fs::remove_dir_all(p)
+    } else if p.exists() {
+        std::fs::remove_file(p)
+    } else {
+        Ok(())
+    }
+}
+
+/// Copies a region file, or a peer's directory tree, replacing `target`.
+fn copy_path(source: &Path, target: &Path) -> std::io::Result<()> {
+    remove_path(target)?;
+    if source.is_dir() {
+        std::fs::create_dir_all(target)?;
+        for entry in std::fs::read_dir(source)? {
+            let entry = entry?;
+            copy_path(&entry.path(), &target.join(entry.file_name()))?;
+        }
+        Ok(())
+    } else {
+        std::fs::copy(source, target).map(|_| ())
+    }
+}
+
+fn run_kill(plan: &Plan) -> anyhow::Result<Summary> {
+    let Mode::Kill { options, medium, path, threads, max_pending } = &plan.mode else {
+        unreachable!("run_kill runs the kill mode");
+    };
+    let paths = KillPaths::new(plan, *medium, path.as_deref())?;
+    let region_at = |path: &Path, size_bytes: u64| RegionOptions {
+        medium: *medium,
+        path: Some(path.to_path_buf()),
+        size_bytes,
+        create: size_bytes > 0,
+        ..RegionOptions::default()
+    };
+    let result = (|| -> anyhow::Result<Summary> {
+        load_base(plan, &region_at(&paths.base, plan.size_bytes))?;
+        let workload = make_workload(plan);
+        let child = ChildPlan {
+            engine: plan.engine.name.to_string(),
+            workload: plan.workload.clone(),
+            workload_options: plan.workload_options.clone(),
+            region: region_at(&paths.work, 0),
+            engine_opts: plan.config.extra.clone(),
+            threads: *threads,
+            max_pending: *max_pending,
+        };
+        let child_json = serde_json::to_string(&child)?;
+        let exe = std::env::current_exe().context("locating the nvmdb executable")?;
+        let reset = || copy_path(&paths.base, &paths.work).map_err(|e| e.to_string());
+        let open = || {
+            copy_path(&paths.work, &paths.crashed).map_err(|e| e.to_string())?;
+            registry::open_engine(plan.engine.name, &region_at(&paths.work, 0), &plan.config)
+                .map_err(|e| e.to_string())
+        };
+        let spawn = |seed: u64| {
+            Command::new(&exe)
+                .args(["crashtest", "--kill-child", &child_json, "--seed", &seed.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+        };
+        let target = KillTarget { reset: &reset, open: &open, workload: &*workload, spawn: &spawn };
+        let observer = Display::new(options.crashes, plan.json).keeping(&paths.crashed);
+        let summary = kill::run_kill(&target, options, &observer);
+        observer.finish();
+        Ok(summary?)
+    })();
+    match &result {
+        Ok(summary) if summary.violations > 0 => {
+            let _ = remove_path(&paths.crashed);
+            eprintln!(
+                "kept {} (the loaded base) and the crashed regions of failed kills beside it",
+                paths.base.display()
+            );
+        }
+        _ => paths.remove_all(),
+    }
+    result
+}
+
+/// Creates the base region (or directory) and loads the workload into it.
+fn load_base(plan: &Plan, region: &RegionOptions) -> anyhow::Result<()> {
+    let engine =
+        registry::open_engine(plan.engine.name, region, &plan.config).with_context(|| {
+            format!("creating {}", region.path.as_deref().unwrap_or(Path::new("")).display())
+        })?;
+    let workload = make_workload(plan);
+    workload.load(&*engine, &|_, _| {}).map_err(|e| {
+        let hint = match e {
+            storage::DbError::RegionFull(_) => "; use a larger --size or a smaller database",
+            _ => "",
+        };
+        anyhow::anyhow!("loading the workload: {e}{hint}")
+    })?;
+    engine.shutdown().context("shutting down after loading")?;
+    Ok(())
+}
+
+/// The child of a `--kill` campaign: opens (recovers) the working region and runs the workload
+/// until killed, streaming acks on stdout.
+fn run_child(plan: &str, seed: u64) -> anyhow::Result<ExitCode> {
+    let plan: ChildPlan = serde_json::from_str(plan).context("reading the child plan")?;
+    let engine = registry::open_engine(&plan.engine, &plan.region, &plan.config())?;
+    let workload = workloads::by_name(&plan.workload, &plan.workload_options)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let options = RunOptions {
+        threads: plan.threads,
+        length: RunLength::Timed { warmup: Duration::ZERO, duration: CHILD_RUN },
+        seed,
+        setup: Setup::Attach,
+        max_pending: plan.max_pending,
+        check: false,
+    };
+    kill::serve_child(&*engine, &*workload, &options, Box::new(std::io::stdout()))?;
+    engine.shutdown()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Progress on a terminal's stderr, and violations on stderr as they are found.
+struct Display<'a> {
+    bar: Option<indicatif::ProgressBar>,
+    printed: AtomicU64,
+    /// `--kill`: where the crashed copy of the region is, to keep it when a kill fails.
+    crashed: Option<&'a Path>,
+    kept: AtomicU64,
+}
+
+impl<'a> Display<'a> {
+    fn new(total: u64, json: bool) -> Display<'a> {
+        let bar = (!json && std::io::stderr().is_terminal())
+            .then(|| {
+                let style = indicatif::ProgressStyle::with_template(
+                    "{prefix:>9} [{bar:32}] {pos}/{len} {msg} ({eta})",
+                )
+                .ok()?
+                .progress_chars("=> ");
+                let bar = indicatif::ProgressBar::new(total).with_style(style);
+                bar.set_prefix("crashtest");
+                bar.enable_steady_tick(Duration::from_millis(200));
+                Some(bar)
+            })
+            .flatten();
+        Display { bar, printed: AtomicU64::new(0), crashed: None, kept: AtomicU64::new(0) }
+    }
+
+    fn keeping(mut self, crashed: &'a Path) -> Display<'a> {
+        self.crashed = Some(crashed);
+        self
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn keep_crashed(&self, index: u64) {
+        let Some(crashed) = self.crashed else { return };
+        if self.kept.fetch_add(1, Ordering::Relaxed) >= MAX_KEPT_REGIONS {
+            return;
+        }
+        let mut name = crashed.as_os_str().to_os_string();
+        name.push(format!("-{index}"));
+        if std::fs::rename(crashed, &name).is_ok() {
+            self.say(&format!("  crashed region kept: {}", Path::new(&name).display()));
+        }
+    }
+}
+
+impl Observer for Display<'_> {
+    fn setup(&self, what: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(what.to_string());
+        }
+    }
+
+    fn finished(&self, outcome: &Outcome, done: u64, _total: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
+            bar.set_message(String::new());
+        }
+        if outcome.violations.is_empty() {
+            return;
+        }
+        for v in &outcome.violations {
+            if self.printed.fetch_add(1, Ordering::Relaxed) >= MAX_PRINTED_VIOLATIONS {
+                continue;
+            }
+            self.say(&format!("violation ({}): {}: {}", v.kind.name(), v.crash, v.message));
+            if let Some(replay) = &v.replay {
+                self.say(&format!("  rerun: {}", rerun_command(replay)));
+            }
+        }
+        self.keep_crashed(outcome.index);
+    }
+}
+
+/// This process's command line with the iteration-selecting flags replaced by `replay`.
+fn rerun_command(replay: &str) -> String {
+    const DROP: &[&str] = &["--crashes", "--seed", "--policy", "--replay", "--jobs", "--json"];
+    let mut words = vec!["nvmdb".to_string()];
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let flag = arg.split('=').next().unwrap_or("");
+        if DROP.contains(&flag) {
+            if !arg.contains('=') && flag != "--json" {
+                args.next();
+            }
+            continue;
+        }
+        words.push(arg);
+    }
+    words.push(replay.to_string());
+    words.join(" ")
+}
+
+fn print_summary(plan: &Plan, s: &Summary) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if plan.json {
+        writeln!(out, "{}", summary_json(plan, s))?;
+        return Ok(out.flush()?);
+    }
+    let what = match &plan.mode {
+        Mode::Sim { options, .. } => format!(
+            "simulated power failures (policy {}, event {}, {} thread(s), {} txns each)",
+            options.policies.iter().map(|p| p.name()).collect::<Vec<_>>().join("/"),
+            options.event.name(),
+            options.threads,
+            options.txns_per_thread,
+        ),
+        Mode::Kill { medium, options, .. } => format!(
+            "process kills (SIGKILL on {}, within {} ms of the start)",
+            medium.name(),
+            options.window.as_millis()
+        ),
+    };
+    writeln!(out, "nvmdb crashtest: {} on {}, {what}", plan.engine.name, plan.workload)?;
+    writeln!(out, "  iterations       {}", s.iterations)?;
+    writeln!(
+        out,
+        "  crashes verified {} ({} crash points past the end of their run)",
+        s.crashes, s.unreached
+    )?;
+    if let Mode::Sim { options, .. } = &plan.mode {
+        if options.recovery_crashes > 0 {
+            writeln!(out, "  crashes in recovery {}", s.recovery_crashes)?;
+        }
+        if let Some(span) = s.span {
+            writeln!(out, "  run span         {} stores, {} fences", span.stores, span.fences)?;
+        }
+    }
+    writeln!(out, "  acks verified    {}", s.acks_verified)?;
+    writeln!(
+        out,
+        "  recovery         p50 {:.3} ms, max {:.3} ms ({} recoveries)",
+        s.recovery_ms_p50(),
+        s.recovery_ms_max(),
+        s.recovery_ms.len()
+    )?;
+    let kinds: Vec<String> =
+        s.violations_by_kind.iter().map(|(k, n)| format!("{} {n}", k.name())).collect();
+    if s.violations == 0 {
+        writeln!(out, "  violations       0")?;
+    } else {
+        writeln!(
+            out,
+            "  violations       {} ({}) in {} iterations",
+            s.violations,
+            kinds.join(", "),
+            s.failed_iterations
+        )?;
+    }
+    writeln!(out, "  seed             {}", seed_of(plan))?;
+    writeln!(out, "  elapsed          {:.1} s", s.elapsed.as_secs_f64())?;
+    if !s.kept.is_empty() {
+        writeln!(out, "first violations:")?;
+        for v in s.kept.iter().take(MAX_PRINTED_VIOLATIONS as usize) {
+            writeln!(out, "  {}: {}: {}", v.kind.name(), v.crash, v.message)?;
+            if let Some(replay) = &v.replay {
+                writeln!(out, "    rerun: {}", rerun_command(replay))?;
+            }
+        }
+    }
+    Ok(out.flush()?)
+}
+
+fn seed_of(plan: &Plan) -> u64 {
+    match &plan.mode {
+        Mode::Sim { options, .. } => options.seed,
+        Mode::Kill { options, .. } => options.seed,
+    }
+}
+
+fn summary_json(plan: &Plan, s: &Summary) -> serde_json::Value {
+    let kinds = [
+        ViolationKind::Durability,
+        ViolationKind::Consistency,
+        ViolationKind::Integrity,
+        ViolationKind::Recovery,
+        ViolationKind::Run,
+        ViolationKind::Panic,
+    ];
+    let by_kind: serde_json::Map<String, serde_json::Value> = kinds
+        .iter()
+        .map(|k| (k.name().to_string(), s.violations_by_kind.get(k).copied().unwrap_or(0).into()))
+        .collect();
+    let mut json = serde_json::json!({
+        "engine": plan.engine.name,
+        "workload": plan.workload,
+        "mode": match plan.mode { Mode::Sim { .. } => "sim", Mode::Kill { .. } => "kill" },
+        "iterations": s.iterations,
+        "crashes": s.crashes,
+        "unreached": s.unreached,
+        "recovery_crashes": s.recovery_crashes,
+        "acks_verified": s.acks_verified,
+        "violations": s.violations,
+        "failed_iterations": s.failed_iterations,
+        "violations_by_kind": by_kind,
+        "recovery_ms": {
+            "p50": s.recovery_ms_p50(),
+            "max": s.recovery_ms_max(),
+            "count": s.recovery_ms.len(),
+        },
+        "seed": seed_of(plan),
+        "elapsed_s": s.elapsed.as_secs_f64(),
+        "first_violations": s.kept,
+        "workload_opts": plan.workload_options,
+        "engine_opts": plan.config.extra,
+        "size_bytes": plan.size_bytes,
+    });
+    match &plan.mode {
+        Mode::Sim { options, eadr } => {
+            json["policies"] = options.policies.iter().map(|p| p.name()).collect();
+            json["event"] = options.event.name().into();
+            json["threads"] = options.threads.into();
+            json["txns"] = options.txns_per_thread.into();
+            json["eadr"] = (*eadr).into();
+            json["span"] = serde_json::to_value(s.span).unwrap_or_default();
+        }
+        Mode::Kill { options, medium, threads, .. } => {
+            json["medium"] = medium.name().into();
+            json["threads"] = (*threads).into();
+            json["kill_window_ms"] = (options.window.as_millis() as u64).into();
+        }
+    }
+    json
+}
