@@ -60,9 +60,31 @@ pub const ENGINES: &[EngineInfo] = &[
         about: "In-Place Updates (Pelley et al. VLDB 2014 §3.2): per-txn undo logs, data in NVRAM",
         stores_data: true,
     },
-    // LEAD: peers plug in here, one entry per name in `peers::PEERS`, e.g.
-    // EngineInfo { name: "sqlite", kind: EngineKind::Peer, about: "SQLite (WAL) in --path",
-    //              stores_data: true },
+    EngineInfo {
+        name: "sqlite",
+        kind: EngineKind::Peer,
+        about: "SQLite, WAL journal, synchronous=FULL: one writer, readers never wait",
+        stores_data: true,
+    },
+    EngineInfo {
+        name: "lmdb",
+        kind: EngineKind::Peer,
+        about: "LMDB (heed), synchronous commits: one writer, readers never wait",
+        stores_data: true,
+    },
+    EngineInfo {
+        name: "redb",
+        kind: EngineKind::Peer,
+        about: "redb, Durability::Immediate: one writer, readers never wait",
+        stores_data: true,
+    },
+    #[cfg(feature = "rocksdb")]
+    EngineInfo {
+        name: "rocksdb",
+        kind: EngineKind::Peer,
+        about: "RocksDB TransactionDB, WAL sync=true: key locks without waiting",
+        stores_data: true,
+    },
 ];
 
 /// Names of every engine.
@@ -129,12 +151,10 @@ pub fn open_engine(
             let region = Region::open(region)?;
             open_region_engine(info, region, config)
         }
-        EngineKind::Peer => {
-            let Some(dir) = region.path.as_deref() else {
-                return Err(RegistryError::NeedsDir { engine: info.name });
-            };
-            open_peer(info, dir, config)
-        }
+        EngineKind::Peer => match region.path.as_deref() {
+            Some(dir) => open_peer(info, dir, config),
+            None => open_peer_private(info, config),
+        },
     }
 }
 
@@ -191,18 +211,119 @@ fn open_region_engine(
     Ok(engines::open(info.name, region, &options)?)
 }
 
-/// LEAD: wire `peers::open_with(info.name, dir, &peers::PeerOptions { workers, durability
-/// from config.extra, .. })` here (and add `peers` to nvmdb's Cargo.toml).
+/// Options a peer accepts through `--engine-opt`.
+const PEER_OPTS: &[&str] = &["durability", "cache_bytes", "writer_wait_ms"];
+
 fn open_peer(
     info: &'static EngineInfo,
     dir: &std::path::Path,
     config: &EngineConfig,
 ) -> Result<Box<dyn Engine>, RegistryError> {
-    let _ = (dir, config);
-    Err(RegistryError::Db(DbError::Invalid(format!(
-        "peer `{}` is listed but not wired into the registry",
-        info.name
-    ))))
+    reject_extra(info.name, config, PEER_OPTS)?;
+    let mut o = peers::PeerOptions { workers: config.workers.max(1), ..Default::default() };
+    for (k, v) in &config.extra {
+        match k.as_str() {
+            "durability" => {
+                o.durability = match v.as_str() {
+                    "durable" => peers::PeerDurability::Durable,
+                    "relaxed" => peers::PeerDurability::Relaxed,
+                    _ => {
+                        return Err(RegistryError::Db(DbError::Invalid(format!(
+                            "durability must be durable or relaxed, not `{v}`"
+                        ))))
+                    }
+                }
+            }
+            "cache_bytes" => o.cache_bytes = parse_opt(info.name, k, v)?,
+            "writer_wait_ms" => {
+                o.writer_wait = std::time::Duration::from_millis(parse_opt(info.name, k, v)?)
+            }
+            _ => unreachable!("rejected above"),
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        RegistryError::Db(DbError::Invalid(format!("cannot create {}: {e}", dir.display())))
+    })?;
+    Ok(peers::open_with(info.name, dir, &o)?)
+}
+
+/// A peer opened in a private directory (no `--path`): the directory is removed when the engine
+/// is dropped, as a private `shm` region is.
+struct PrivateDir {
+    engine: Option<Box<dyn Engine>>,
+    dir: std::path::PathBuf,
+}
+
+impl PrivateDir {
+    fn get(&self) -> &dyn Engine {
+        self.engine.as_deref().expect("engine present until drop")
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        drop(self.engine.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Engine for PrivateDir {
+    fn name(&self) -> &str {
+        self.get().name()
+    }
+    fn create_table(&self, spec: &storage::TableSpec) -> storage::Result<storage::TableId> {
+        self.get().create_table(spec)
+    }
+    fn table(&self, name: &str) -> Option<storage::TableId> {
+        self.get().table(name)
+    }
+    fn tables(&self) -> Vec<storage::TableSpec> {
+        self.get().tables()
+    }
+    fn begin(&self, worker: usize) -> storage::Result<Box<dyn storage::Txn + '_>> {
+        self.get().begin(worker)
+    }
+    fn is_durable(&self, token: storage::CommitToken) -> bool {
+        self.get().is_durable(token)
+    }
+    fn wait_durable(&self, token: storage::CommitToken) -> storage::Result<()> {
+        self.get().wait_durable(token)
+    }
+    fn recovery_report(&self) -> storage::RecoveryReport {
+        self.get().recovery_report()
+    }
+    fn region(&self) -> Option<&Region> {
+        self.get().region()
+    }
+    fn check_integrity(&self) -> storage::IntegrityResult {
+        self.get().check_integrity()
+    }
+    fn shutdown(&self) -> storage::Result<()> {
+        self.get().shutdown()
+    }
+}
+
+static PRIVATE_DIR_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn open_peer_private(
+    info: &'static EngineInfo,
+    config: &EngineConfig,
+) -> Result<Box<dyn Engine>, RegistryError> {
+    let n = PRIVATE_DIR_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // tmpfs, as the papers put Shore-MT's files on tmpfs.
+    let dir = std::path::PathBuf::from(format!(
+        "/dev/shm/nvmdb-{}-{}-{n}",
+        info.name,
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    match open_peer(info, &dir, config) {
+        Ok(engine) => Ok(Box::new(PrivateDir { engine: Some(engine), dir })),
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(e)
+        }
+    }
 }
 
 /// Opens region engine `name` on an already-open region (e.g. a `sim` region made from a crash

@@ -266,6 +266,19 @@ fn mmap(len: u64, flags: libc::c_int, fd: libc::c_int) -> std::result::Result<*m
     }
 }
 
+/// Reserves the file's blocks now, so that a full file system is an error at open rather than a
+/// SIGBUS on some later store into the mapping. File systems that cannot preallocate are left as
+/// they are.
+fn preallocate(file: &std::fs::File) -> std::io::Result<()> {
+    let len = file.metadata()?.len();
+    // SAFETY: a plain syscall on an open descriptor; it reports errors through its return value.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+    match rc {
+        0 | libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+        errno => Err(std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
 impl Region {
     /// Opens (or creates) a region.
     pub fn open(options: &RegionOptions) -> Result<Region> {
@@ -397,13 +410,16 @@ impl Region {
                 });
             }
             // Regions grow only here, at open.
-            if let Err(e) = file.set_len(options.size_bytes) {
-                undo(None);
+            if let Err(e) = file.set_len(options.size_bytes).and_then(|()| preallocate(&file)) {
+                undo(Some(actual));
                 return Err(io_err(&path, e));
             }
             grown_from = Some(actual);
             options.size_bytes
         } else {
+            if let Err(e) = preallocate(&file) {
+                return Err(io_err(&path, e));
+            }
             actual
         };
         let base = mmap(len, map_flags(options.medium), file.as_raw_fd()).map_err(|errno| {
@@ -443,8 +459,11 @@ impl Region {
             .create_new(true)
             .open(&path)
             .map_err(|e| io_err(&path, e))?;
-        let mapped =
-            file.set_len(options.size_bytes).map_err(|e| io_err(&path, e)).and_then(|()| {
+        let mapped = file
+            .set_len(options.size_bytes)
+            .and_then(|()| preallocate(&file))
+            .map_err(|e| io_err(&path, e))
+            .and_then(|()| {
                 mmap(options.size_bytes, map_flags(Medium::Shm), file.as_raw_fd()).map_err(|e| {
                     PmemError::Map {
                         size_bytes: options.size_bytes,
