@@ -134,6 +134,21 @@ pub fn evaluate(claim: &ClaimSpec, data: &Dataset) -> ClaimResult {
     }
 }
 
+/// The crossings of a break-even claim, one per group that has one: the group's conditions
+/// and the x (in the claim's units). Empty for other kinds.
+pub fn crossings(claim: &ClaimSpec, data: &Dataset) -> Vec<(Conditions, f64)> {
+    if claim.kind != ClaimKind::Breakeven {
+        return Vec::new();
+    }
+    groups(claim, data)
+        .into_iter()
+        .filter_map(|(_, conds)| match group_value(claim, data, &conds) {
+            Ok(GroupValue::Crossing(Crossing::At(x))) => Some((conds, x)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The distinct combinations of the `per` keys among points matching `where`, each as a label
 /// and the conditions that select it.
 fn groups(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Conditions)> {
@@ -404,26 +419,35 @@ fn number(v: &GroupValue) -> Option<f64> {
 
 type Judged = (String, Option<f64>, Verdict);
 
+/// Groups listed by name in a measured value; beyond that, only the telling ones.
+const MAX_GROUPS_SHOWN: usize = 6;
+
+fn labelled(label: &str, text: String) -> String {
+    if label.is_empty() {
+        text
+    } else {
+        format!("{label} {text}")
+    }
+}
+
+/// `parts`, cut to [`MAX_GROUPS_SHOWN`] with a count of the rest.
+fn listing(parts: &[String]) -> String {
+    if parts.len() <= MAX_GROUPS_SHOWN {
+        return parts.join(", ");
+    }
+    let more = parts.len() - MAX_GROUPS_SHOWN;
+    format!("{}, … {more} more", parts[..MAX_GROUPS_SHOWN].join(", "))
+}
+
 fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) -> Judged {
-    let parts: Vec<String> = values
-        .iter()
-        .map(|(label, v)| {
-            let text = match v {
-                Ok(v) => group_text(claim, v),
-                Err(_) => "–".into(),
-            };
-            if label.is_empty() {
-                text
-            } else {
-                format!("{label} {text}")
-            }
-        })
-        .collect();
-    let details = parts.join(", ");
+    let text_of = |(label, v): &(String, Result<GroupValue, Missing>)| {
+        labelled(label, v.as_ref().map_or_else(|_| "–".into(), |v| group_text(claim, v)))
+    };
+    let parts: Vec<String> = values.iter().map(text_of).collect();
     let missing = Missing::worst(values.iter().filter_map(|(_, v)| v.as_ref().err().cloned()));
     let present: Vec<&GroupValue> = values.iter().filter_map(|(_, v)| v.as_ref().ok()).collect();
     if let Some(m) = missing {
-        let shown = if present.is_empty() { "–".to_string() } else { details };
+        let shown = if present.is_empty() { "–".to_string() } else { listing(&parts) };
         return (shown, None, Verdict::from_missing(m));
     }
     let verdict = |ok: bool| if ok { Verdict::Reproduced } else { Verdict::Differs };
@@ -432,22 +456,39 @@ fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) ->
             let ok = present.iter().all(|v| group_agrees(claim, v));
             let value =
                 if present.len() == 1 { present.first().and_then(|v| number(v)) } else { None };
-            (details, value, verdict(ok))
+            // The groups that disagree come first: they are the news.
+            let (bad, good): (Vec<_>, Vec<_>) =
+                values.iter().partition(|(_, v)| v.as_ref().is_ok_and(|g| !group_agrees(claim, g)));
+            let ordered: Vec<String> = bad.into_iter().chain(good).map(text_of).collect();
+            let text =
+                if parts.len() <= MAX_GROUPS_SHOWN { parts.join(", ") } else { listing(&ordered) };
+            (text, value, verdict(ok))
         }
         agg => {
-            let nums: Vec<f64> = present.iter().filter_map(|v| number(v)).collect();
-            if nums.is_empty() {
-                return (details, None, Verdict::NoData("no numeric value to aggregate".into()));
-            }
-            let (name, v) = match agg {
-                Aggregate::Max => ("max", nums.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
-                Aggregate::Min => ("min", nums.iter().copied().fold(f64::INFINITY, f64::min)),
-                _ => ("mean", nums.iter().sum::<f64>() / nums.len() as f64),
+            let nums: Vec<(&str, f64)> = values
+                .iter()
+                .filter_map(|(l, v)| v.as_ref().ok().and_then(number).map(|n| (l.as_str(), n)))
+                .collect();
+            let Some(&first) = nums.first() else {
+                let no = Verdict::NoData("no numeric value to aggregate".into());
+                return (listing(&parts), None, no);
             };
-            let text = if values.len() > 1 {
-                format!("{name} {} ({details})", with_unit(v, &claim.unit))
-            } else {
-                details
+            let pick = |better: fn(f64, f64) -> bool| {
+                nums.iter()
+                    .copied()
+                    .fold(first, |best, x| if better(x.1, best.1) { x } else { best })
+            };
+            let (name, at, v) = match agg {
+                Aggregate::Max => ("max", Some(pick(|a, b| a > b).0), pick(|a, b| a > b).1),
+                Aggregate::Min => ("min", Some(pick(|a, b| a < b).0), pick(|a, b| a < b).1),
+                _ => ("mean", None, nums.iter().map(|x| x.1).sum::<f64>() / nums.len() as f64),
+            };
+            let shown = with_unit(v, &claim.unit);
+            let text = match (values.len(), at) {
+                (1, _) => listing(&parts),
+                (n, Some(at)) if n > MAX_GROUPS_SHOWN => format!("{name} {shown} at {at} (of {n})"),
+                (n, None) if n > MAX_GROUPS_SHOWN => format!("{name} {shown} over {n} groups"),
+                _ => format!("{name} {shown} ({})", parts.join(", ")),
             };
             (text, Some(v), verdict(agrees(claim, v)))
         }

@@ -161,8 +161,8 @@ pub struct Dataset {
 }
 
 impl Dataset {
-    /// The points of `spec` (its full grid, then any other point that has rows) with the rows
-    /// of `spec` among `rows`.
+    /// The points of `spec` (its grid, or its quick grid if all rows are `--quick` runs, then
+    /// any other point that has rows) with the rows of `spec` among `rows`.
     pub fn build(spec: &Spec, rows: &[Row]) -> Dataset {
         let mut by_point: HashMap<&str, Vec<&Row>> = HashMap::new();
         let mut order: Vec<&str> = Vec::new();
@@ -174,7 +174,13 @@ impl Dataset {
             list.push(r);
         }
         let mut data = Dataset::default();
-        let expanded = grid::expand(spec, &ExpandOptions::default()).map(|(p, _)| p);
+        // The grid the rows were run on: the quick grid when every row is from `--quick`.
+        let quick = !by_point.is_empty()
+            && by_point.values().flatten().all(|r| {
+                r.0.get(crate::results::keys::QUICK).and_then(|q| q.as_bool()) == Some(true)
+            });
+        let options = ExpandOptions { quick, ..ExpandOptions::default() };
+        let expanded = grid::expand(spec, &options).map(|(p, _)| p);
         let mut seen = BTreeSet::new();
         for p in expanded.unwrap_or_default() {
             seen.insert(p.id.clone());

@@ -48,6 +48,8 @@ pub struct Figure {
 
 /// Pixel size of one panel.
 const PANEL_SIZE: (u32, u32) = (560, 400);
+/// Top padding per legend entry, as a fraction of the data's span.
+const LEGEND_ROW_HEADROOM: f64 = 0.1;
 /// Panels per row.
 const MAX_COLUMNS: usize = 3;
 /// Colours of series, in order (colour-blind safe, Okabe & Ito).
@@ -130,7 +132,10 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
         (lo - span * frac, hi + span * frac)
     };
     let (x0, x1) = pad(x0, x1, 0.05);
-    let (y0p, y1) = pad(y0, y1, 0.08);
+    // Headroom for the legend in the upper right corner, a row per entry.
+    let entries = (panel.series.len() + panel.marks.len()) as f64;
+    let (y0p, _) = pad(y0, y1, 0.08);
+    let (_, y1) = pad(y0, y1, 0.08 + LEGEND_ROW_HEADROOM * entries);
     let y0 = if fig.y_from_zero && !fig.log_y && y0 >= 0.0 {
         y0.max(0.0).min(y0p.max(0.0))
     } else {
@@ -139,9 +144,21 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
     ((x0, x1), (y0, y1))
 }
 
+/// A tick label; on a log axis (values are log10) only powers of ten get one.
 fn tick(v: f64, log: bool) -> String {
-    let v = if log { 10f64.powf(v) } else { v };
-    crate::units::format_number(v)
+    if !log {
+        return crate::units::format_number(v);
+    }
+    let e = v.round();
+    if (v - e).abs() > 1e-6 {
+        return String::new();
+    }
+    crate::units::format_number(10f64.powf(e))
+}
+
+/// Ticks to ask for on a log axis spanning `lo..hi` decades: one per half decade.
+fn log_ticks(lo: f64, hi: f64) -> usize {
+    (((hi - lo) * 2.0).ceil() as usize + 1).clamp(2, 41)
 }
 
 fn draw_panel<DB: DrawingBackend>(
@@ -179,6 +196,11 @@ fn draw_panel<DB: DrawingBackend>(
     mesh.light_line_style(WHITE.mix(0.0)).label_style(("sans-serif", 13));
     if let Some(names) = &fig.categories {
         mesh.x_labels(names.len() * 2 + 1);
+    } else if fig.log_x {
+        mesh.x_labels(log_ticks(x0, x1));
+    }
+    if fig.log_y {
+        mesh.y_labels(log_ticks(y0, y1));
     }
     mesh.draw().map_err(e)?;
     for (i, s) in panel.series.iter().enumerate() {

@@ -27,8 +27,8 @@ pub enum ReportError {
     Empty(String),
     #[error("plot: {0}")]
     Plot(String),
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -86,7 +86,7 @@ pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
     }
     let figures_dir = out.join("figures");
     std::fs::create_dir_all(&figures_dir)
-        .map_err(|source| ReportError::Io { path: figures_dir.clone(), source })?;
+        .map_err(|error| ReportError::Io { path: figures_dir.clone(), error })?;
     let mut reports = Vec::new();
     for spec in &specs {
         reports.push(spec_report(spec, &loaded.rows, &figures_dir)?);
@@ -136,7 +136,7 @@ pub fn spec_files(path: &Path) -> Result<Vec<PathBuf>, ReportError> {
     if !path.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
-    let io = |source| ReportError::Io { path: path.to_path_buf(), source };
+    let io = |error| ReportError::Io { path: path.to_path_buf(), error };
     let mut files: Vec<PathBuf> = std::fs::read_dir(path)
         .map_err(io)?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -342,6 +342,9 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
             s.points.sort_by(|a, b| a.x.total_cmp(&b.x));
         }
     }
+    if categories.is_none() {
+        mark_breakevens(spec, plot, data, &mut panels);
+    }
     if skipped > 0 {
         notes.push(format!(
             "{skipped} measured point(s) left out of the plot (no value for x or y, no \
@@ -360,6 +363,37 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
         panels,
     };
     (fig, notes)
+}
+
+/// Vertical marks at the break-even points of claims drawn along this plot's x axis.
+fn mark_breakevens(spec: &Spec, plot: &PlotSpec, data: &Dataset, panels: &mut [Panel]) {
+    let same_x = |c: &crate::spec::ClaimSpec| {
+        c.x.as_deref() == Some(plot.x.as_str()) && (c.x_scale - plot.x_scale).abs() < 1e-12
+    };
+    for claim in spec.claims.iter().filter(|c| same_x(c)) {
+        for (conds, x) in analysis::crossings(claim, data) {
+            let plotted = if plot.log_x {
+                if x <= 0.0 {
+                    continue;
+                }
+                x.log10()
+            } else {
+                x
+            };
+            for panel in panels.iter_mut() {
+                // A group restricted to another panel's value does not belong here.
+                let fits = plot.panels.as_ref().is_none_or(|key| {
+                    conds.0.iter().filter(|(k, _)| k == key).all(|(_, allowed)| {
+                        allowed.iter().any(|a| crate::spec::values_equal(a, &panel.title))
+                    })
+                });
+                if fits {
+                    let label = format!("{}: {}", claim.id, crate::units::format_number(x));
+                    panel.marks.push((plotted, label));
+                }
+            }
+        }
+    }
 }
 
 fn escape(s: &str) -> String {
@@ -513,7 +547,7 @@ pub fn markdown(report: &Report) -> String {
 pub fn write(report: &Report) -> Result<Vec<PathBuf>, ReportError> {
     let json = serde_json::to_string_pretty(report).map_err(|e| ReportError::Io {
         path: report.out.join("verdicts.json"),
-        source: std::io::Error::other(e),
+        error: std::io::Error::other(e),
     })?;
     let files =
         [("index.html", html(report)), ("report.md", markdown(report)), ("verdicts.json", json)];

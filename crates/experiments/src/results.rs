@@ -166,14 +166,14 @@ impl Row {
 
 /// A store error, naming the file.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
+#[error("{path}: {error}")]
 pub struct StoreError {
     pub path: PathBuf,
-    pub source: std::io::Error,
+    pub error: std::io::Error,
 }
 
 fn store_err(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError { path: path.to_path_buf(), source }
+    move |error| StoreError { path: path.to_path_buf(), error }
 }
 
 /// Rows read from a results file.

@@ -58,8 +58,8 @@ pub const MAX_POINTS: usize = 100_000;
 /// A spec that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
-    #[error("{path}: cannot read the spec: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: cannot read the spec: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{path}:{line}:{column}: {message}")]
     Toml { path: PathBuf, line: usize, column: usize, message: String },
     #[error("{path}: {key}: {reason}")]
@@ -462,7 +462,7 @@ impl Spec {
     /// Reads and validates the spec at `path`.
     pub fn load(path: &Path) -> Result<Spec, SpecError> {
         let text = std::fs::read_to_string(path)
-            .map_err(|source| SpecError::Io { path: path.to_path_buf(), source })?;
+            .map_err(|error| SpecError::Io { path: path.to_path_buf(), error })?;
         Spec::parse(&text, path)
     }
 

@@ -167,9 +167,9 @@ pub fn run(
                 None => {
                     let limit = grid::timeout(spec, point, plan.scale);
                     let scratch = scratch_dir(options, point);
-                    if let Err(e) = std::fs::create_dir_all(&scratch) {
-                        let source = std::io::Error::new(e.kind(), e.to_string());
-                        return Err(StoreError { path: scratch, source }.into());
+                    if point.mode != Mode::Run {
+                        std::fs::create_dir_all(&scratch)
+                            .map_err(|error| StoreError { path: scratch.clone(), error })?;
                     }
                     runner::run_point(&options.bench, point, rep, limit, &scratch)
                 }

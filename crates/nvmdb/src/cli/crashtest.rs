@@ -107,7 +107,8 @@ pub struct Args {
     /// the recovery of the previous crash's image), verifying after each. Default: 0.
     #[arg(long)]
     pub recovery_crashes: Option<u32>,
-    /// Iterations run at once, each on its own simulated region (default: 4 per core, at most 16; runs mostly wait).
+    /// Iterations run at once, each on its own simulated region (default: 4 per core, at most
+    /// 16: a run mostly waits for the driver).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Region size (default `8MiB`).
@@ -453,7 +454,7 @@ fn run_sim(plan: &Plan, options: &CrashOptions, eadr: bool) -> anyhow::Result<Su
         region: RegionOptions { size_bytes: plan.size_bytes, eadr, ..RegionOptions::default() },
     };
     let total = options.replay.map_or(options.crashes, |_| 1);
-    let observer = Display::new(total, plan.json);
+    let observer = Display::new(total);
     let summary = crash::run_sim(&target, options, &observer);
     observer.finish();
     Ok(summary?)
@@ -556,8 +557,8 @@ fn run_kill(plan: &Plan) -> anyhow::Result<Summary> {
         let child_json = serde_json::to_string(&child)?;
         let exe = std::env::current_exe().context("locating the nvmdb executable")?;
         let reset = || copy_path(&paths.base, &paths.work).map_err(|e| e.to_string());
+        let preserve = || copy_path(&paths.work, &paths.crashed).map_err(|e| e.to_string());
         let open = || {
-            copy_path(&paths.work, &paths.crashed).map_err(|e| e.to_string())?;
             registry::open_engine(plan.engine.name, &region_at(&paths.work, 0), &plan.config)
                 .map_err(|e| e.to_string())
         };
@@ -569,8 +570,14 @@ fn run_kill(plan: &Plan) -> anyhow::Result<Summary> {
                 .stderr(Stdio::piped())
                 .spawn()
         };
-        let target = KillTarget { reset: &reset, open: &open, workload: &*workload, spawn: &spawn };
-        let observer = Display::new(options.crashes, plan.json).keeping(&paths.crashed);
+        let target = KillTarget {
+            reset: &reset,
+            after_kill: Some(&preserve),
+            open: &open,
+            workload: &*workload,
+            spawn: &spawn,
+        };
+        let observer = Display::new(options.crashes).keeping(&paths.crashed);
         let summary = kill::run_kill(&target, options, &observer);
         observer.finish();
         Ok(summary?)
@@ -629,15 +636,17 @@ fn run_child(plan: &str, seed: u64) -> anyhow::Result<ExitCode> {
 /// Progress on a terminal's stderr, and violations on stderr as they are found.
 struct Display<'a> {
     bar: Option<indicatif::ProgressBar>,
-    printed: AtomicU64,
+    /// Violations found so far.
+    found: AtomicU64,
     /// `--kill`: where the crashed copy of the region is, to keep it when a kill fails.
     crashed: Option<&'a Path>,
     kept: AtomicU64,
 }
 
 impl<'a> Display<'a> {
-    fn new(total: u64, json: bool) -> Display<'a> {
-        let bar = (!json && std::io::stderr().is_terminal())
+    fn new(total: u64) -> Display<'a> {
+        let bar = std::io::stderr()
+            .is_terminal()
             .then(|| {
                 let style = indicatif::ProgressStyle::with_template(
                     "{prefix:>9} [{bar:32}] {pos}/{len} {msg} ({eta})",
@@ -650,7 +659,7 @@ impl<'a> Display<'a> {
                 Some(bar)
             })
             .flatten();
-        Display { bar, printed: AtomicU64::new(0), crashed: None, kept: AtomicU64::new(0) }
+        Display { bar, found: AtomicU64::new(0), crashed: None, kept: AtomicU64::new(0) }
     }
 
     fn keeping(mut self, crashed: &'a Path) -> Display<'a> {
@@ -692,16 +701,18 @@ impl Observer for Display<'_> {
     }
 
     fn finished(&self, outcome: &Outcome, done: u64, _total: u64) {
+        let new = outcome.violations.len() as u64;
+        let found = self.found.fetch_add(new, Ordering::Relaxed) + new;
         if let Some(bar) = &self.bar {
             bar.set_position(done);
-            bar.set_message(String::new());
+            bar.set_message(if found == 0 { String::new() } else { format!("{found} violations") });
         }
-        if outcome.violations.is_empty() {
+        if new == 0 {
             return;
         }
-        for v in &outcome.violations {
-            if self.printed.fetch_add(1, Ordering::Relaxed) >= MAX_PRINTED_VIOLATIONS {
-                continue;
+        for (i, v) in outcome.violations.iter().enumerate() {
+            if found - new + i as u64 >= MAX_PRINTED_VIOLATIONS {
+                break;
             }
             self.say(&format!("violation ({}): {}: {}", v.kind.name(), v.crash, v.message));
             if let Some(replay) = &v.replay {
@@ -753,12 +764,12 @@ fn print_summary(plan: &Plan, s: &Summary) -> anyhow::Result<()> {
     };
     writeln!(out, "nvmdb crashtest: {} on {}, {what}", plan.engine.name, plan.workload)?;
     writeln!(out, "  iterations       {}", s.iterations)?;
-    writeln!(
-        out,
-        "  crashes verified {} ({} crash points past the end of their run)",
-        s.crashes, s.unreached
-    )?;
     if let Mode::Sim { options, .. } = &plan.mode {
+        writeln!(
+            out,
+            "  crashes verified {} ({} crash points past the end of their run)",
+            s.crashes, s.unreached
+        )?;
         if options.recovery_crashes > 0 {
             writeln!(out, "  crashes in recovery {}", s.recovery_crashes)?;
         }
