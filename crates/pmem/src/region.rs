@@ -198,6 +198,9 @@ struct Inner {
     eadr: bool,
     path: Option<PathBuf>,
     timing: Option<TimingModel>,
+    /// The timing model charges delays only while this is set (loaders and checkers turn it
+    /// off: the papers measure only the run).
+    timing_on: std::sync::atomic::AtomicBool,
     stats: StatCounters,
     wear: Option<WearMap>,
     tracer: Option<Tracer>,
@@ -350,6 +353,7 @@ impl Region {
                 eadr: options.eadr,
                 path,
                 timing: (!options.timing.is_off()).then(|| TimingModel::new(options.timing)),
+                timing_on: std::sync::atomic::AtomicBool::new(true),
                 stats: StatCounters::new(),
                 wear: options.wear.then(|| WearMap::new(len)),
                 tracer: options.trace.then(Tracer::default),
@@ -613,7 +617,9 @@ impl Region {
         if let Some(w) = &inner.wear {
             w.record(first, lines);
         }
-        if let Some(timing) = &inner.timing {
+        if let Some(timing) =
+            inner.timing.as_ref().filter(|_| inner.timing_on.load(Ordering::Relaxed))
+        {
             timing.reserve_lines(lines);
         }
         if let Some(sim) = &inner.sim {
@@ -669,7 +675,9 @@ impl Region {
             sim.fence(self.view());
         }
         store_fence();
-        if let Some(timing) = &inner.timing {
+        if let Some(timing) =
+            inner.timing.as_ref().filter(|_| inner.timing_on.load(Ordering::Relaxed))
+        {
             let ns = timing.on_fence();
             if ns > 0 {
                 inner.stats.add(Counter::DelayNs, ns);
@@ -687,7 +695,9 @@ impl Region {
     /// Charges the modelled read latency for `lines` cache lines read from the device.
     #[inline]
     pub fn charge_read(&self, lines: u64) {
-        if let Some(timing) = &self.inner.timing {
+        if let Some(timing) =
+            self.inner.timing.as_ref().filter(|_| self.inner.timing_on.load(Ordering::Relaxed))
+        {
             let ns = timing.charge_read(lines);
             self.inner.stats.add(Counter::LinesReadCharged, lines);
             self.inner.stats.add(Counter::DelayNs, ns);
@@ -710,6 +720,12 @@ impl Region {
 
     pub fn stats(&self) -> Stats {
         self.inner.stats.snapshot()
+    }
+
+    /// Turns the timing model's delays off (loading, checking) or back on. Statistics are kept
+    /// either way.
+    pub fn set_timing_enabled(&self, on: bool) {
+        self.inner.timing_on.store(on, Ordering::Relaxed);
     }
 
     pub fn timing(&self) -> Option<&TimingOptions> {

@@ -9,14 +9,14 @@
 //! serves several recovery methods, as one Shore-MT served all three of Pelley et al.'s.
 //!
 //! **Read-latency model** (Pelley §5.1, done online instead of from offline traces): touching a
-//! page consults an LRU cache of `cache_pages` pages; a miss charges the device read latency for
-//! the cache lines the operation reads.
+//! page consults a simulated cache of `cache_pages` pages (set-associative, LRU-like within a
+//! set); a miss charges the device read latency for the cache lines the operation reads.
 
 use crate::engine::Result;
 use crate::format::{page_offset, PageId, PAGE_SIZE};
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use pmem::Region;
-use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Writes to pages, routed to the engine's recovery method.
 pub trait PageWriter {
@@ -35,30 +35,46 @@ pub trait PageWriter {
     fn free_page(&mut self, page: PageId) -> Result<()>;
 }
 
-/// Least-recently-used page cache simulation (only when read latency is modelled).
+/// Simulated page cache for the read-latency model: set-associative (8 ways per set, page ids
+/// hashed to sets), approximating LRU within each set by moving a hit one way toward the front
+/// and inserting misses at the front. Lock-free (relaxed atomics): a race between two threads
+/// can misplace a tag, which only perturbs the simulation, never correctness. An exact global
+/// LRU behind one lock cost 40-60% of throughput even when every access hit.
 struct CacheSim {
-    capacity: usize,
-    clock: u64,
-    stamp_of: HashMap<PageId, u64>,
-    by_stamp: BTreeMap<u64, PageId>,
+    ways: usize,
+    sets: usize,
+    /// `page + 1` per way (0 = empty), `ways` consecutive entries per set.
+    tags: Box<[AtomicU64]>,
 }
 
 impl CacheSim {
+    const WAYS: usize = 8;
+
+    fn new(capacity_pages: u64) -> CacheSim {
+        let capacity = capacity_pages.clamp(1, 1 << 32) as usize;
+        let ways = capacity.min(Self::WAYS);
+        let sets = capacity.div_ceil(ways);
+        CacheSim { ways, sets, tags: (0..ways * sets).map(|_| AtomicU64::new(0)).collect() }
+    }
+
     /// Records an access; returns true on a miss.
-    fn access(&mut self, page: PageId) -> bool {
-        self.clock += 1;
-        let now = self.clock;
-        if let Some(old) = self.stamp_of.insert(page, now) {
-            self.by_stamp.remove(&old);
-            self.by_stamp.insert(now, page);
-            return false;
-        }
-        self.by_stamp.insert(now, page);
-        if self.stamp_of.len() > self.capacity {
-            if let Some((_, victim)) = self.by_stamp.pop_first() {
-                self.stamp_of.remove(&victim);
+    fn access(&self, page: PageId) -> bool {
+        let tag = page + 1;
+        let set = ((page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) % self.sets;
+        let ways = &self.tags[set * self.ways..(set + 1) * self.ways];
+        for i in 0..ways.len() {
+            if ways[i].load(Ordering::Relaxed) == tag {
+                if i > 0 {
+                    let ahead = ways[i - 1].swap(tag, Ordering::Relaxed);
+                    ways[i].store(ahead, Ordering::Relaxed);
+                }
+                return false;
             }
         }
+        for i in (1..ways.len()).rev() {
+            ways[i].store(ways[i - 1].load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        ways[0].store(tag, Ordering::Relaxed);
         true
     }
 }
@@ -67,7 +83,7 @@ pub struct PageStore {
     region: Region,
     page_count: u64,
     latches: Box<[RwLock<()>]>,
-    cache: Option<Mutex<CacheSim>>,
+    cache: Option<CacheSim>,
     charge_reads: bool,
 }
 
@@ -79,14 +95,7 @@ impl PageStore {
             region: region.clone(),
             page_count,
             latches: (0..page_count).map(|_| RwLock::new(())).collect(),
-            cache: cache_pages.filter(|_| charge_reads).map(|c| {
-                Mutex::new(CacheSim {
-                    capacity: c.max(1) as usize,
-                    clock: 0,
-                    stamp_of: HashMap::new(),
-                    by_stamp: BTreeMap::new(),
-                })
-            }),
+            cache: cache_pages.filter(|_| charge_reads).map(CacheSim::new),
             charge_reads,
         }
     }
@@ -115,7 +124,7 @@ impl PageStore {
             return;
         }
         if let Some(cache) = &self.cache {
-            if cache.lock().access(page) {
+            if cache.access(page) {
                 self.region.charge_read(lines);
             }
         }
@@ -139,5 +148,24 @@ pub struct PageMut<'w> {
 impl PageMut<'_> {
     pub fn write(&mut self, offset: usize, bytes: &[u8]) -> Result<()> {
         self.writer.write(self.page, &[(offset, bytes)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CacheSim;
+
+    #[test]
+    fn cache_sim_hits_within_capacity_and_misses_beyond() {
+        let c = CacheSim::new(64);
+        assert!((0..64).all(|p| c.access(p)), "cold accesses miss");
+        // A working set of half the capacity stays cached (set conflicts aside).
+        let hits = (0..10).flat_map(|_| 0..32u64).filter(|p| !c.access(*p)).count();
+        assert!(hits >= 300, "{hits} hits of 320");
+        // Cycling through 16x the capacity mostly misses.
+        let misses = (0..4).flat_map(|_| 0..1024u64).filter(|p| c.access(*p)).count();
+        assert!(misses > 3500, "{misses} misses of 4096");
+        let tiny = CacheSim::new(1);
+        assert!(tiny.access(7) && !tiny.access(7) && tiny.access(8) && tiny.access(7));
     }
 }
