@@ -13,7 +13,9 @@
 //!    of the span, under a crash policy (`persisted`, `evict`, `torn`);
 //! 2. runs the workload through the benchmark driver ([`crate::run`]); the ack sink records a
 //!    transaction's acks only while the cut has not been taken (the ack ordering rule: a commit
-//!    observed durable before the cut was durable before it), and the run stops soon after;
+//!    observed durable before the cut was durable before it); the workers halt at the cut (what
+//!    runs after it cannot change the image), and a run may go on to twice the dry run's
+//!    transactions to reach its point;
 //! 3. opens the engine on the cut image (recovery, timed) and checks, each failure counted by
 //!    [`ViolationKind`]: every recorded ack holds (`durability`, [`Workload::verify_acks`]); the
 //!    workload's invariants hold, so the transaction in flight is all or nothing
@@ -54,9 +56,11 @@ pub const MAX_JOBS: usize = 256;
 pub const MAX_TXNS_PER_THREAD: u64 = 1_000_000;
 /// Violations kept with their details; later ones are only counted.
 pub const MAX_KEPT_VIOLATIONS: usize = 100;
-/// Crash points are drawn from this share (per mille) of the dry run's span: other seeds run
-/// slightly different transactions, and a point past the end of a run is never reached.
-const SPAN_PER_MILLE: u64 = 900;
+/// Crash points are drawn from the whole span of a dry run of `txns_per_thread` transactions,
+/// but a crash run may go on for this many times as many: other seeds run different
+/// transactions (YCSB's reads issue no events), and a point past the end of a run is never
+/// reached. What runs after the cut costs nothing (the workers halt), so the slack is free.
+const RUN_SLACK: u64 = 2;
 
 // Salts that derive independent streams from an iteration's seed.
 const SALT_EVENT_KIND: u64 = 1;
@@ -221,7 +225,7 @@ fn parse_u64(s: &str) -> Option<u64> {
 
 /// The seed of iteration `iteration` of a campaign seeded with `seed`.
 pub fn iteration_seed(seed: u64, iteration: u64) -> u64 {
-    splitmix64(splitmix64(seed) ^ splitmix64(iteration.wrapping_add(0x5EED_0F_C4A5)))
+    splitmix64(splitmix64(seed) ^ splitmix64(iteration.wrapping_add(0x005E_ED0F_C4A5)))
 }
 
 fn derive(seed: u64, salt: u64) -> u64 {
@@ -348,11 +352,13 @@ pub struct CrashOptions {
     pub event: EventChoice,
     /// Worker threads of each run.
     pub threads: usize,
-    /// Transactions each worker runs (the cut usually ends the run earlier).
+    /// Transactions per worker of the dry run whose span crash points are drawn from; a crash
+    /// run may run up to twice as many, but halts at the cut.
     pub txns_per_thread: u64,
     /// Crashes inside recovery per iteration, chained.
     pub recovery_crashes: u32,
-    /// Iterations run at once, each on its own region.
+    /// Iterations run at once, each on its own region. The driver's coordinator polls every
+    /// 50 ms, so one iteration mostly waits: several at once keep the cores busy.
     pub jobs: usize,
     pub max_pending: usize,
     /// Run only this case (one iteration, no dry run).
@@ -406,10 +412,10 @@ impl CrashOptions {
         Ok(())
     }
 
-    fn run_options(&self, seed: u64, check: bool) -> RunOptions {
+    fn run_options(&self, seed: u64, per_thread: u64, check: bool) -> RunOptions {
         RunOptions {
             threads: self.threads,
-            length: RunLength::Transactions { per_thread: self.txns_per_thread },
+            length: RunLength::Transactions { per_thread },
             seed,
             setup: Setup::Attach,
             max_pending: self.max_pending,
@@ -422,13 +428,13 @@ impl CrashOptions {
     pub fn case(&self, index: u64, span: Span) -> Option<Replay> {
         let seed = iteration_seed(self.seed, index);
         let policy = self.policies[(index % self.policies.len() as u64) as usize];
-        let point = pick_point(self.event, span, seed, SPAN_PER_MILLE)?;
+        let point = pick_point(self.event, span, seed)?;
         Some(Replay { seed, point, policy })
     }
 }
 
-/// A random point among the first `per_mille` of `span`'s events of the chosen kind.
-fn pick_point(choice: EventChoice, span: Span, seed: u64, per_mille: u64) -> Option<CrashPoint> {
+/// A random point among `span`'s events of the chosen kind.
+fn pick_point(choice: EventChoice, span: Span, seed: u64) -> Option<CrashPoint> {
     let mut event = match choice {
         EventChoice::Fence => CrashEvent::Fence,
         EventChoice::Store => CrashEvent::Store,
@@ -445,8 +451,7 @@ fn pick_point(choice: EventChoice, span: Span, seed: u64, per_mille: u64) -> Opt
     if events == 0 {
         return None;
     }
-    let range = (events.saturating_mul(per_mille) / 1000).max(1);
-    Some(CrashPoint { event, count: 1 + derive(seed, SALT_EVENT_COUNT) % range })
+    Some(CrashPoint { event, count: 1 + derive(seed, SALT_EVENT_COUNT) % events })
 }
 
 /// Why a campaign could not run (as opposed to violations, which it reports).
@@ -594,7 +599,7 @@ impl Ctx<'_> {
         let result = crate::run(
             &*engine,
             &*workload,
-            &self.options.run_options(seed, true),
+            &self.options.run_options(seed, self.options.txns_per_thread, true),
             &Hooks::default(),
         )?;
         let span = Span::since(sim, before);
@@ -647,7 +652,7 @@ impl Ctx<'_> {
                 break;
             }
             let seed = derive(case.seed, SALT_RECOVERY + u64::from(k));
-            let Some(point) = pick_point(self.options.event, checked.span, seed, 1000) else {
+            let Some(point) = pick_point(self.options.event, checked.span, seed) else {
                 break;
             };
             let image_seed = derive(seed, SALT_IMAGE);
@@ -685,11 +690,13 @@ impl Ctx<'_> {
         let Some(sim) = region.sim() else { return failed("not a sim region".into()) };
         sim.arm(case.point, case.policy, derive(case.seed, SALT_IMAGE));
         let stop = AtomicBool::new(false);
-        let limit = self.options.threads.saturating_mul(self.options.txns_per_thread as usize);
-        let sink = CutSink { sim, log: AckLog::new(limit.saturating_add(1024)), stop: &stop };
+        let per_thread = self.options.txns_per_thread.saturating_mul(RUN_SLACK);
+        let limit = (self.options.threads as u64).saturating_mul(per_thread);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX).saturating_add(1024);
+        let sink = CutSink { sim, log: AckLog::new(limit), stop: &stop };
         let halting = Halting { inner: workload, region: region.clone() };
         let hooks = Hooks { progress: None, sink: Some(&sink), stop: Some(&stop) };
-        let options = self.options.run_options(case.seed, false);
+        let options = self.options.run_options(case.seed, per_thread, false);
         let result = crate::run(&*engine, &halting, &options, &hooks);
         let image = sim.take_image();
         drop(engine);
@@ -912,16 +919,15 @@ mod tests {
             let case = options.case(i, span).unwrap();
             assert_eq!(options.case(i, span), Some(case));
             assert_eq!(case.policy, CrashPolicy::ALL[(i % 3) as usize]);
-            let limit = span.of(case.point.event) * SPAN_PER_MILLE / 1000;
-            assert!((1..=limit.max(1)).contains(&case.point.count), "{case:?}");
+            assert!((1..=span.of(case.point.event)).contains(&case.point.count), "{case:?}");
             kinds[(case.point.event == CrashEvent::Store) as usize] += 1;
         }
         assert!(kinds[0] > 150 && kinds[1] > 150, "`any` picks both kinds: {kinds:?}");
         // A kind with no events falls back to the other under `any`, and fails otherwise.
         let fences_only = Span { stores: 0, fences: 3 };
-        assert!(pick_point(EventChoice::Store, fences_only, 1, 1000).is_none());
+        assert!(pick_point(EventChoice::Store, fences_only, 1).is_none());
         for seed in 0..20 {
-            let p = pick_point(EventChoice::Any, fences_only, seed, 1000).unwrap();
+            let p = pick_point(EventChoice::Any, fences_only, seed).unwrap();
             assert_eq!(p.event, CrashEvent::Fence);
         }
         assert_ne!(iteration_seed(42, 0), iteration_seed(42, 1));

@@ -38,6 +38,9 @@ const MAX_LINE_BYTES: usize = 256;
 pub struct KillTarget<'a> {
     /// Replaces the working region (or directory) with a fresh copy of the loaded base.
     pub reset: &'a (dyn Fn() -> Result<(), String> + Sync),
+    /// Called after each kill, before recovery (untimed): e.g. keeps a copy of the crashed
+    /// region for inspection.
+    pub after_kill: Option<&'a (dyn Fn() -> Result<(), String> + Sync)>,
     /// Opens the engine on the working region (recovery).
     pub open: &'a (dyn Fn() -> Result<Box<dyn Engine>, String> + Sync),
     pub workload: &'a dyn Workload,
@@ -142,6 +145,9 @@ fn kill_once(
         Err(_) => return Err(setup("reading the child's acks", "the reader panicked".into())),
     };
     let _ = stderr_text(stderr);
+    if let Some(after_kill) = target.after_kill {
+        after_kill().map_err(|e| setup("after the kill", e))?;
+    }
     let crash = format!("seed {seed} kill after {} ms", delay.as_millis());
     let mut outcome =
         Outcome { index, reached: true, acks: acks.len() as u64, ..Outcome::default() };
@@ -244,6 +250,9 @@ pub fn serve_child(
     options: &RunOptions,
     out: Box<dyn Write + Send>,
 ) -> Result<RunResult, BenchError> {
+    // The workers' clock calibrates on first use; do it before `ready`, so that the kill
+    // window is spent running transactions.
+    pmem::Tsc::get();
     let stop = AtomicBool::new(false);
     let stream = AckStream { out: Mutex::new(out), ready: AtomicBool::new(false), stop: &stop };
     let hooks = Hooks { progress: Some(&stream), sink: Some(&stream), stop: Some(&stop) };

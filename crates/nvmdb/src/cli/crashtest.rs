@@ -100,7 +100,8 @@ pub struct Args {
     /// Worker threads of each run (with more than 1, replays may not reproduce exactly).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
-    /// Transactions per thread of each iteration's run (the crash ends it early).
+    /// Transactions per thread of the dry run that measures where crashes may fall (each
+    /// iteration's run halts at its crash, and may go on to twice as many to reach it).
     #[arg(long, default_value_t = 50)]
     pub txns: u64,
     /// Per iteration, crash this many times more inside recovery (a chain: each cut falls in
@@ -228,31 +229,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn plan(args: &Args) -> anyhow::Result<Plan> {
-    let name = args.engine.clone().unwrap_or_default();
-    let Some(engine) = registry::lookup(&name) else {
-        let known = registry::names().join(", ");
-        return Err(invalid("engine", format!("unknown engine `{name}` (known: {known})")).into());
-    };
-    match (engine.kind, args.kill) {
-        (EngineKind::Testing, _) => {
-            return Err(invalid(
-                "engine",
-                format!("`{name}` keeps nothing persistent: there is nothing to crash-test"),
-            )
-            .into())
-        }
-        (EngineKind::Peer, false) => {
-            return Err(invalid(
-                "engine",
-                format!(
-                    "`{name}` does not run on a pmem region, so crashes cannot be simulated; \
-                     crash it for real with --kill"
-                ),
-            )
-            .into())
-        }
-        _ => {}
-    }
+    let engine = engine_of(args.engine.as_deref().unwrap_or_default(), args.kill)?;
     if args.threads == 0 || args.threads > bench::driver::MAX_THREADS {
         let max = bench::driver::MAX_THREADS;
         return Err(invalid("threads", format!("must be 1..={max}, got {}", args.threads)).into());
@@ -290,6 +267,28 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         json: args.json,
         mode,
     })
+}
+
+/// The engine called `name`, if it can be crash-tested (`kill`: by real process crashes).
+fn engine_of(name: &str, kill: bool) -> Result<&'static EngineInfo, Invalid> {
+    let Some(engine) = registry::lookup(name) else {
+        let known = registry::names().join(", ");
+        return Err(invalid("engine", format!("unknown engine `{name}` (known: {known})")));
+    };
+    match (engine.kind, kill) {
+        (EngineKind::Testing, _) => Err(invalid(
+            "engine",
+            format!("`{name}` keeps nothing persistent: there is nothing to crash-test"),
+        )),
+        (EngineKind::Peer, false) => Err(invalid(
+            "engine",
+            format!(
+                "`{name}` does not run on a pmem region, so crashes cannot be simulated; crash \
+                 it for real with --kill"
+            ),
+        )),
+        _ => Ok(engine),
+    }
 }
 
 fn sim_mode(args: &Args) -> Result<Mode, Invalid> {
