@@ -39,12 +39,6 @@ pub struct Args {
     /// Workload: ycsb, tpcb, tpcc, tatp.
     #[arg(long, default_value = "ycsb")]
     pub workload: String,
-    /// Workload mix (YCSB: a..f, read-only, read-heavy, balanced, write-heavy).
-    #[arg(long)]
-    pub mix: Option<String>,
-    /// Run only this transaction type (e.g. tpcc new-order, tatp update-location).
-    #[arg(long)]
-    pub txn: Option<String>,
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -57,26 +51,8 @@ pub struct Args {
     /// Instead of a timed run: every thread runs exactly this many transactions, all measured.
     #[arg(long, conflicts_with_all = ["warmup", "duration"])]
     pub txns: Option<u64>,
-    /// Scale factor (TPC-B branches, TPC-C warehouses, TATP subscribers in units of 100,000).
-    #[arg(long)]
-    pub scale: Option<u64>,
-    /// YCSB record count (TATP: subscriber count).
-    #[arg(long)]
-    pub records: Option<u64>,
-    /// Request distribution (YCSB: uniform, zipfian, scrambled-zipfian, latest, hotspot;
-    /// TATP: nurand, uniform).
-    #[arg(long)]
-    pub distribution: Option<String>,
-    /// YCSB: N-Store skew, low or high (implies the hotspot distribution).
-    #[arg(long)]
-    pub skew: Option<String>,
-    /// YCSB: zipfian constant θ in (0, 1).
-    #[arg(long)]
-    pub theta: Option<f64>,
-    /// Any other workload option KEY=VALUE (repeatable), e.g. field_length=100,
-    /// accounts_per_branch=1000, items=1000, max_retries=100.
-    #[arg(long = "workload-opt", value_name = "KEY=VALUE")]
-    pub workload_opt: Vec<String>,
+    #[command(flatten)]
+    pub shape: super::workload_flags::WorkloadFlags,
     /// Seed of every generator stream (worker i gets a seed derived from it).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -569,39 +545,9 @@ fn workload_names() -> &'static [&'static str] {
     workloads::WORKLOAD_NAMES
 }
 
-/// The dedicated flags, then `--workload-opt KEY=VALUE` pairs laid over them (values that parse
-/// as numbers are numbers); unknown keys are errors.
+/// The workload flags as options (see `workload_flags`).
 fn workload_options(args: &Args) -> Result<WorkloadOptions, OptionError> {
-    let base = WorkloadOptions {
-        scale: args.scale,
-        records: args.records,
-        mix: args.mix.clone(),
-        txn: args.txn.clone(),
-        distribution: args.distribution.clone(),
-        theta: args.theta,
-        skew: args.skew.clone(),
-        ..WorkloadOptions::default()
-    };
-    if args.workload_opt.is_empty() {
-        return Ok(base);
-    }
-    let to_invalid = |e: serde_json::Error| invalid("workload-opt", e.to_string());
-    let mut value = serde_json::to_value(&base).map_err(to_invalid)?;
-    let Some(map) = value.as_object_mut() else {
-        return Err(invalid("workload-opt", "workload options are not an object"));
-    };
-    for (key, text) in key_values("workload-opt", &args.workload_opt)? {
-        let key = key.replace('-', "_");
-        let parsed = if let Ok(n) = text.parse::<u64>() {
-            serde_json::Value::from(n)
-        } else if let Ok(f) = text.parse::<f64>() {
-            serde_json::Value::from(f)
-        } else {
-            serde_json::Value::from(text)
-        };
-        map.insert(key, parsed);
-    }
-    serde_json::from_value(value).map_err(to_invalid)
+    args.shape.options().map_err(|e| invalid("workload-opt", e))
 }
 
 fn build_workload(w: &WorkloadArgs) -> Result<Box<dyn Workload>, OptionError> {

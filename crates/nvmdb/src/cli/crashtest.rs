@@ -45,34 +45,7 @@ const MAX_PRINTED_VIOLATIONS: u64 = 20;
 /// Crashed regions of failed `--kill` iterations kept for inspection.
 const MAX_KEPT_REGIONS: u64 = 3;
 
-/// Workload flags, as `nvmdb bench` takes them.
-#[derive(clap::Args, Debug, Default)]
-pub struct WorkloadFlags {
-    /// Workload mix (YCSB: a..f, read-only, read-heavy, balanced, write-heavy).
-    #[arg(long)]
-    pub mix: Option<String>,
-    /// Run only this transaction type (e.g. tpcc new-order, tatp update-location).
-    #[arg(long)]
-    pub txn: Option<String>,
-    /// Scale factor (TPC-B branches, TPC-C warehouses, TATP subscribers in units of 100,000).
-    #[arg(long)]
-    pub scale: Option<u64>,
-    /// YCSB record count (TATP: subscriber count). Default here: 1000 for YCSB.
-    #[arg(long)]
-    pub records: Option<u64>,
-    /// Request distribution (YCSB: uniform, zipfian, scrambled-zipfian, latest, hotspot).
-    #[arg(long)]
-    pub distribution: Option<String>,
-    /// YCSB: N-Store skew, low or high (implies the hotspot distribution).
-    #[arg(long)]
-    pub skew: Option<String>,
-    /// YCSB: zipfian constant θ in (0, 1).
-    #[arg(long)]
-    pub theta: Option<f64>,
-    /// Any other workload option KEY=VALUE (repeatable), e.g. accounts_per_branch=1000.
-    #[arg(long = "workload-opt", value_name = "KEY=VALUE")]
-    pub workload_opt: Vec<String>,
-}
+use super::workload_flags::WorkloadFlags;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -395,36 +368,7 @@ fn key_values(flag: &'static str, pairs: &[String]) -> Result<BTreeMap<String, S
 /// The workload flags, `--workload-opt` pairs laid over them, then crashtest's small-database
 /// defaults for what is still unset.
 fn workload_options(workload: &str, f: &WorkloadFlags) -> Result<WorkloadOptions, Invalid> {
-    let base = WorkloadOptions {
-        scale: f.scale,
-        records: f.records,
-        mix: f.mix.clone(),
-        txn: f.txn.clone(),
-        distribution: f.distribution.clone(),
-        theta: f.theta,
-        skew: f.skew.clone(),
-        ..WorkloadOptions::default()
-    };
-    let mut options = if f.workload_opt.is_empty() {
-        base
-    } else {
-        let to_invalid = |e: serde_json::Error| invalid("workload-opt", e.to_string());
-        let mut value = serde_json::to_value(&base).map_err(to_invalid)?;
-        let Some(map) = value.as_object_mut() else {
-            return Err(invalid("workload-opt", "workload options are not an object"));
-        };
-        for (key, text) in key_values("workload-opt", &f.workload_opt)? {
-            let parsed = if let Ok(n) = text.parse::<u64>() {
-                serde_json::Value::from(n)
-            } else if let Ok(x) = text.parse::<f64>() {
-                serde_json::Value::from(x)
-            } else {
-                serde_json::Value::from(text)
-            };
-            map.insert(key.replace('-', "_"), parsed);
-        }
-        serde_json::from_value(value).map_err(to_invalid)?
-    };
+    let mut options = f.options().map_err(|e| invalid("workload-opt", e))?;
     let name = workload.to_ascii_lowercase();
     if name.starts_with("ycsb") && options.records.is_none() && options.scale.is_none() {
         options.records = Some(DEFAULT_YCSB_RECORDS);

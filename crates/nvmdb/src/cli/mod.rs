@@ -9,3 +9,4 @@ pub mod info;
 pub mod merge;
 pub mod report;
 pub mod sweep;
+pub mod workload_flags;

@@ -1,0 +1,72 @@
+//! The workload flags shared by `nvmdb bench` and `nvmdb crashtest`, and how they become
+//! `workloads::WorkloadOptions`: the dedicated flags, then `--workload-opt KEY=VALUE` pairs laid
+//! over them (values that parse as numbers are numbers; unknown keys are errors).
+
+use workloads::WorkloadOptions;
+
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct WorkloadFlags {
+    /// Workload mix (YCSB: a..f, read-only, read-heavy, balanced, write-heavy).
+    #[arg(long)]
+    pub mix: Option<String>,
+    /// Run only this transaction type (e.g. tpcc new-order, tatp update-location).
+    #[arg(long)]
+    pub txn: Option<String>,
+    /// Scale factor (TPC-B branches, TPC-C warehouses, TATP subscribers in units of 10,000).
+    #[arg(long)]
+    pub scale: Option<u64>,
+    /// YCSB record count (TATP: subscriber count).
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Request distribution (YCSB: uniform, zipfian, scrambled-zipfian, latest, hotspot;
+    /// TATP: nurand, uniform).
+    #[arg(long)]
+    pub distribution: Option<String>,
+    /// YCSB: N-Store skew, low or high (implies the hotspot distribution).
+    #[arg(long)]
+    pub skew: Option<String>,
+    /// YCSB: zipfian constant θ in (0, 1).
+    #[arg(long)]
+    pub theta: Option<f64>,
+    /// Any other workload option KEY=VALUE (repeatable), e.g. field_length=100,
+    /// accounts_per_branch=1000, items=1000, max_retries=100.
+    #[arg(long = "workload-opt", value_name = "KEY=VALUE")]
+    pub workload_opt: Vec<String>,
+}
+
+impl WorkloadFlags {
+    /// The options these flags describe; `Err` is a one-line message about `--workload-opt`.
+    pub fn options(&self) -> Result<WorkloadOptions, String> {
+        let base = WorkloadOptions {
+            scale: self.scale,
+            records: self.records,
+            mix: self.mix.clone(),
+            txn: self.txn.clone(),
+            distribution: self.distribution.clone(),
+            theta: self.theta,
+            skew: self.skew.clone(),
+            ..WorkloadOptions::default()
+        };
+        if self.workload_opt.is_empty() {
+            return Ok(base);
+        }
+        let mut value = serde_json::to_value(&base).map_err(|e| e.to_string())?;
+        let Some(map) = value.as_object_mut() else {
+            return Err("workload options are not an object".into());
+        };
+        for pair in &self.workload_opt {
+            let Some((key, text)) = pair.split_once('=') else {
+                return Err(format!("`{pair}` is not KEY=VALUE"));
+            };
+            let parsed = if let Ok(n) = text.parse::<u64>() {
+                serde_json::Value::from(n)
+            } else if let Ok(x) = text.parse::<f64>() {
+                serde_json::Value::from(x)
+            } else {
+                serde_json::Value::from(text)
+            };
+            map.insert(key.trim().replace('-', "_"), parsed);
+        }
+        serde_json::from_value(value).map_err(|e| e.to_string())
+    }
+}
