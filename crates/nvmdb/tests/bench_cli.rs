@@ -93,6 +93,18 @@ fn bad_options_are_one_line_and_exit_2() {
         (&["--engine", "mem", "--write-bandwidth", "10"], "--write-bandwidth"),
         (&["--engine", "mem", "--size", "lots"], "--size"),
         (&["--engine", "mem", "--medium", "tape"], "unknown medium"),
+        (
+            &[
+                "--engine",
+                "mem",
+                "--workload-opt",
+                "max_retries=1",
+                "--workload-opt",
+                "max_retries=2",
+            ],
+            "given twice",
+        ),
+        (&["--engine", "mem", "--workload-opt", "=1"], "not KEY=VALUE"),
         (&["--engine", "mem", "--flush", "wbinvd"], "--flush"),
         (&["--engine", "mem", "--keep"], "--keep"),
         (&["--engine", "mem", "--duration", "0"], "--duration"),

@@ -351,18 +351,9 @@ fn default_jobs() -> usize {
     std::thread::available_parallelism().map_or(4, |n| 4 * n.get()).clamp(2, 16)
 }
 
-/// `KEY=VALUE` pairs; a key given twice is an error.
+/// `KEY=VALUE` pairs of `flag` (see `workload_flags::key_values`).
 fn key_values(flag: &'static str, pairs: &[String]) -> Result<BTreeMap<String, String>, Invalid> {
-    let mut map = BTreeMap::new();
-    for pair in pairs {
-        let Some((key, value)) = pair.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
-            return Err(invalid(flag, format!("`{pair}` is not KEY=VALUE")));
-        };
-        if map.insert(key.trim().to_string(), value.trim().to_string()).is_some() {
-            return Err(invalid(flag, format!("`{key}` given twice")));
-        }
-    }
-    Ok(map)
+    super::workload_flags::key_values(pairs).map_err(|reason| invalid(flag, reason))
 }
 
 /// The workload flags, `--workload-opt` pairs laid over them, then crashtest's small-database

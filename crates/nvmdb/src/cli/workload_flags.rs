@@ -1,8 +1,24 @@
 //! The workload flags shared by `nvmdb bench` and `nvmdb crashtest`, and how they become
 //! `workloads::WorkloadOptions`: the dedicated flags, then `--workload-opt KEY=VALUE` pairs laid
-//! over them (values that parse as numbers are numbers; unknown keys are errors).
+//! over them (values that parse as numbers are numbers; unknown keys are errors). Also the
+//! `KEY=VALUE` parser both commands use for `--engine-opt`.
 
+use std::collections::BTreeMap;
 use workloads::WorkloadOptions;
+
+/// `KEY=VALUE` pairs; an empty key or a key given twice is an error (the message names the pair).
+pub fn key_values(pairs: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let mut map = BTreeMap::new();
+    for pair in pairs {
+        let Some((key, value)) = pair.split_once('=').filter(|(k, _)| !k.trim().is_empty()) else {
+            return Err(format!("`{pair}` is not KEY=VALUE"));
+        };
+        if map.insert(key.trim().to_string(), value.trim().to_string()).is_some() {
+            return Err(format!("`{key}` given twice"));
+        }
+    }
+    Ok(map)
+}
 
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct WorkloadFlags {
@@ -54,10 +70,7 @@ impl WorkloadFlags {
         let Some(map) = value.as_object_mut() else {
             return Err("workload options are not an object".into());
         };
-        for pair in &self.workload_opt {
-            let Some((key, text)) = pair.split_once('=') else {
-                return Err(format!("`{pair}` is not KEY=VALUE"));
-            };
+        for (key, text) in key_values(&self.workload_opt)? {
             let parsed = if let Ok(n) = text.parse::<u64>() {
                 serde_json::Value::from(n)
             } else if let Ok(x) = text.parse::<f64>() {
@@ -65,7 +78,7 @@ impl WorkloadFlags {
             } else {
                 serde_json::Value::from(text)
             };
-            map.insert(key.trim().replace('-', "_"), parsed);
+            map.insert(key.replace('-', "_"), parsed);
         }
         serde_json::from_value(value).map_err(|e| e.to_string())
     }
