@@ -685,6 +685,14 @@ impl Region {
         }
     }
 
+    /// [`Region::flush`] of each `(offset, len)` range (not yet durable: fence after).
+    #[inline]
+    pub fn flush_ranges(&self, ranges: &[(u64, u64)]) {
+        for (offset, len) in ranges {
+            self.flush(*offset, *len);
+        }
+    }
+
     /// `flush` + `fence`.
     #[inline]
     pub fn persist(&self, offset: u64, len: u64) {
