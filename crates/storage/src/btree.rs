@@ -9,7 +9,9 @@
 //! left-to-right and no deadlock is possible.
 //!
 //! Crash atomicity: every modification runs inside the caller's [`PageWriter`], a system
-//! transaction (see `systxn`), so a split or merge is all-or-nothing across crashes.
+//! transaction (see `systxn`), so a split or merge is all-or-nothing across crashes. The
+//! modification is completed (or rolled back) *before* its latches are released: physical undo
+//! is only safe while nobody else can have changed the pages since.
 //!
 //! Node layout (`docs/format.md`): 32-byte header `[u16 kind][u16 count][4 pad][u64 right
 //! sibling][u64 leftmost child][8 pad]`, then `count` entries of `[u64 key][u64 value]`. In an
@@ -184,6 +186,14 @@ impl Held<'_> {
     }
 }
 
+/// The latches a modifying operation holds until it ends (see `BTree::finish`).
+#[derive(Default)]
+struct Latches<'a> {
+    root: Option<RwLockWriteGuard<'a, ()>>,
+    path: Vec<Held<'a>>,
+    siblings: Vec<RwLockWriteGuard<'a, ()>>,
+}
+
 impl<'a> BTree<'a> {
     pub fn new(
         store: &'a PageStore,
@@ -274,14 +284,41 @@ impl<'a> BTree<'a> {
 
     /// Inserts `key -> value`. Returns false (and changes nothing) if the key exists.
     pub fn insert(&self, w: &mut dyn PageWriter, key: u64, value: u64) -> Result<bool> {
+        let mut latches = Latches::default();
+        let result = self.insert_latched(w, key, value, &mut latches);
+        Self::finish(w, result, latches)
+    }
+
+    /// Ends a modification while `latches` still holds every page it wrote (and the root
+    /// pointer, if it may have changed): the writer completes the change, or rolls it back on
+    /// error, before any other writer can build on it. A crash can then never roll back one
+    /// modification's before-images over another's committed change to the same page.
+    fn finish<T>(w: &mut dyn PageWriter, result: Result<T>, latches: Latches<'_>) -> Result<T> {
+        let ended = match &result {
+            Ok(_) => w.complete(),
+            Err(_) => w.roll_back(),
+        };
+        drop(latches);
+        ended?;
+        result
+    }
+
+    fn insert_latched<'l>(
+        &'l self,
+        w: &mut dyn PageWriter,
+        key: u64,
+        value: u64,
+        latches: &mut Latches<'l>,
+    ) -> Result<bool> {
         let store = self.store;
-        let mut root_guard = Some(self.root_latch.write());
+        let Latches { root: root_guard, path, .. } = latches;
+        *root_guard = Some(self.root_latch.write());
         let root = self.root_page();
         let g = store.latch_exclusive(root);
         if count(store.page(root)) < self.capacity {
-            root_guard = None;
+            *root_guard = None;
         }
-        let mut path = vec![Held::Page { page: root, slot_in_parent: 0, _g: g }];
+        path.push(Held::Page { page: root, slot_in_parent: 0, _g: g });
         loop {
             let n = store.page(path.last().expect("path").page());
             store.touch(path.last().expect("path").page(), search_lines(n));
@@ -293,7 +330,7 @@ impl<'a> BTree<'a> {
             let g = store.latch_exclusive(c);
             if count(store.page(c)) < self.capacity {
                 path.clear();
-                root_guard = None;
+                *root_guard = None;
             }
             path.push(Held::Page { page: c, slot_in_parent: slot, _g: g });
         }
@@ -357,18 +394,30 @@ impl<'a> BTree<'a> {
     /// Removes `key`; returns its value, or None if absent. An underfull node merges with its
     /// right sibling (or, as the rightmost child, into its left sibling) when both fit in one.
     pub fn remove(&self, w: &mut dyn PageWriter, key: u64) -> Result<Option<u64>> {
+        let mut latches = Latches::default();
+        let result = self.remove_latched(w, key, &mut latches);
+        Self::finish(w, result, latches)
+    }
+
+    fn remove_latched<'l>(
+        &'l self,
+        w: &mut dyn PageWriter,
+        key: u64,
+        latches: &mut Latches<'l>,
+    ) -> Result<Option<u64>> {
         let store = self.store;
         let min = self.min_entries();
-        let mut root_guard = Some(self.root_latch.write());
+        let Latches { root: root_guard, path, siblings } = latches;
+        *root_guard = Some(self.root_latch.write());
         let root = self.root_page();
         let g = store.latch_exclusive(root);
         {
             let n = store.page(root);
             if kind(n) == LEAF || count(n) >= 2 {
-                root_guard = None;
+                *root_guard = None;
             }
         }
-        let mut path = vec![Held::Page { page: root, slot_in_parent: 0, _g: g }];
+        path.push(Held::Page { page: root, slot_in_parent: 0, _g: g });
         loop {
             let n = store.page(path.last().expect("path").page());
             if kind(n) == LEAF {
@@ -379,7 +428,7 @@ impl<'a> BTree<'a> {
             let g = store.latch_exclusive(c);
             if count(store.page(c)) > min {
                 path.clear();
-                root_guard = None;
+                *root_guard = None;
             }
             path.push(Held::Page { page: c, slot_in_parent: slot, _g: g });
         }
@@ -421,8 +470,11 @@ impl<'a> BTree<'a> {
             } else {
                 return Ok(Some(value)); // an only child: the parent underflows next level up
             };
-            let _lg = (left != page).then(|| store.latch_exclusive(left));
-            let _rg = store.latch_exclusive(right);
+            // Kept until the modification completes (see `finish`), like the path.
+            if left != page {
+                siblings.push(store.latch_exclusive(left));
+            }
+            siblings.push(store.latch_exclusive(right));
             let (ln, rn) = (store.page(left), store.page(right));
             let merged_len = count(ln) + count(rn) + usize::from(kind(ln) == INTERNAL);
             if merged_len > self.capacity {

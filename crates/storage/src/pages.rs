@@ -33,6 +33,14 @@ pub trait PageWriter {
 
     /// Frees a page once the writer's (system) transaction commits.
     fn free_page(&mut self, page: PageId) -> Result<()>;
+
+    /// Ends the current group of writes (one structure modification): afterwards a crash no
+    /// longer rolls it back. Callers invoke it while they still hold the latches of every page
+    /// they wrote, so no other writer sees, and builds on, a change that could still be undone.
+    fn complete(&mut self) -> Result<()>;
+
+    /// Undoes the writes since the last `complete` (again under the same latches).
+    fn roll_back(&mut self) -> Result<()>;
 }
 
 /// Simulated page cache for the read-latency model: set-associative (8 ways per set, page ids

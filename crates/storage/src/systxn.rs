@@ -78,16 +78,29 @@ impl<'a> SysTxn<'a> {
         SysTxn { store, alloc, log, dirty: Vec::new(), fresh: Vec::new(), freed: Vec::new() }
     }
 
-    /// Commits: persists every write, then the log's free mark; then performs deferred frees.
+    /// Commits whatever is not yet completed (the B+tree completes its own modifications under
+    /// its latches; this covers other writers such as heap growth and catalog changes).
     pub fn commit(mut self) {
+        self.end();
+    }
+
+    /// Rolls back everything not yet completed (used when a modification fails half-way, e.g.
+    /// the region is full during a split).
+    pub fn abort(mut self) -> Result<()> {
+        self.undo()
+    }
+
+    /// Persists every write, then the log's free mark; then performs deferred frees. Leaves the
+    /// transaction empty and reusable.
+    fn end(&mut self) {
         let region = self.store.region().clone();
+        let dirty = std::mem::take(&mut self.dirty);
+        self.fresh.clear();
         if self.freed.is_empty() {
-            self.log.finish(&self.dirty);
+            self.log.finish(&dirty);
             return;
         }
-        for (off, len) in &self.dirty {
-            region.flush(*off, *len);
-        }
+        region.flush_ranges(&dirty);
         region.fence();
         self.log.mark_committed();
         let freed = std::mem::take(&mut self.freed);
@@ -96,13 +109,14 @@ impl<'a> SysTxn<'a> {
         self.alloc.release(&freed);
     }
 
-    /// Rolls back everything written so far (used when a modification fails half-way, e.g. the
-    /// region is full during a split).
-    pub fn abort(self) -> Result<()> {
+    fn undo(&mut self) -> Result<()> {
         let records = self.log.read_records();
-        let freed_pages = rollback(self.store.region(), self.alloc, &records)?;
-        self.log.finish(&freed_pages.1);
-        self.alloc.release(&freed_pages.0);
+        let (pages, written) = rollback(self.store.region(), self.alloc, &records)?;
+        self.log.finish(&written);
+        self.alloc.release(&pages);
+        self.dirty.clear();
+        self.fresh.clear();
+        self.freed.clear();
         Ok(())
     }
 }
@@ -197,5 +211,14 @@ impl PageWriter for SysTxn<'_> {
         self.dirty.clear();
         self.freed.push(page);
         Ok(())
+    }
+
+    fn complete(&mut self) -> Result<()> {
+        self.end();
+        Ok(())
+    }
+
+    fn roll_back(&mut self) -> Result<()> {
+        self.undo()
     }
 }

@@ -150,9 +150,7 @@ impl UndoLog {
         }
         self.region.write(self.base + start, &buf);
         self.region.flush(self.base + start, buf.len() as u64);
-        for (off, len) in also_flush {
-            self.region.flush(*off, *len);
-        }
+        self.region.flush_ranges(also_flush);
         self.region.fence();
         self.tail = start + buf.len() as u64;
         Ok(())
@@ -210,9 +208,7 @@ impl UndoLog {
             return;
         }
         if !also_flush.is_empty() {
-            for (off, len) in also_flush {
-                self.region.flush(*off, *len);
-            }
+            self.region.flush_ranges(also_flush);
             self.region.fence();
         }
         self.state = LogState::Free;

@@ -229,18 +229,14 @@ impl Txn for InPlaceTxn<'_> {
         if self.to_free.is_empty() {
             if db.fault == Some(Fault::CommitBeforeData) {
                 self.logs.user.finish(&[]);
-                for (off, len) in &dirty {
-                    db.region.flush(*off, *len);
-                }
+                db.region.flush_ranges(&dirty);
                 db.region.fence();
             } else {
                 // The commit point: the data, then the 8-byte free mark (2 barriers).
                 self.logs.user.finish(&dirty);
             }
         } else {
-            for (off, len) in &dirty {
-                db.region.flush(*off, *len);
-            }
+            db.region.flush_ranges(&dirty);
             db.region.fence();
             self.logs.user.mark_committed();
             let frees = std::mem::take(&mut self.to_free);
