@@ -13,13 +13,20 @@
 //! modification is completed (or rolled back) *before* its latches are released: physical undo
 //! is only safe while nobody else can have changed the pages since.
 //!
-//! Node layout (`docs/format.md`): 32-byte header `[u16 kind][u16 count][4 pad][u64 right
-//! sibling][u64 leftmost child][8 pad]`, then `count` entries of `[u64 key][u64 value]`. In an
-//! internal node entry *i* holds the smallest key of child *i + 1*; the leftmost child holds the
-//! keys below entry 0.
+//! Node layout (`docs/format.md`): 32-byte header `[u16 kind][u16 count][u16 level][2 pad][u64
+//! right sibling][u64 leftmost child][u32 owner][4 pad]`, then `count` entries of `[u64 key][u64
+//! value]`. In an internal node entry *i* holds the smallest key of child *i + 1*; the leftmost
+//! child holds the keys below entry 0. Leaves are level 0; `owner` is the tree's owner id (the
+//! table id + 1).
+//!
+//! Damage: every node is validated where it is read (page id inside the data pages, kind,
+//! count within the capacity, owner, and a child exactly one level below its parent), and a
+//! scan's walk along the leaf chain must see strictly ascending keys and at most as many leaves
+//! as the region has pages. A damaged node is `DbError::Corrupt` naming the tree and page,
+//! never an out-of-bounds access, an endless loop, or a write over another structure.
 
 use crate::engine::{DbError, Result};
-use crate::format::{get_u16, get_u64, PageId, PAGE_SIZE};
+use crate::format::{get_u16, get_u32, get_u64, PageId, PAGE_SIZE};
 use crate::pages::{PageStore, PageWriter};
 use parking_lot::{RwLock, RwLockWriteGuard};
 
@@ -28,6 +35,8 @@ pub const ENTRY: usize = 16;
 pub const MAX_NODE_ENTRIES: usize = (PAGE_SIZE - NODE_HEADER) / ENTRY;
 const LEAF: u16 = 1;
 const INTERNAL: u16 = 2;
+/// Deepest tree a walk accepts (a 2^64-key tree with 4-entry nodes is 32 levels deep).
+const MAX_LEVEL: u16 = 64;
 
 #[inline]
 fn kind(n: &[u8]) -> u16 {
@@ -36,6 +45,14 @@ fn kind(n: &[u8]) -> u16 {
 #[inline]
 fn count(n: &[u8]) -> usize {
     get_u16(n, 2) as usize
+}
+#[inline]
+fn level(n: &[u8]) -> u16 {
+    get_u16(n, 4)
+}
+#[inline]
+fn owner(n: &[u8]) -> u32 {
+    get_u32(n, 24)
 }
 #[inline]
 fn sibling(n: &[u8]) -> PageId {
@@ -92,12 +109,28 @@ fn entries(n: &[u8]) -> Vec<(u64, u64)> {
     (0..count(n)).map(|i| (key_at(n, i), val_at(n, i))).collect()
 }
 
-fn header(kind: u16, count: usize, sibling: PageId, leftmost: PageId) -> [u8; NODE_HEADER] {
+/// Identity of a node: kind, level and owner (the header fields besides count and links).
+#[derive(Clone, Copy)]
+struct NodeId {
+    kind: u16,
+    level: u16,
+    owner: u32,
+}
+
+impl NodeId {
+    fn of(n: &[u8]) -> NodeId {
+        NodeId { kind: kind(n), level: level(n), owner: owner(n) }
+    }
+}
+
+fn header(id: NodeId, count: usize, sibling: PageId, leftmost: PageId) -> [u8; NODE_HEADER] {
     let mut h = [0u8; NODE_HEADER];
-    h[0..2].copy_from_slice(&kind.to_le_bytes());
+    h[0..2].copy_from_slice(&id.kind.to_le_bytes());
     h[2..4].copy_from_slice(&(count as u16).to_le_bytes());
+    h[4..6].copy_from_slice(&id.level.to_le_bytes());
     h[8..16].copy_from_slice(&sibling.to_le_bytes());
     h[16..24].copy_from_slice(&leftmost.to_le_bytes());
+    h[24..28].copy_from_slice(&id.owner.to_le_bytes());
     h
 }
 
@@ -119,12 +152,12 @@ fn search_lines(n: &[u8]) -> u64 {
 fn write_node(
     w: &mut dyn PageWriter,
     page: PageId,
-    kind: u16,
+    id: NodeId,
     es: &[(u64, u64)],
     sibling: PageId,
     leftmost: PageId,
 ) -> Result<()> {
-    let mut b = header(kind, es.len(), sibling, leftmost).to_vec();
+    let mut b = header(id, es.len(), sibling, leftmost).to_vec();
     b.extend_from_slice(&encode_entries(es));
     w.write(page, &[(0, &b)])
 }
@@ -137,7 +170,7 @@ fn rewrite_from(
     es: &[(u64, u64)],
     from: usize,
 ) -> Result<()> {
-    let h = header(kind(n), es.len(), sibling(n), leftmost(n));
+    let h = header(NodeId::of(n), es.len(), sibling(n), leftmost(n));
     let tail = encode_entries(&es[from.min(es.len())..]);
     if tail.is_empty() {
         w.write(page, &[(0, &h)])
@@ -159,6 +192,8 @@ pub struct BTree<'a> {
     root: RootRef,
     root_latch: &'a RwLock<()>,
     capacity: usize,
+    /// Stored in every node; a node of another tree reached through a damaged pointer fails.
+    owner: u32,
 }
 
 /// What a structural check found.
@@ -169,21 +204,10 @@ pub struct TreeCheck {
     pub depth: usize,
 }
 
-enum Held<'a> {
-    Page { page: PageId, slot_in_parent: usize, _g: RwLockWriteGuard<'a, ()> },
-}
-
-impl Held<'_> {
-    fn page(&self) -> PageId {
-        match self {
-            Held::Page { page, .. } => *page,
-        }
-    }
-    fn slot(&self) -> usize {
-        match self {
-            Held::Page { slot_in_parent, .. } => *slot_in_parent,
-        }
-    }
+struct Held<'a> {
+    page: PageId,
+    slot_in_parent: usize,
+    _g: RwLockWriteGuard<'a, ()>,
 }
 
 /// The latches a modifying operation holds until it ends (see `BTree::finish`).
@@ -195,25 +219,62 @@ struct Latches<'a> {
 }
 
 impl<'a> BTree<'a> {
+    /// `owner`: a non-zero id stored in every node of this tree (tables use their id + 1).
     pub fn new(
         store: &'a PageStore,
         root: RootRef,
         root_latch: &'a RwLock<()>,
         capacity: usize,
+        owner: u32,
     ) -> BTree<'a> {
         assert!((4..=MAX_NODE_ENTRIES).contains(&capacity));
-        BTree { store, root, root_latch, capacity }
+        BTree { store, root, root_latch, capacity, owner }
     }
 
     /// Allocates an empty root leaf; the caller stores its page id at the root reference.
-    pub fn create(w: &mut dyn PageWriter) -> Result<PageId> {
+    pub fn create(w: &mut dyn PageWriter, owner: u32) -> Result<PageId> {
         let page = w.alloc_page()?;
-        write_node(w, page, LEAF, &[], 0, 0)?;
+        write_node(w, page, NodeId { kind: LEAF, level: 0, owner }, &[], 0, 0)?;
         Ok(page)
+    }
+
+    fn corrupt(&self, page: PageId, what: impl std::fmt::Display) -> DbError {
+        DbError::Corrupt(format!("B+tree {} node {page}: {what}", self.owner.wrapping_sub(1)))
+    }
+
+    /// A node's bytes after validating what addresses anything: the page id, kind, count,
+    /// owner and level (`expect_level`: the level the parent implies).
+    fn node(&self, page: PageId, expect_level: Option<u16>) -> Result<&'a [u8]> {
+        if !self.store.is_data_page(page) {
+            return Err(self.corrupt(page, "pointer outside the data pages"));
+        }
+        let n = self.store.page(page);
+        let (k, c, l) = (kind(n), count(n), level(n));
+        if !matches!((k, l), (LEAF, 0) | (INTERNAL, 1..=MAX_LEVEL)) {
+            return Err(self.corrupt(page, format_args!("kind {k} at level {l}")));
+        }
+        if c > self.capacity {
+            return Err(self.corrupt(page, format_args!("{c} entries, capacity {}", self.capacity)));
+        }
+        if owner(n) != self.owner {
+            return Err(self.corrupt(page, format_args!("belongs to tree {}", owner(n))));
+        }
+        if expect_level.is_some_and(|e| e != l) {
+            return Err(self.corrupt(
+                page,
+                format_args!("level {l}, its parent implies {e:?}", e = expect_level),
+            ));
+        }
+        Ok(n)
     }
 
     fn root_page(&self) -> PageId {
         get_u64(self.store.page(self.root.page), self.root.offset)
+    }
+
+    /// Level a child of `n` must have.
+    fn below(n: &[u8]) -> Option<u16> {
+        Some(level(n).wrapping_sub(1))
     }
 
     fn min_entries(&self) -> usize {
@@ -221,14 +282,13 @@ impl<'a> BTree<'a> {
     }
 
     /// Point lookup.
-    pub fn get(&self, key: u64) -> Option<u64> {
+    pub fn get(&self, key: u64) -> Result<Option<u64>> {
         let mut found = None;
-        // A scan of exactly one key; infallible callback.
-        let _ = self.scan(key, key, &mut |_, v| {
+        self.scan(key, key, &mut |_, v| {
             found = Some(v);
             Ok(false)
-        });
-        found
+        })?;
+        Ok(found)
     }
 
     /// Visits entries with `low <= key <= high` in order while `visit` returns `Ok(true)`. The
@@ -245,40 +305,59 @@ impl<'a> BTree<'a> {
         let store = self.store;
         let root_guard = self.root_latch.read();
         let mut page = self.root_page();
+        if !store.is_data_page(page) {
+            return Err(self.corrupt(page, "root pointer outside the data pages"));
+        }
         let mut _guard = store.latch_shared(page);
         drop(root_guard);
-        loop {
-            let n = store.page(page);
+        let mut n = self.node(page, None)?;
+        while kind(n) != LEAF {
             store.touch(page, search_lines(n));
-            if kind(n) == LEAF {
-                break;
-            }
             let c = child(n, child_slot(n, low));
+            if !store.is_data_page(c) {
+                return Err(self.corrupt(page, format_args!("child pointer {c} out of range")));
+            }
             let g = store.latch_shared(c);
+            let child = self.node(c, Self::below(n))?;
             _guard = g;
-            page = c;
+            (page, n) = (c, child);
         }
-        let mut pos = match search(store.page(page), low) {
+        store.touch(page, search_lines(n));
+        let mut pos = match search(n, low) {
             Ok(i) | Err(i) => i,
         };
+        // Keys along the chain ascend strictly; that (with the hop bound) ends any walk over a
+        // damaged sibling link.
+        let mut last: Option<u64> = None;
+        let mut hops = 0u64;
         loop {
-            let n = store.page(page);
             while pos < count(n) {
                 let k = key_at(n, pos);
+                if last.is_some_and(|l| k <= l) {
+                    return Err(self.corrupt(page, "keys out of order along the leaf chain"));
+                }
+                last = Some(k);
                 if k > high || !visit(k, val_at(n, pos))? {
                     return Ok(());
                 }
                 pos += 1;
             }
+            if count(n) > 0 {
+                last = Some(key_at(n, count(n) - 1));
+            }
             let next = sibling(n);
             if next == 0 {
                 return Ok(());
             }
+            hops += 1;
+            if !store.is_data_page(next) || hops > store.page_count() {
+                return Err(self.corrupt(page, format_args!("bad right sibling {next}")));
+            }
             let g = store.latch_shared(next);
+            let nn = self.node(next, Some(0))?;
             store.touch(next, 2);
             _guard = g;
-            page = next;
-            pos = 0;
+            (page, n, pos) = (next, nn, 0);
         }
     }
 
@@ -303,6 +382,34 @@ impl<'a> BTree<'a> {
         result
     }
 
+    /// Latches the root exclusively and validates it (the root pointer latch is taken first).
+    fn latch_root<'l>(&'l self, latches: &mut Latches<'l>) -> Result<(PageId, &'a [u8])> {
+        latches.root = Some(self.root_latch.write());
+        let root = self.root_page();
+        if !self.store.is_data_page(root) {
+            return Err(self.corrupt(root, "root pointer outside the data pages"));
+        }
+        let g = self.store.latch_exclusive(root);
+        latches.path.push(Held { page: root, slot_in_parent: 0, _g: g });
+        Ok((root, self.node(root, None)?))
+    }
+
+    /// Latches and validates child `slot` of the internal node `n` (at `page`).
+    fn latch_child<'l>(
+        &'l self,
+        page: PageId,
+        n: &[u8],
+        slot: usize,
+    ) -> Result<(PageId, RwLockWriteGuard<'l, ()>, &'a [u8])> {
+        let c = child(n, slot);
+        if !self.store.is_data_page(c) {
+            return Err(self.corrupt(page, format_args!("child pointer {c} out of range")));
+        }
+        let g = self.store.latch_exclusive(c);
+        let cn = self.node(c, Self::below(n))?;
+        Ok((c, g, cn))
+    }
+
     fn insert_latched<'l>(
         &'l self,
         w: &mut dyn PageWriter,
@@ -311,31 +418,25 @@ impl<'a> BTree<'a> {
         latches: &mut Latches<'l>,
     ) -> Result<bool> {
         let store = self.store;
-        let Latches { root: root_guard, path, .. } = latches;
-        *root_guard = Some(self.root_latch.write());
-        let root = self.root_page();
-        let g = store.latch_exclusive(root);
-        if count(store.page(root)) < self.capacity {
-            *root_guard = None;
+        let (root, rn) = self.latch_root(latches)?;
+        if count(rn) < self.capacity {
+            latches.root = None;
         }
-        path.push(Held::Page { page: root, slot_in_parent: 0, _g: g });
-        loop {
-            let n = store.page(path.last().expect("path").page());
-            store.touch(path.last().expect("path").page(), search_lines(n));
-            if kind(n) == LEAF {
-                break;
-            }
+        let (mut page, mut n) = (root, rn);
+        while kind(n) != LEAF {
+            store.touch(page, search_lines(n));
             let slot = child_slot(n, key);
-            let c = child(n, slot);
-            let g = store.latch_exclusive(c);
-            if count(store.page(c)) < self.capacity {
-                path.clear();
-                *root_guard = None;
+            let (c, g, cn) = self.latch_child(page, n, slot)?;
+            if count(cn) < self.capacity {
+                latches.path.clear();
+                latches.root = None;
             }
-            path.push(Held::Page { page: c, slot_in_parent: slot, _g: g });
+            latches.path.push(Held { page: c, slot_in_parent: slot, _g: g });
+            (page, n) = (c, cn);
         }
-        let leaf = path.last().expect("path").page();
-        let n = store.page(leaf);
+        store.touch(page, search_lines(n));
+        let Latches { root: root_guard, path, .. } = latches;
+        let leaf = page;
         let pos = match search(n, key) {
             Ok(_) => return Ok(false),
             Err(pos) => pos,
@@ -353,27 +454,35 @@ impl<'a> BTree<'a> {
         let continues_run = pos > 0 && es[pos - 1].0.checked_add(1) == Some(key);
         let mid = if continues_run { (pos + 1).min(es.len() - 1) } else { es.len() / 2 };
         let right = w.alloc_page()?;
-        write_node(w, right, LEAF, &es[mid..], sibling(n), 0)?;
-        let h = header(LEAF, mid, right, 0);
+        let id = NodeId::of(n);
+        write_node(w, right, id, &es[mid..], sibling(n), 0)?;
+        let h = header(id, mid, right, 0);
         let tail = encode_entries(&es[pos.min(mid)..mid]);
         w.write(leaf, &[(0, &h), (NODE_HEADER + pos.min(mid) * ENTRY, &tail)])?;
         let mut up = (es[mid].0, right);
-        let mut level = path.len() - 1;
+        let mut at = path.len() - 1;
         loop {
-            if level == 0 {
+            if at == 0 {
                 debug_assert!(root_guard.is_some(), "root split without the root latch");
-                let old_root = path[0].page();
+                let old_root = path[0].page;
+                let old = store.page(old_root);
+                if level(old) >= MAX_LEVEL {
+                    return Err(self.corrupt(old_root, "tree deeper than the level limit"));
+                }
                 let new_root = w.alloc_page()?;
-                write_node(w, new_root, INTERNAL, &[up], 0, old_root)?;
+                let id = NodeId { kind: INTERNAL, level: level(old) + 1, owner: self.owner };
+                write_node(w, new_root, id, &[up], 0, old_root)?;
                 w.write(self.root.page, &[(self.root.offset, &new_root.to_le_bytes())])?;
                 return Ok(true);
             }
-            level -= 1;
-            let parent = path[level].page();
+            at -= 1;
+            let parent = path[at].page;
             let n = store.page(parent);
             let mut es = entries(n);
             let pos = match search(n, up.0) {
-                Ok(_) => return Err(DbError::Corrupt(format!("duplicate separator {}", up.0))),
+                Ok(_) => {
+                    return Err(self.corrupt(parent, format_args!("duplicate separator {}", up.0)))
+                }
                 Err(p) => p,
             };
             es.insert(pos, up);
@@ -383,8 +492,9 @@ impl<'a> BTree<'a> {
             }
             let mid = es.len() / 2;
             let right = w.alloc_page()?;
-            write_node(w, right, INTERNAL, &es[mid + 1..], 0, es[mid].1)?;
-            let h = header(INTERNAL, mid, 0, leftmost(n));
+            let id = NodeId::of(n);
+            write_node(w, right, id, &es[mid + 1..], 0, es[mid].1)?;
+            let h = header(id, mid, 0, leftmost(n));
             let tail = encode_entries(&es[pos.min(mid)..mid]);
             w.write(parent, &[(0, &h), (NODE_HEADER + pos.min(mid) * ENTRY, &tail)])?;
             up = (es[mid].0, right);
@@ -407,47 +517,39 @@ impl<'a> BTree<'a> {
     ) -> Result<Option<u64>> {
         let store = self.store;
         let min = self.min_entries();
-        let Latches { root: root_guard, path, siblings } = latches;
-        *root_guard = Some(self.root_latch.write());
-        let root = self.root_page();
-        let g = store.latch_exclusive(root);
-        {
-            let n = store.page(root);
-            if kind(n) == LEAF || count(n) >= 2 {
-                *root_guard = None;
-            }
+        let (root, rn) = self.latch_root(latches)?;
+        if kind(rn) == LEAF || count(rn) >= 2 {
+            latches.root = None;
         }
-        path.push(Held::Page { page: root, slot_in_parent: 0, _g: g });
-        loop {
-            let n = store.page(path.last().expect("path").page());
-            if kind(n) == LEAF {
-                break;
-            }
+        let (mut page, mut n) = (root, rn);
+        while kind(n) != LEAF {
             let slot = child_slot(n, key);
-            let c = child(n, slot);
-            let g = store.latch_exclusive(c);
-            if count(store.page(c)) > min {
-                path.clear();
-                *root_guard = None;
+            let (c, g, cn) = self.latch_child(page, n, slot)?;
+            if count(cn) > min {
+                latches.path.clear();
+                latches.root = None;
             }
-            path.push(Held::Page { page: c, slot_in_parent: slot, _g: g });
+            latches.path.push(Held { page: c, slot_in_parent: slot, _g: g });
+            (page, n) = (c, cn);
         }
-        let leaf = path.last().expect("path").page();
-        let n = store.page(leaf);
+        let Latches { root: root_guard, path, siblings } = latches;
+        let leaf = page;
         let Ok(pos) = search(n, key) else { return Ok(None) };
         let value = val_at(n, pos);
         let mut es = entries(n);
         es.remove(pos);
         rewrite_from(w, leaf, n, &es, pos)?;
         let root_held = root_guard.is_some();
-        let mut level = path.len() - 1;
+        let mut at = path.len() - 1;
         loop {
-            let page = path[level].page();
+            let page = path[at].page;
             let n = store.page(page);
-            if level == 0 {
+            if at == 0 {
                 if root_held && kind(n) == INTERNAL && count(n) == 0 {
                     // Collapse: the only child becomes the root.
-                    w.write(self.root.page, &[(self.root.offset, &leftmost(n).to_le_bytes())])?;
+                    let only = leftmost(n);
+                    self.node(only, Self::below(n))?;
+                    w.write(self.root.page, &[(self.root.offset, &only.to_le_bytes())])?;
                     w.free_page(page)?;
                 }
                 return Ok(Some(value));
@@ -455,9 +557,9 @@ impl<'a> BTree<'a> {
             if count(n) >= min {
                 return Ok(Some(value));
             }
-            let parent = path[level - 1].page();
+            let parent = path[at - 1].page;
             let pn = store.page(parent);
-            let slot = path[level].slot();
+            let slot = path[at].slot_in_parent;
             // Merge with the right sibling, or (rightmost child) into the left one. Latches are
             // always taken left to right: for the left case the node's latch is released first
             // and retaken after the left sibling's. Nothing can change either node meanwhile:
@@ -465,20 +567,27 @@ impl<'a> BTree<'a> {
             let (left, right, sep) = if slot < count(pn) {
                 (page, child(pn, slot + 1), slot)
             } else if slot > 0 {
-                path.truncate(level);
+                path.truncate(at);
                 (child(pn, slot - 1), page, slot - 1)
             } else {
                 return Ok(Some(value)); // an only child: the parent underflows next level up
             };
+            for p in [left, right] {
+                if !store.is_data_page(p) {
+                    return Err(
+                        self.corrupt(parent, format_args!("child pointer {p} out of range"))
+                    );
+                }
+            }
             // Kept until the modification completes (see `finish`), like the path.
             if left != page {
                 siblings.push(store.latch_exclusive(left));
             }
             siblings.push(store.latch_exclusive(right));
-            let (ln, rn) = (store.page(left), store.page(right));
+            let (ln, rn) = (self.node(left, Self::below(pn))?, self.node(right, Self::below(pn))?);
             let merged_len = count(ln) + count(rn) + usize::from(kind(ln) == INTERNAL);
             if merged_len > self.capacity {
-                self.redistribute(w, parent, pn, sep, left, right)?;
+                self.redistribute(w, parent, sep, (left, ln), (right, rn))?;
                 return Ok(Some(value));
             }
             let mut es = entries(ln);
@@ -490,14 +599,14 @@ impl<'a> BTree<'a> {
                 (0, leftmost(ln))
             };
             es.extend(entries(rn));
-            let h = header(kind(ln), es.len(), sib, lm);
+            let h = header(NodeId::of(ln), es.len(), sib, lm);
             let tail = encode_entries(&es[from..]);
             w.write(left, &[(0, &h), (NODE_HEADER + from * ENTRY, &tail)])?;
             w.free_page(right)?;
             let mut pes = entries(pn);
             pes.remove(sep);
             rewrite_from(w, parent, pn, &pes, sep)?;
-            level -= 1;
+            at -= 1;
         }
     }
 
@@ -507,20 +616,19 @@ impl<'a> BTree<'a> {
         &self,
         w: &mut dyn PageWriter,
         parent: PageId,
-        pn: &[u8],
         sep: usize,
-        left: PageId,
-        right: PageId,
+        (left, ln): (PageId, &[u8]),
+        (right, rn): (PageId, &[u8]),
     ) -> Result<()> {
-        let (ln, rn) = (self.store.page(left), self.store.page(right));
+        let pn = self.store.page(parent);
+        let id = NodeId::of(ln);
         let mut all = entries(ln);
         let new_sep;
         if kind(ln) == LEAF {
             all.extend(entries(rn));
             let mid = all.len() / 2;
             new_sep = all[mid].0;
-            let (lh, rh) =
-                (header(LEAF, mid, right, 0), header(LEAF, all.len() - mid, sibling(rn), 0));
+            let (lh, rh) = (header(id, mid, right, 0), header(id, all.len() - mid, sibling(rn), 0));
             let (le, re) = (encode_entries(&all[..mid]), encode_entries(&all[mid..]));
             w.write(left, &[(0, &lh), (NODE_HEADER, &le)])?;
             w.write(right, &[(0, &rh), (NODE_HEADER, &re)])?;
@@ -529,8 +637,8 @@ impl<'a> BTree<'a> {
             all.extend(entries(rn));
             let mid = all.len() / 2;
             new_sep = all[mid].0;
-            let lh = header(INTERNAL, mid, 0, leftmost(ln));
-            let rh = header(INTERNAL, all.len() - mid - 1, 0, all[mid].1);
+            let lh = header(id, mid, 0, leftmost(ln));
+            let rh = header(id, all.len() - mid - 1, 0, all[mid].1);
             let (le, re) = (encode_entries(&all[..mid]), encode_entries(&all[mid + 1..]));
             w.write(left, &[(0, &lh), (NODE_HEADER, &le)])?;
             w.write(right, &[(0, &rh), (NODE_HEADER, &re)])?;
@@ -539,13 +647,13 @@ impl<'a> BTree<'a> {
     }
 
     /// Walks the whole tree (no concurrent writers) and checks ordering, key bounds, equal leaf
-    /// depth, node fill limits and the leaf chain.
+    /// depth, node fill limits, levels, owners and the leaf chain.
     pub fn check(&self) -> std::result::Result<TreeCheck, String> {
         let mut out = TreeCheck::default();
         let root = self.root_page();
         let mut leaves = Vec::new();
         let mut leaf_depth = None;
-        self.check_node(root, None, None, 1, &mut out, &mut leaves, &mut leaf_depth)?;
+        self.check_node(root, None, (None, None), 1, &mut out, &mut leaves, &mut leaf_depth)?;
         for pair in leaves.windows(2) {
             let n = self.store.page(pair[0]);
             if sibling(n) != pair[1] {
@@ -565,25 +673,19 @@ impl<'a> BTree<'a> {
     fn check_node(
         &self,
         page: PageId,
-        low: Option<u64>,
-        high: Option<u64>,
+        expect_level: Option<u16>,
+        (low, high): (Option<u64>, Option<u64>),
         depth: usize,
         out: &mut TreeCheck,
         leaves: &mut Vec<PageId>,
         leaf_depth: &mut Option<usize>,
     ) -> std::result::Result<(), String> {
-        if page == 0 || page >= self.store.page_count() {
-            return Err(format!("child pointer {page} out of range"));
-        }
         if out.pages.len() as u64 > self.store.page_count() {
             return Err("cycle in tree".into());
         }
+        let n = self.node(page, expect_level).map_err(|e| e.to_string())?;
         out.pages.push(page);
-        let n = self.store.page(page);
         let c = count(n);
-        if c > self.capacity {
-            return Err(format!("node {page} holds {c} entries, capacity {}", self.capacity));
-        }
         let mut prev = None;
         for i in 0..c {
             let k = key_at(n, i);
@@ -595,27 +697,23 @@ impl<'a> BTree<'a> {
             }
             prev = Some(k);
         }
-        match kind(n) {
-            LEAF => {
-                if let Some(d) = *leaf_depth {
-                    if d != depth {
-                        return Err(format!("leaf {page} at depth {depth}, others at {d}"));
-                    }
+        if kind(n) == LEAF {
+            if let Some(d) = *leaf_depth {
+                if d != depth {
+                    return Err(format!("leaf {page} at depth {depth}, others at {d}"));
                 }
-                *leaf_depth = Some(depth);
-                leaves.push(page);
-                out.entries.extend(entries(n));
-                Ok(())
             }
-            INTERNAL => {
-                for slot in 0..=c {
-                    let lo = if slot == 0 { low } else { Some(key_at(n, slot - 1)) };
-                    let hi = if slot == c { high } else { Some(key_at(n, slot)) };
-                    self.check_node(child(n, slot), lo, hi, depth + 1, out, leaves, leaf_depth)?;
-                }
-                Ok(())
-            }
-            other => Err(format!("page {page} has node kind {other}")),
+            *leaf_depth = Some(depth);
+            leaves.push(page);
+            out.entries.extend(entries(n));
+            return Ok(());
         }
+        for slot in 0..=c {
+            let lo = if slot == 0 { low } else { Some(key_at(n, slot - 1)) };
+            let hi = if slot == c { high } else { Some(key_at(n, slot)) };
+            let below = Self::below(n);
+            self.check_node(child(n, slot), below, (lo, hi), depth + 1, out, leaves, leaf_depth)?;
+        }
+        Ok(())
     }
 }

@@ -1,5 +1,8 @@
 //! The catalog page: one 128-byte entry per table (name, row size, index root, heap head).
 //! Entries change only inside system transactions, so a table exists entirely or not at all.
+//! The immutable part of an entry (bytes 0..64) carries a CRC-32C at byte 80, verified when
+//! read; the two mutable page pointers are validated where they are followed (range and page
+//! kind), because they change under different latches and cannot share one checksum.
 
 use crate::engine::{TableSpec, MAX_TABLE_NAME};
 use crate::format::{get_u32, get_u64, page_offset, PageId, CATALOG_PAGE, PAGE_SIZE};
@@ -15,6 +18,9 @@ pub const E_SLOT_BYTES: usize = 52;
 pub const E_EXPECTED_ROWS: usize = 56;
 pub const E_ROOT: usize = 64;
 pub const E_HEAP_HEAD: usize = 72;
+pub const E_CRC: usize = 80;
+/// Bytes of an entry covered by its checksum.
+const E_FIXED: usize = 64;
 
 /// Offset of entry `i` within the catalog page.
 pub fn entry_offset(i: usize) -> usize {
@@ -43,6 +49,8 @@ pub fn encode(e: &CatalogEntry) -> [u8; ENTRY_BYTES] {
     b[E_EXPECTED_ROWS..E_EXPECTED_ROWS + 8].copy_from_slice(&e.spec.expected_rows.to_le_bytes());
     b[E_ROOT..E_ROOT + 8].copy_from_slice(&e.root.to_le_bytes());
     b[E_HEAP_HEAD..E_HEAP_HEAD + 8].copy_from_slice(&e.heap_head.to_le_bytes());
+    let c = crate::format::crc(&b[..E_FIXED]);
+    b[E_CRC..E_CRC + 4].copy_from_slice(&c.to_le_bytes());
     b
 }
 
@@ -50,7 +58,13 @@ pub fn encode(e: &CatalogEntry) -> [u8; ENTRY_BYTES] {
 pub fn decode(page: &[u8], i: usize) -> Result<Option<CatalogEntry>, String> {
     let b = &page[entry_offset(i)..entry_offset(i) + ENTRY_BYTES];
     if b[E_NAME] == 0 {
+        if b.iter().any(|&x| x != 0) {
+            return Err(format!("catalog entry {i}: empty name but other bytes set"));
+        }
         return Ok(None);
+    }
+    if get_u32(b, E_CRC) != crate::format::crc(&b[..E_FIXED]) {
+        return Err(format!("catalog entry {i}: checksum mismatch"));
     }
     let name_end = b[..48].iter().position(|&c| c == 0).unwrap_or(48);
     let name = std::str::from_utf8(&b[..name_end])

@@ -62,3 +62,33 @@ pub fn parse(page_bytes: &[u8]) -> std::result::Result<HeapPage, String> {
     }
     Ok(HeapPage { table: get_u32(page_bytes, 4), next: get_u64(page_bytes, 8), slot_bytes, slots })
 }
+
+/// Validates a rid read from the region (an index entry or an undo record) before anything is
+/// read or written through it: it must be a slot boundary of a heap page of `table` with
+/// `slot_bytes`-byte slots. Returns the slot's page.
+pub fn check_rid(
+    store: &crate::pages::PageStore,
+    table: u32,
+    slot_bytes: u32,
+    rid: u64,
+) -> Result<PageId> {
+    let page = rid / crate::format::PAGE_SIZE_U64;
+    let within = (rid % crate::format::PAGE_SIZE_U64) as usize;
+    let bad = |why: String| {
+        crate::engine::DbError::Corrupt(format!("table {table}: row address {rid}: {why}"))
+    };
+    if !store.is_data_page(page) {
+        return Err(bad("outside the data pages".into()));
+    }
+    if within < HEAP_HEADER
+        || !(within - HEAP_HEADER).is_multiple_of(slot_bytes as usize)
+        || (within - HEAP_HEADER) / slot_bytes as usize >= slots_per_page(slot_bytes)
+    {
+        return Err(bad("not a slot boundary".into()));
+    }
+    let hp = parse(store.page(page)).map_err(|e| bad(format!("page {page}: {e}")))?;
+    if hp.table != table || hp.slot_bytes != slot_bytes {
+        return Err(bad(format!("page {page} belongs to table {}", hp.table)));
+    }
+    Ok(page)
+}

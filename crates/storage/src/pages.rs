@@ -13,10 +13,11 @@
 //! set); a miss charges the device read latency for the cache lines the operation reads.
 
 use crate::engine::Result;
-use crate::format::{page_offset, PageId, PAGE_SIZE};
+use crate::format::{page_offset, Layout, PageId, PAGE_SIZE};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use pmem::Region;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 /// Writes to pages, routed to the engine's recovery method.
 pub trait PageWriter {
@@ -87,25 +88,51 @@ impl CacheSim {
     }
 }
 
+/// Pages per chunk of the latch table.
+const LATCH_CHUNK: usize = 4096;
+
+/// One chunk of page latches, allocated on first use.
+type LatchChunk = OnceLock<Box<[RwLock<()>]>>;
+
 pub struct PageStore {
     region: Region,
     page_count: u64,
-    latches: Box<[RwLock<()>]>,
+    first_data_page: PageId,
+    /// Per-page latches, allocated a chunk at a time on first use, so that opening a large
+    /// region costs nothing per page (recovery is O(in-flight work), not O(region)).
+    latches: Box<[LatchChunk]>,
     cache: Option<CacheSim>,
     charge_reads: bool,
 }
 
 impl PageStore {
     /// `cache_pages`: capacity of the simulated cache (None = unlimited: every access hits).
-    pub fn new(region: &Region, page_count: u64, cache_pages: Option<u64>) -> PageStore {
+    pub fn new(region: &Region, layout: &Layout, cache_pages: Option<u64>) -> PageStore {
         let charge_reads = region.timing().is_some_and(|t| t.read_ns > 0);
+        let chunks = (layout.page_count as usize).div_ceil(LATCH_CHUNK);
         PageStore {
             region: region.clone(),
-            page_count,
-            latches: (0..page_count).map(|_| RwLock::new(())).collect(),
+            page_count: layout.page_count,
+            first_data_page: layout.first_data_page(),
+            latches: (0..chunks).map(|_| OnceLock::new()).collect(),
             cache: cache_pages.filter(|_| charge_reads).map(CacheSim::new),
             charge_reads,
         }
+    }
+
+    /// Whether `page` is a data page (a B+tree node or heap page may live there): the check
+    /// every page id read from the region passes before it is followed.
+    #[inline]
+    pub fn is_data_page(&self, page: PageId) -> bool {
+        page >= self.first_data_page && page < self.page_count
+    }
+
+    fn latch(&self, page: PageId) -> &RwLock<()> {
+        // Callers pass only validated page ids (`is_data_page`) or fixed metadata pages.
+        assert!(page < self.page_count, "latch of page {page} beyond the region");
+        let chunk = self.latches[page as usize / LATCH_CHUNK]
+            .get_or_init(|| (0..LATCH_CHUNK).map(|_| RwLock::new(())).collect());
+        &chunk[page as usize % LATCH_CHUNK]
     }
 
     pub fn region(&self) -> &Region {
@@ -139,11 +166,11 @@ impl PageStore {
     }
 
     pub fn latch_shared(&self, page: PageId) -> RwLockReadGuard<'_, ()> {
-        self.latches[page as usize].read()
+        self.latch(page).read()
     }
 
     pub fn latch_exclusive(&self, page: PageId) -> RwLockWriteGuard<'_, ()> {
-        self.latches[page as usize].write()
+        self.latch(page).write()
     }
 }
 

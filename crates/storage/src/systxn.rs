@@ -10,7 +10,7 @@
 
 use crate::alloc::PageAllocator;
 use crate::engine::{DbError, Result};
-use crate::format::{get_u64, page_offset, PageId};
+use crate::format::{get_u64, page_offset, Layout, PageId};
 use crate::pages::{PageStore, PageWriter};
 use crate::undo::{LogState, UndoLog};
 
@@ -31,8 +31,13 @@ pub fn encode_phys(region: &pmem::Region, ranges: &[(u64, usize)]) -> Vec<u8> {
 }
 
 /// Restores the before-images of a physical undo record (in reverse range order) and returns
-/// the ranges written, to be flushed.
-pub fn apply_phys(region: &pmem::Region, payload: &[u8]) -> Result<Vec<(u64, u64)>> {
+/// the ranges written, to be flushed. Every range must lie in the catalog or the data pages
+/// (`Layout::is_undoable_range`): a damaged record never writes over a superblock or a log.
+pub fn apply_phys(
+    region: &pmem::Region,
+    layout: &Layout,
+    payload: &[u8],
+) -> Result<Vec<(u64, u64)>> {
     let bad = || DbError::Corrupt("malformed physical undo record".into());
     if payload.len() < 2 {
         return Err(bad());
@@ -47,7 +52,9 @@ pub fn apply_phys(region: &pmem::Region, payload: &[u8]) -> Result<Vec<(u64, u64
         let off = get_u64(payload, at);
         let len = u32::from_le_bytes(payload[at + 8..at + 12].try_into().expect("4")) as usize;
         at += 12;
-        if at + len > payload.len() || off.checked_add(len as u64).is_none_or(|e| e > region.len())
+        if at + len > payload.len()
+            || off.checked_add(len as u64).is_none_or(|e| e > region.len())
+            || !layout.is_undoable_range(off, len as u64)
         {
             return Err(bad());
         }
@@ -80,8 +87,8 @@ impl<'a> SysTxn<'a> {
 
     /// Commits whatever is not yet completed (the B+tree completes its own modifications under
     /// its latches; this covers other writers such as heap growth and catalog changes).
-    pub fn commit(mut self) {
-        self.end();
+    pub fn commit(mut self) -> Result<()> {
+        self.end()
     }
 
     /// Rolls back everything not yet completed (used when a modification fails half-way, e.g.
@@ -92,26 +99,26 @@ impl<'a> SysTxn<'a> {
 
     /// Persists every write, then the log's free mark; then performs deferred frees. Leaves the
     /// transaction empty and reusable.
-    fn end(&mut self) {
+    fn end(&mut self) -> Result<()> {
         let region = self.store.region().clone();
         let dirty = std::mem::take(&mut self.dirty);
         self.fresh.clear();
         if self.freed.is_empty() {
             self.log.finish(&dirty);
-            return;
+            return Ok(());
         }
         region.flush_ranges(&dirty);
         region.fence();
         self.log.mark_committed();
         let freed = std::mem::take(&mut self.freed);
-        let bits: Vec<(u64, u64)> = freed.iter().map(|p| self.alloc.clear_bit(*p)).collect();
-        self.log.finish(&bits);
-        self.alloc.release(&freed);
+        let log = &mut *self.log;
+        self.alloc.free_committed(&freed, |bits| log.finish(bits))
     }
 
     fn undo(&mut self) -> Result<()> {
         let records = self.log.read_records();
-        let (pages, written) = rollback(self.store.region(), self.alloc, &records)?;
+        let layout = *self.alloc.layout();
+        let (pages, written) = rollback(self.store.region(), &layout, self.alloc, &records)?;
         self.log.finish(&written);
         self.alloc.release(&pages);
         self.dirty.clear();
@@ -128,6 +135,7 @@ pub type Undone = (Vec<PageId>, Vec<(u64, u64)>);
 /// undone and the ranges written (to flush before the log is freed).
 pub fn rollback(
     region: &pmem::Region,
+    layout: &Layout,
     alloc: &PageAllocator,
     records: &[(u8, Vec<u8>)],
 ) -> Result<Undone> {
@@ -135,10 +143,10 @@ pub fn rollback(
     let mut written = Vec::new();
     for (kind, payload) in records.iter().rev() {
         match *kind {
-            REC_PHYS => written.extend(apply_phys(region, payload)?),
+            REC_PHYS => written.extend(apply_phys(region, layout, payload)?),
             REC_PAGE_ALLOC => {
                 let page = decode_page(payload)?;
-                written.push(alloc.clear_bit(page));
+                written.extend(alloc.clear_bit(page)?);
                 pages.push(page);
             }
             REC_PAGE_FREE => {}
@@ -155,7 +163,7 @@ pub fn redo_frees(alloc: &PageAllocator, records: &[(u8, Vec<u8>)]) -> Result<Ve
     let mut written = Vec::new();
     for (kind, payload) in records {
         if *kind == REC_PAGE_FREE {
-            written.push(alloc.clear_bit(decode_page(payload)?));
+            written.extend(alloc.clear_bit(decode_page(payload)?)?);
         }
     }
     Ok(written)
@@ -192,7 +200,7 @@ impl PageWriter for SysTxn<'_> {
     }
 
     fn alloc_page(&mut self) -> Result<PageId> {
-        let page = self.alloc.reserve().ok_or_else(|| {
+        let page = self.alloc.reserve()?.ok_or_else(|| {
             DbError::RegionFull(format!("all {} pages are in use", self.alloc.layout().page_count))
         })?;
         if let Err(e) = self.log.append(&[(REC_PAGE_ALLOC, &page.to_le_bytes())], &self.dirty) {
@@ -200,8 +208,8 @@ impl PageWriter for SysTxn<'_> {
             return Err(e);
         }
         self.dirty.clear();
-        let bit = self.alloc.set_bit(page);
-        self.dirty.push(bit);
+        let bits = self.alloc.set_bit(page)?;
+        self.dirty.extend(bits);
         self.fresh.push(page);
         Ok(page)
     }
@@ -214,8 +222,7 @@ impl PageWriter for SysTxn<'_> {
     }
 
     fn complete(&mut self) -> Result<()> {
-        self.end();
-        Ok(())
+        self.end()
     }
 
     fn roll_back(&mut self) -> Result<()> {

@@ -49,8 +49,8 @@ fn fixture(capacity: usize, workers: u32) -> Fixture {
         })
         .collect();
     let f = Fixture {
-        store: PageStore::new(&region, layout.page_count, None),
-        alloc: PageAllocator::rebuild(&region, &layout),
+        store: PageStore::new(&region, &layout, None),
+        alloc: PageAllocator::attach(&region, &layout),
         logs,
         root_latch: RwLock::new(()),
         capacity,
@@ -58,24 +58,24 @@ fn fixture(capacity: usize, workers: u32) -> Fixture {
     };
     let mut log = f.logs[0].lock();
     let mut sys = SysTxn::begin(&f.store, &f.alloc, &mut log);
-    let root = BTree::create(&mut sys).unwrap();
+    let root = BTree::create(&mut sys, 1).unwrap();
     storage::pages::PageWriter::write(&mut sys, ROOT.page, &[(ROOT.offset, &root.to_le_bytes())])
         .unwrap();
-    sys.commit();
+    sys.commit().unwrap();
     drop(log);
     f
 }
 
 impl Fixture {
     fn tree(&self) -> BTree<'_> {
-        BTree::new(&self.store, ROOT, &self.root_latch, self.capacity)
+        BTree::new(&self.store, ROOT, &self.root_latch, self.capacity, 1)
     }
 
     fn insert(&self, worker: usize, k: u64, v: u64) -> bool {
         let mut log = self.logs[worker].lock();
         let mut sys = SysTxn::begin(&self.store, &self.alloc, &mut log);
         let r = self.tree().insert(&mut sys, k, v).unwrap();
-        sys.commit();
+        sys.commit().unwrap();
         r
     }
 
@@ -83,7 +83,7 @@ impl Fixture {
         let mut log = self.logs[worker].lock();
         let mut sys = SysTxn::begin(&self.store, &self.alloc, &mut log);
         let r = self.tree().remove(&mut sys, k).unwrap();
-        sys.commit();
+        sys.commit().unwrap();
         r
     }
 
@@ -103,7 +103,7 @@ impl Fixture {
         let c = self.tree().check().unwrap();
         assert_eq!(c.entries, model.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>());
         let allocated = (self.layout.first_data_page()..self.layout.page_count)
-            .filter(|p| self.alloc.is_allocated(*p))
+            .filter(|p| self.alloc.is_allocated(*p).unwrap())
             .count();
         assert_eq!(allocated, c.pages.len(), "allocator disagrees with the tree's pages");
     }
@@ -141,7 +141,7 @@ proptest! {
                     model.entry(k).or_insert(v);
                 }
                 Op::Remove(k) => prop_assert_eq!(f.remove(0, k), model.remove(&k)),
-                Op::Get(k) => prop_assert_eq!(f.tree().get(k), model.get(&k).copied()),
+                Op::Get(k) => prop_assert_eq!(f.tree().get(k).unwrap(), model.get(&k).copied()),
                 Op::Scan(lo, hi, limit) => {
                     let want: Vec<_> =
                         model.range(lo..=hi).take(limit).map(|(k, v)| (*k, *v)).collect();
@@ -205,7 +205,7 @@ fn concurrent_writers_and_scanners() {
                             model.entry(k).or_insert(v);
                         }
                         // Linearizable per key: a thread's own key reads its last write.
-                        assert_eq!(f.tree().get(k), model.get(&k).copied());
+                        assert_eq!(f.tree().get(k).unwrap(), model.get(&k).copied());
                     }
                     model
                 })

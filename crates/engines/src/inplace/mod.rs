@@ -33,13 +33,16 @@ mod txn;
 use crate::{EngineOptions, Fault};
 use parking_lot::{Mutex, RwLock};
 use pmem::Region;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use storage::alloc::PageAllocator;
 use storage::btree::{BTree, RootRef};
 use storage::catalog::{self, CatalogEntry};
 use storage::engine::{check_spec, RecoveryReport};
-use storage::format::{page_offset, Layout, Superblock, CATALOG_PAGE, MAX_WORKERS, PAGE_SIZE_U64};
+use storage::format::{
+    page_offset, Layout, PageId, Superblock, CATALOG_PAGE, MAX_WORKERS, PAGE_SIZE_U64,
+};
 use storage::pages::PageStore;
 use storage::systxn::SysTxn;
 use storage::undo::UndoLog;
@@ -61,8 +64,31 @@ pub(crate) struct TableRt {
     pub slot_bytes: u32,
     pub entry: usize,
     pub root_latch: RwLock<()>,
-    /// Free heap slots (rids). Held while the heap grows.
-    pub free: Mutex<Vec<u64>>,
+    /// Free heap slots. Held while the heap grows.
+    pub free: Mutex<FreeSlots>,
+}
+
+/// A table's free heap slots, found lazily (open scans nothing: recovery is O(in-flight)).
+/// Invariant: a free slot of a page in `scanned` is on `list` or held by a transaction; a
+/// free slot of a page not yet scanned is found by the scan, never pushed.
+pub(crate) struct FreeSlots {
+    pub list: Vec<u64>,
+    /// Next page of the heap chain as it was at open that is not yet scanned (0: none left).
+    pub next_page: PageId,
+    pub scanned: HashSet<PageId>,
+}
+
+impl FreeSlots {
+    pub fn new(heap_head: PageId) -> FreeSlots {
+        FreeSlots { list: Vec::new(), next_page: heap_head, scanned: HashSet::new() }
+    }
+
+    /// Makes a slot freed by a persisted commit or rollback allocatable again.
+    pub fn give_back(&mut self, rid: u64) {
+        if self.scanned.contains(&(rid / PAGE_SIZE_U64)) {
+            self.list.push(rid);
+        }
+    }
 }
 
 /// One worker's persistent logs.
@@ -83,13 +109,16 @@ pub struct InPlace {
     pub(crate) next_txn: AtomicU64,
     pub(crate) report: RecoveryReport,
     pub(crate) fault: Option<Fault>,
+    /// Set when a transaction was dropped during a panic without rolling back: its undo log
+    /// is still active, so the handle refuses further work (reopening recovers).
+    pub(crate) poisoned: AtomicBool,
 }
 
 impl InPlace {
     /// Opens the engine: formats a blank region, otherwise validates and recovers it.
     pub fn open(region: Region, options: &EngineOptions) -> Result<InPlace> {
         let started = std::time::Instant::now();
-        let (layout, formatted) = match Superblock::read(&region, ENGINE_NAME)? {
+        let (layout, formatted) = match Superblock::read(&region, ENGINE_NAME, false)? {
             Some(sb) => (sb.layout, false),
             None => (Self::format(&region, options)?, true),
         };
@@ -111,6 +140,8 @@ impl InPlace {
             node_capacity: options.node_capacity,
         };
         layout.validate()?;
+        let sb = Superblock { engine: ENGINE_NAME.into(), layout };
+        sb.begin_format(region);
         for w in 0..layout.workers {
             UndoLog::format(region, page_offset(layout.undo_log_page(w)));
             UndoLog::format(region, page_offset(layout.sys_undo_log_page(w)));
@@ -119,8 +150,9 @@ impl InPlace {
         region.flush(page_offset(CATALOG_PAGE), PAGE_SIZE_U64);
         PageAllocator::format(region, &layout);
         region.fence();
-        // Last: a crash before this leaves a blank region, formatted again on the next open.
-        Superblock { engine: ENGINE_NAME.into(), layout }.write(region);
+        // Last: a crash before this leaves a region under the formatting magic, formatted again
+        // on the next open.
+        sb.publish(region);
         Ok(layout)
     }
 
@@ -133,7 +165,8 @@ impl InPlace {
             page: CATALOG_PAGE,
             offset: catalog::entry_offset(t.entry) + catalog::E_ROOT,
         };
-        BTree::new(&self.store, root, &t.root_latch, self.layout.node_capacity as usize)
+        let capacity = self.layout.node_capacity as usize;
+        BTree::new(&self.store, root, &t.root_latch, capacity, t.id + 1)
     }
 
     fn admin_worker(&self) -> usize {
@@ -145,19 +178,116 @@ impl InPlace {
         self.region.stats().fences
     }
 
-    /// Adds a heap page to `t` (a system transaction on `logs.sys`) and fills its free list.
-    /// The caller holds `t.free`.
-    pub(crate) fn grow_heap(
+    /// A free slot of `t`: from the free list, else from the next heap page not yet scanned,
+    /// else from a new heap page. The caller holds `t.free`.
+    pub(crate) fn take_slot(
         &self,
         t: &TableRt,
         sys_log: &mut UndoLog,
-        free: &mut Vec<u64>,
-    ) -> Result<()> {
+        free: &mut FreeSlots,
+    ) -> Result<u64> {
+        let mut scanned_now = 0u64;
+        loop {
+            if let Some(rid) = free.list.pop() {
+                return Ok(rid);
+            }
+            if free.next_page == 0 {
+                self.grow_heap(t, sys_log, free)?;
+                continue;
+            }
+            scanned_now += 1;
+            if scanned_now > self.layout.page_count {
+                return Err(DbError::Corrupt(format!("table {}: heap chain loops", t.spec.name)));
+            }
+            self.scan_heap_page(t, free)?;
+        }
+    }
+
+    /// Lists the free slots of the next unscanned heap page (validated) and moves on.
+    fn scan_heap_page(&self, t: &TableRt, free: &mut FreeSlots) -> Result<()> {
+        let page = free.next_page;
+        let hp = self.heap_page(t, page)?;
+        if !free.scanned.insert(page) {
+            return Err(DbError::Corrupt(format!(
+                "table {}: heap chain visits page {page} twice",
+                t.spec.name
+            )));
+        }
+        for i in (0..hp.slots).rev() {
+            let rid = storage::heap::rid(page, t.slot_bytes, i);
+            match self.region.read_u64(rid) {
+                storage::heap::SLOT_FREE => free.list.push(rid),
+                storage::heap::SLOT_USED => {}
+                s => {
+                    return Err(DbError::Corrupt(format!(
+                        "table {}: slot {rid} has state {s}",
+                        t.spec.name
+                    )))
+                }
+            }
+        }
+        free.next_page = hp.next;
+        Ok(())
+    }
+
+    /// Validates and parses heap page `page` of table `t`.
+    pub(crate) fn heap_page(&self, t: &TableRt, page: PageId) -> Result<storage::heap::HeapPage> {
+        let bad = |why: String| {
+            DbError::Corrupt(format!("table {}: heap page {page}: {why}", t.spec.name))
+        };
+        if !self.store.is_data_page(page) {
+            return Err(bad("outside the data pages".into()));
+        }
+        let hp = storage::heap::parse(self.store.page(page)).map_err(bad)?;
+        if hp.table != t.id || hp.slot_bytes != t.slot_bytes {
+            return Err(bad(format!("belongs to table {}", hp.table)));
+        }
+        if hp.next != 0 && !self.store.is_data_page(hp.next) {
+            return Err(bad(format!("next page {} outside the data pages", hp.next)));
+        }
+        Ok(hp)
+    }
+
+    /// Validates a rid read from an index or an undo record and the slot it names: in use and
+    /// holding `key` (when given).
+    pub(crate) fn check_row(&self, t: &TableRt, rid: u64, key: Option<u64>) -> Result<()> {
+        storage::heap::check_rid(&self.store, t.id, t.slot_bytes, rid)?;
+        if let Some(key) = key {
+            let (state, k) = (self.region.read_u64(rid), self.region.read_u64(rid + 8));
+            if state != storage::heap::SLOT_USED || k != key {
+                return Err(DbError::Corrupt(format!(
+                    "table {}: index key {key} names slot {rid} holding state {state} key {k}",
+                    t.spec.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses work on a handle a panic left with an active undo log.
+    pub(crate) fn check_poisoned(&self) -> Result<()> {
+        if self.poisoned.load(Ordering::Relaxed) {
+            return Err(DbError::Invalid(
+                "a transaction panicked; reopen the database to recover it".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Adds a heap page to `t` (a system transaction on `logs.sys`) and fills its free list.
+    /// The caller holds `t.free`.
+    fn grow_heap(&self, t: &TableRt, sys_log: &mut UndoLog, free: &mut FreeSlots) -> Result<()> {
         let entry_off = catalog::entry_offset(t.entry);
         let head = storage::format::get_u64(
             self.store.page(CATALOG_PAGE),
             entry_off + catalog::E_HEAP_HEAD,
         );
+        if head != 0 && !self.store.is_data_page(head) {
+            return Err(DbError::Corrupt(format!(
+                "table {}: heap head {head} outside the data pages",
+                t.spec.name
+            )));
+        }
         let mut sys = SysTxn::begin(&self.store, &self.alloc, sys_log);
         let result = (|| {
             let page = storage::pages::PageWriter::alloc_page(&mut sys)?;
@@ -171,9 +301,10 @@ impl InPlace {
         })();
         match result {
             Ok(page) => {
-                sys.commit();
+                sys.commit()?;
                 let n = storage::heap::slots_per_page(t.slot_bytes);
-                free.extend((0..n).rev().map(|i| storage::heap::rid(page, t.slot_bytes, i)));
+                free.scanned.insert(page);
+                free.list.extend((0..n).rev().map(|i| storage::heap::rid(page, t.slot_bytes, i)));
                 Ok(())
             }
             Err(e) => {
@@ -190,6 +321,7 @@ impl Engine for InPlace {
     }
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
+        self.check_poisoned()?;
         check_spec(spec)?;
         let mut tables = self.tables.write();
         if tables.iter().any(|t| t.spec.name == spec.name) {
@@ -206,7 +338,7 @@ impl Engine for InPlace {
         let mut logs = self.workers[self.admin_worker()].lock();
         let mut sys = SysTxn::begin(&self.store, &self.alloc, &mut logs.sys);
         let result = (|| {
-            let root = BTree::create(&mut sys)?;
+            let root = BTree::create(&mut sys, entry as u32 + 1)?;
             let e = CatalogEntry { spec: spec.clone(), slot_bytes, root, heap_head: 0 };
             storage::pages::PageWriter::write(
                 &mut sys,
@@ -215,7 +347,7 @@ impl Engine for InPlace {
             )
         })();
         match result {
-            Ok(()) => sys.commit(),
+            Ok(()) => sys.commit()?,
             Err(e) => {
                 sys.abort()?;
                 return Err(e);
@@ -228,7 +360,7 @@ impl Engine for InPlace {
             slot_bytes,
             entry,
             root_latch: RwLock::new(()),
-            free: Mutex::new(Vec::new()),
+            free: Mutex::new(FreeSlots::new(0)),
         }));
         Ok(id)
     }
@@ -242,6 +374,7 @@ impl Engine for InPlace {
     }
 
     fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
+        self.check_poisoned()?;
         if worker >= self.admin_worker() {
             return Err(DbError::Invalid(format!(
                 "worker {worker} out of range: this region was formatted for {} workers",

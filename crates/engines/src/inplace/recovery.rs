@@ -1,18 +1,22 @@
 //! Recovery for In-Place Updates (Pelley §3.2): roll back unfinished system transactions
-//! (physical undo, so every B+tree is structurally whole), rebuild the allocator, then roll back
-//! in-flight user transactions (physical undo of row bytes, logical undo of index changes),
-//! finish the post-commit frees of committed ones, and rebuild the volatile free-slot lists.
-//! Every step is idempotent, so a crash during recovery is recovered by running it again.
+//! (physical undo, so every B+tree is structurally whole), then roll back in-flight user
+//! transactions (physical undo of row bytes, logical undo of index changes) and finish the
+//! post-commit frees of committed ones. Every step is idempotent, so a crash during recovery is
+//! recovered by running it again. Nothing else is scanned: the allocator and the free-slot
+//! lists fill lazily after open, so recovery time depends on in-flight work only.
+//!
+//! Every value an undo record carries (table, rid, page, byte range) is validated before it is
+//! used; a damaged record is `DbError::Corrupt`, never a write outside its structure.
 
 use super::{
-    InPlace, TableRt, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC, REC_INDEX_DELETE,
+    FreeSlots, InPlace, TableRt, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC, REC_INDEX_DELETE,
     REC_INDEX_INSERT, REC_PHYS,
 };
 use crate::EngineOptions;
 use parking_lot::{Mutex, RwLock};
 use pmem::Region;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use storage::alloc::PageAllocator;
 use storage::catalog;
@@ -38,6 +42,13 @@ fn decode_logical(payload: &[u8]) -> Result<(TableId, u64, u64)> {
     Ok((get_u32(payload, 0), get_u64(payload, 4), get_u64(payload, 12)))
 }
 
+/// The table an undo record names (an unknown table in a log is damage, not a user error).
+fn record_table(db: &InPlace, table: TableId) -> Result<Arc<TableRt>> {
+    db.table_rt(table).map_err(|_| {
+        DbError::Corrupt(format!("undo record names table {table}, which is not in the catalog"))
+    })
+}
+
 /// Undoes a user transaction's records in reverse order. Idempotent.
 pub(crate) fn rollback_user(
     db: &InPlace,
@@ -47,26 +58,29 @@ pub(crate) fn rollback_user(
     let mut out = Rollback { written: Vec::new(), freed: Vec::new() };
     for (kind, payload) in records.iter().rev() {
         match *kind {
-            REC_PHYS => out.written.extend(apply_phys(&db.region, payload)?),
+            REC_PHYS => out.written.extend(apply_phys(&db.region, &db.layout, payload)?),
             REC_HEAP_ALLOC => {
                 let (table, rid, _) = decode_logical(payload)?;
+                let t = record_table(db, table)?;
+                db.check_row(&t, rid, None)?;
                 db.region.write_u64(rid, SLOT_FREE);
                 out.written.push((rid, 8));
                 out.freed.push((table, rid));
             }
             REC_INDEX_INSERT => {
                 let (table, key, rid) = decode_logical(payload)?;
-                let t = db.table_rt(table)?;
+                let t = record_table(db, table)?;
                 let tree = db.tree(&t);
-                if tree.get(key) == Some(rid) {
+                if tree.get(key)? == Some(rid) {
                     run_system(db, sys_log, |sys| tree.remove(sys, key).map(|_| ()))?;
                 }
             }
             REC_INDEX_DELETE => {
                 let (table, key, rid) = decode_logical(payload)?;
-                let t = db.table_rt(table)?;
+                let t = record_table(db, table)?;
+                db.check_row(&t, rid, None)?;
                 let tree = db.tree(&t);
-                if tree.get(key).is_none() {
+                if tree.get(key)?.is_none() {
                     run_system(db, sys_log, |sys| tree.insert(sys, key, rid).map(|_| ()))?;
                 }
             }
@@ -84,10 +98,7 @@ fn run_system(
 ) -> Result<()> {
     let mut sys = SysTxn::begin(&db.store, &db.alloc, sys_log);
     match f(&mut sys) {
-        Ok(()) => {
-            sys.commit();
-            Ok(())
-        }
+        Ok(()) => sys.commit(),
         Err(e) => {
             sys.abort()?;
             Err(e)
@@ -110,18 +121,27 @@ fn attach_logs(region: &Region, layout: &Layout) -> Result<Vec<WorkerLogs>> {
 
 fn load_tables(store: &PageStore) -> Result<Vec<Arc<TableRt>>> {
     let page = store.page(CATALOG_PAGE);
-    let mut tables = Vec::new();
+    let mut tables: Vec<Arc<TableRt>> = Vec::new();
+    let mut ended = false;
     for i in 0..catalog::MAX_TABLES {
         match catalog::decode(page, i).map_err(DbError::Corrupt)? {
-            None => break,
-            Some(e) => tables.push(Arc::new(TableRt {
-                id: i as TableId,
-                spec: e.spec,
-                slot_bytes: e.slot_bytes,
-                entry: i,
-                root_latch: RwLock::new(()),
-                free: Mutex::new(Vec::new()),
-            })),
+            None => ended = true,
+            Some(_) if ended => {
+                return Err(DbError::Corrupt(format!("catalog entry {i} follows an empty one")))
+            }
+            Some(e) => {
+                if tables.iter().any(|t| t.spec.name == e.spec.name) {
+                    return Err(DbError::Corrupt(format!("catalog names {} twice", e.spec.name)));
+                }
+                tables.push(Arc::new(TableRt {
+                    id: i as TableId,
+                    spec: e.spec,
+                    slot_bytes: e.slot_bytes,
+                    entry: i,
+                    root_latch: RwLock::new(()),
+                    free: Mutex::new(FreeSlots::new(e.heap_head)),
+                }))
+            }
         }
     }
     Ok(tables)
@@ -133,16 +153,10 @@ fn heap_pages(db: &InPlace, t: &TableRt) -> std::result::Result<Vec<PageId>, Str
     let entry_off = catalog::entry_offset(t.entry);
     let mut p = get_u64(db.store.page(CATALOG_PAGE), entry_off + catalog::E_HEAP_HEAD);
     while p != 0 {
-        if p < db.layout.first_data_page() || p >= db.layout.page_count {
-            return Err(format!("table {}: heap page pointer {p} out of range", t.spec.name));
-        }
         if pages.len() as u64 >= db.layout.page_count {
             return Err(format!("table {}: heap chain has a cycle", t.spec.name));
         }
-        let hp = heap::parse(db.store.page(p)).map_err(|e| format!("page {p}: {e}"))?;
-        if hp.table != t.id || hp.slot_bytes != t.slot_bytes {
-            return Err(format!("heap page {p} belongs to table {} not {}", hp.table, t.id));
-        }
+        let hp = db.heap_page(t, p).map_err(|e| e.to_string())?;
         pages.push(p);
         p = hp.next;
     }
@@ -152,29 +166,29 @@ fn heap_pages(db: &InPlace, t: &TableRt) -> std::result::Result<Vec<PageId>, Str
 pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -> Result<InPlace> {
     let mut report = RecoveryReport::default();
     let mut logs = attach_logs(&region, &layout)?;
+    let alloc = PageAllocator::attach(&region, &layout);
     // 1. Unfinished structure modifications: physical undo; committed ones: redo their frees.
-    let bits = PageAllocator::rebuild(&region, &layout);
     for l in logs.iter_mut() {
         let records = l.sys.read_records();
         match l.sys.state() {
             LogState::Free => {}
             LogState::Active => {
-                let (_, written) = systxn::rollback(&region, &bits, &records)?;
+                let (_, written) = systxn::rollback(&region, &layout, &alloc, &records)?;
                 report.records_applied += records.len() as u64;
                 report.system_txns_rolled_back += 1;
                 l.sys.finish(&written);
             }
             LogState::Committed => {
-                let written = systxn::redo_frees(&bits, &records)?;
+                let written = systxn::redo_frees(&alloc, &records)?;
                 l.sys.finish(&written);
             }
         }
     }
-    // 2. Volatile structures that user rollback needs.
-    let store = PageStore::new(&region, layout.page_count, options.cache_pages);
+    // 2. Volatile structures that user rollback needs (all O(tables), nothing scanned).
+    let store = PageStore::new(&region, &layout, options.cache_pages);
     let tables = load_tables(&store)?;
     let db = InPlace {
-        alloc: PageAllocator::rebuild(&region, &layout),
+        alloc,
         region,
         layout,
         store,
@@ -184,8 +198,10 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
         next_txn: AtomicU64::new(1),
         report: RecoveryReport::default(),
         fault: options.fault,
+        poisoned: AtomicBool::new(false),
     };
-    // 3. In-flight user transactions: roll back; committed ones: finish their frees.
+    // 3. In-flight user transactions: roll back; committed ones: finish their frees. Slots
+    // freed here are found by the lazy free-slot scan (no page is scanned yet).
     for l in logs.iter_mut() {
         let records = l.user.read_records();
         match l.user.state() {
@@ -200,7 +216,8 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
                 let mut written = Vec::new();
                 for (kind, payload) in &records {
                     if *kind == REC_FREE_SLOT {
-                        let (_, rid, _) = decode_logical(payload)?;
+                        let (table, rid, _) = decode_logical(payload)?;
+                        db.check_row(&*record_table(&db, table)?, rid, None)?;
                         db.region.write_u64(rid, SLOT_FREE);
                         written.push((rid, 8));
                     }
@@ -210,21 +227,8 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
             }
         }
     }
-    // 4. Free-slot lists from the heap pages.
-    let tables = db.tables.read().clone();
-    for t in &tables {
-        let pages = heap_pages(&db, t).map_err(DbError::Corrupt)?;
-        let mut free = t.free.lock();
-        for p in pages.iter().rev() {
-            for i in (0..heap::slots_per_page(t.slot_bytes)).rev() {
-                let rid = heap::rid(*p, t.slot_bytes, i);
-                if db.region.read_u64(rid) == SLOT_FREE {
-                    free.push(rid);
-                }
-            }
-        }
-    }
-    report.notes.push(format!("scanned {} undo logs; {} tables", logs.len() * 2, tables.len()));
+    let tables = db.tables.read().len();
+    report.notes.push(format!("scanned {} undo logs; {tables} tables", logs.len() * 2));
     Ok(InPlace { workers: logs.into_iter().map(Mutex::new).collect(), report, ..db })
 }
 
@@ -291,7 +295,7 @@ pub(crate) fn check_integrity(db: &InPlace) -> IntegrityResult {
         report.rows += used.len() as u64;
     }
     for p in db.layout.first_data_page()..db.layout.page_count {
-        let marked = db.alloc.is_allocated(p);
+        let marked = db.alloc.is_allocated(p).map_err(|e| e.to_string())?;
         let used = owned.contains(&p);
         if marked && !used {
             return Err(format!("page {p} is allocated but unreachable (leaked)"));

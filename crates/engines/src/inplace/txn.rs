@@ -72,7 +72,7 @@ impl<'a> InPlaceTxn<'a> {
         let mut sys = SysTxn::begin(&db.store, &db.alloc, &mut self.logs.sys);
         match f(&mut sys) {
             Ok(v) => {
-                sys.commit();
+                sys.commit()?;
                 Ok(v)
             }
             Err(e) => {
@@ -84,12 +84,14 @@ impl<'a> InPlaceTxn<'a> {
 
     fn take_slot(&mut self, t: &TableRt) -> Result<u64> {
         let mut free = t.free.lock();
-        if let Some(rid) = free.pop() {
-            return Ok(rid);
-        }
-        let db = self.db;
-        db.grow_heap(t, &mut self.logs.sys, &mut free)?;
-        free.pop().ok_or_else(|| DbError::Corrupt("new heap page has no slots".into()))
+        self.db.take_slot(t, &mut self.logs.sys, &mut free)
+    }
+
+    /// The rid the index holds for `key`, validated against the heap.
+    fn find(&self, t: &TableRt, key: u64) -> Result<Option<u64>> {
+        let Some(rid) = self.db.tree(t).get(key)? else { return Ok(None) };
+        self.db.check_row(t, rid, Some(key))?;
+        Ok(Some(rid))
     }
 
     fn release(&mut self) {
@@ -108,7 +110,7 @@ impl<'a> InPlaceTxn<'a> {
         let outcome = super::recovery::rollback_user(db, &mut logs.sys, &records)?;
         logs.user.finish(&outcome.written);
         for (table, rid) in outcome.freed {
-            db.table_rt(table)?.free.lock().push(rid);
+            db.table_rt(table)?.free.lock().give_back(rid);
         }
         Ok(())
     }
@@ -119,7 +121,7 @@ impl Txn for InPlaceTxn<'_> {
         let t = self.db.table_rt(table)?;
         self.lock(table, key, LockMode::Shared)?;
         out.clear();
-        let Some(rid) = self.db.tree(&t).get(key) else { return Ok(false) };
+        let Some(rid) = self.find(&t, key)? else { return Ok(false) };
         let row = self.db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
         self.db.store.touch(rid / storage::format::PAGE_SIZE_U64, row.len().div_ceil(64) as u64);
         out.extend_from_slice(row);
@@ -131,14 +133,14 @@ impl Txn for InPlaceTxn<'_> {
         check_row(table, &t.spec, row)?;
         self.lock(table, key, LockMode::Exclusive)?;
         let db = self.db;
-        if db.tree(&t).get(key).is_some() {
+        if db.tree(&t).get(key)?.is_some() {
             return Err(DbError::Duplicate { table, key });
         }
         let rid = self.take_slot(&t)?;
         let alloc_rec = logical(table, rid, 0);
         let index_rec = logical(table, key, rid);
         if let Err(e) = self.log(&[(REC_HEAP_ALLOC, &alloc_rec), (REC_INDEX_INSERT, &index_rec)]) {
-            t.free.lock().push(rid);
+            t.free.lock().list.push(rid);
             return Err(e);
         }
         self.fresh.push(rid);
@@ -159,7 +161,7 @@ impl Txn for InPlaceTxn<'_> {
         let t = self.db.table_rt(table)?;
         check_update(table, &t.spec, offset, bytes.len())?;
         self.lock(table, key, LockMode::Exclusive)?;
-        let Some(rid) = self.db.tree(&t).get(key) else { return Ok(false) };
+        let Some(rid) = self.find(&t, key)? else { return Ok(false) };
         let at = rid + SLOT_HEADER + offset as u64;
         if self.fresh.contains(&rid) {
             self.write(at, bytes);
@@ -180,7 +182,7 @@ impl Txn for InPlaceTxn<'_> {
         let t = self.db.table_rt(table)?;
         self.lock(table, key, LockMode::Exclusive)?;
         let db = self.db;
-        let Some(rid) = db.tree(&t).get(key) else { return Ok(false) };
+        let Some(rid) = self.find(&t, key)? else { return Ok(false) };
         self.log(&[
             (REC_INDEX_DELETE, &logical(table, key, rid)),
             (REC_FREE_SLOT, &logical(table, rid, 0)),
@@ -212,6 +214,7 @@ impl Txn for InPlaceTxn<'_> {
         db.tree(&t).scan(low, high, &mut |key, rid| {
             // No-wait locking under the leaf latch: never blocks, so cannot deadlock.
             locks.lock(&db.locks, id, table, key, LockMode::Shared)?;
+            db.check_row(&t, rid, Some(key))?;
             let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
             n += 1;
             Ok(visit(key, row) && n < limit)
@@ -240,6 +243,12 @@ impl Txn for InPlaceTxn<'_> {
             db.region.fence();
             self.logs.user.mark_committed();
             let frees = std::mem::take(&mut self.to_free);
+            // The free lists of every table involved stay locked until the frees are durable,
+            // so the lazy free-slot scan cannot hand out a slot whose free a crash could still
+            // redo over its next row. Locked in table order: no deadlock.
+            let ids: std::collections::BTreeSet<TableId> = frees.iter().map(|f| f.0).collect();
+            let tables = ids.iter().map(|id| db.table_rt(*id)).collect::<Result<Vec<_>>>()?;
+            let mut lists: Vec<_> = tables.iter().map(|t| t.free.lock()).collect();
             let mut written = Vec::with_capacity(frees.len());
             for (_, rid) in &frees {
                 db.region.write_u64(*rid, SLOT_FREE);
@@ -247,7 +256,8 @@ impl Txn for InPlaceTxn<'_> {
             }
             self.logs.user.finish(&written);
             for (table, rid) in frees {
-                db.table_rt(table)?.free.lock().push(rid);
+                let i = tables.iter().position(|t| t.id == table).expect("locked above");
+                lists[i].give_back(rid);
             }
         }
         self.release();
@@ -263,10 +273,20 @@ impl Txn for InPlaceTxn<'_> {
 
 impl Drop for InPlaceTxn<'_> {
     fn drop(&mut self) {
-        if !self.finished {
-            // An error here means the region is damaged; recovery will roll back on reopen.
-            let _ = self.rollback();
-            self.release();
+        if self.finished {
+            return;
         }
+        if std::thread::panicking() {
+            // A second panic while unwinding would abort the process: leave the undo log
+            // active for recovery and refuse further work on this handle.
+            self.db.poisoned.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.release();
+            return;
+        }
+        // An error here means the region is damaged; recovery will roll back on reopen.
+        if self.rollback().is_err() {
+            self.db.poisoned.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        self.release();
     }
 }
