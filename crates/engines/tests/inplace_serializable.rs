@@ -5,11 +5,15 @@
 
 use engines::{inplace::InPlace, EngineOptions};
 use pmem::{Medium, Region, RegionOptions};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use storage::{DbError, Engine, TableSpec, Txn};
 
 const ACCOUNTS: u64 = 64;
 const INITIAL: i64 = 1000;
+/// Audits that must complete while transfers run.
+const MIN_AUDITS: u64 = 3;
+/// Bound on the transfers a mover runs waiting for audits (a hang would be a bug).
+const MAX_TRANSFERS: u64 = 10_000_000;
 
 fn balance(row: &[u8]) -> i64 {
     i64::from_le_bytes(row[0..8].try_into().unwrap())
@@ -39,15 +43,23 @@ fn transfers_and_audits_are_serializable() {
     }
     t.commit().unwrap();
     let stop = AtomicBool::new(false);
+    // Movers keep transferring until the auditor has completed MIN_AUDITS audits, so audits
+    // always overlap transfers, whatever the scheduler does (the old fixed 3,000 transfers
+    // could end before the auditor's first audit got through under no-wait locking).
+    let audits_done = AtomicU64::new(0);
     let (committed, audits) = std::thread::scope(|s| {
         let db = &db;
         let stop = &stop;
+        let audits_done = &audits_done;
         let movers: Vec<_> = (0..2usize)
             .map(|w| {
                 s.spawn(move || {
                     let mut log = Vec::new();
                     let mut x = 7u64 + w as u64;
-                    for _ in 0..3000 {
+                    let mut i = 0u64;
+                    while i < 3000 || audits_done.load(Ordering::Relaxed) < MIN_AUDITS {
+                        assert!(i < MAX_TRANSFERS, "no audit got through in {i} transfers");
+                        i += 1;
                         x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
                         let (from, to) = ((x >> 20) % ACCOUNTS, (x >> 40) % ACCOUNTS);
                         if from == to {
@@ -82,6 +94,7 @@ fn transfers_and_audits_are_serializable() {
                         assert_eq!(sum, INITIAL * ACCOUNTS as i64, "audit saw a non-serial state");
                         audits += 1;
                         txn.commit().unwrap();
+                        audits_done.store(audits, Ordering::Relaxed);
                     }
                     Err(e) if e.is_retryable() => txn.abort().unwrap(),
                     Err(e) => panic!("{e}"),
@@ -93,7 +106,7 @@ fn transfers_and_audits_are_serializable() {
         stop.store(true, Ordering::Relaxed);
         (logs, auditor.join().unwrap())
     });
-    assert!(audits > 0);
+    assert!(audits >= MIN_AUDITS);
     // Transfers commute, so the final state equals any serial replay of the committed ones.
     let mut expect = vec![INITIAL; ACCOUNTS as usize];
     for (from, to, amount) in committed.iter().flatten() {
