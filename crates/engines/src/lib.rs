@@ -48,13 +48,24 @@ pub enum Fault {
     UpdateBeforeUndo,
     /// Persist the commit mark without first persisting the transaction's in-place writes.
     CommitBeforeData,
+    /// Clear a freed page's allocator bit before the freeing system transaction commits.
+    FreeBeforeCommit,
+    /// Recovery frees a rolled-back transaction's undo log without persisting the restored
+    /// bytes first.
+    RecoveryRollbackNotPersisted,
 }
 
 impl Fault {
+    /// Every fault's name, for error messages.
+    pub const NAMES: &'static str =
+        "update-before-undo, commit-before-data, free-before-commit, recovery-rollback-not-persisted";
+
     pub fn parse(s: &str) -> Option<Fault> {
         match s {
             "update-before-undo" => Some(Fault::UpdateBeforeUndo),
             "commit-before-data" => Some(Fault::CommitBeforeData),
+            "free-before-commit" => Some(Fault::FreeBeforeCommit),
+            "recovery-rollback-not-persisted" => Some(Fault::RecoveryRollbackNotPersisted),
             _ => None,
         }
     }

@@ -192,7 +192,8 @@ pub fn region_engine_options(
             "fault" => {
                 o.fault = Some(engines::Fault::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!(
-                        "unknown fault `{v}` (update-before-undo, commit-before-data)"
+                        "unknown fault `{v}` ({})",
+                        engines::Fault::NAMES
                     )))
                 })?)
             }

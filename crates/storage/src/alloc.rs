@@ -20,6 +20,11 @@ pub struct PageAllocator {
     region: Region,
     layout: Layout,
     state: Mutex<FreeState>,
+    /// Set while recovery replays system logs: a bitmap word may then differ from its mirror
+    /// in the bits of the logged updates a crash interrupted (the two lines persist
+    /// independently); replaying those records rewrites both. Afterwards any difference is
+    /// damage.
+    recovering: std::sync::atomic::AtomicBool,
 }
 
 struct FreeState {
@@ -66,7 +71,13 @@ impl PageAllocator {
             region: region.clone(),
             layout: *layout,
             state: Mutex::new(FreeState { list: Vec::new(), cursor }),
+            recovering: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Recovery brackets its replay of system logs with `set_recovering(true)` / `(false)`.
+    pub fn set_recovering(&self, on: bool) {
+        self.recovering.store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn mirror_offset(&self, page: PageId) -> u64 {
@@ -192,15 +203,14 @@ impl PageAllocator {
         self.check_page(page)?;
         let (off, mirror) = (word_offset(page), self.mirror_offset(page));
         let bit = 1u64 << (page % 64);
-        let (w, m) = (self.region.read_u64(off), self.region.read_u64(mirror));
-        // A crash between the two stores below leaves the pair differing in exactly the bit
-        // of the interrupted update (the lock serialises updates); recovery's rollback or redo
-        // of that update rewrites both. Any other difference is damage.
-        let word = if (w ^ m) & !bit == 0 { w } else { self.word(page)? };
+        let w = self.region.read_u64(off);
+        let recovering = self.recovering.load(std::sync::atomic::Ordering::Relaxed);
+        // Other differing bits belong to other logged updates, which recovery replays too.
+        let word = if recovering { w } else { self.word(page)? };
         let new = if on { word | bit } else { word & !bit };
-        if new != w || new != m {
-            // Bitmap first, mirror second: a crash between the two is inside a system
-            // transaction whose log recovery replays (rollback or redo writes both again).
+        if new != w || new != self.region.read_u64(mirror) {
+            // Bitmap first, mirror second: a crash between the two (or before either line is
+            // persisted) is inside a system transaction whose log recovery replays.
             self.region.write_u64(off, new);
             self.region.write_u64(mirror, new);
         }

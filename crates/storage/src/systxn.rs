@@ -77,12 +77,32 @@ pub struct SysTxn<'a> {
     dirty: Vec<(u64, u64)>,
     fresh: Vec<PageId>,
     freed: Vec<PageId>,
+    /// Test-only fault: clear a freed page's bit at once, before the transaction commits.
+    free_early: bool,
+    freed_early: Vec<PageId>,
 }
 
 impl<'a> SysTxn<'a> {
     pub fn begin(store: &'a PageStore, alloc: &'a PageAllocator, log: &'a mut UndoLog) -> Self {
         debug_assert_eq!(log.state(), LogState::Free);
-        SysTxn { store, alloc, log, dirty: Vec::new(), fresh: Vec::new(), freed: Vec::new() }
+        SysTxn {
+            store,
+            alloc,
+            log,
+            dirty: Vec::new(),
+            fresh: Vec::new(),
+            freed: Vec::new(),
+            free_early: false,
+            freed_early: Vec::new(),
+        }
+    }
+
+    /// **Test-only protocol violation**: frees take effect in the bitmap when requested, before
+    /// the system transaction's commit is durable (a crash then rolls the structure back while
+    /// its page is marked free). Exists so the crash tests can show they catch it.
+    pub fn with_free_before_commit(mut self, on: bool) -> Self {
+        self.free_early = on;
+        self
     }
 
     /// Commits whatever is not yet completed (the B+tree completes its own modifications under
@@ -103,6 +123,11 @@ impl<'a> SysTxn<'a> {
         let region = self.store.region().clone();
         let dirty = std::mem::take(&mut self.dirty);
         self.fresh.clear();
+        if !self.freed_early.is_empty() {
+            self.log.finish(&dirty);
+            self.alloc.release(&std::mem::take(&mut self.freed_early));
+            return Ok(());
+        }
         if self.freed.is_empty() {
             self.log.finish(&dirty);
             return Ok(());
@@ -217,6 +242,12 @@ impl PageWriter for SysTxn<'_> {
     fn free_page(&mut self, page: PageId) -> Result<()> {
         self.log.append(&[(REC_PAGE_FREE, &page.to_le_bytes())], &self.dirty)?;
         self.dirty.clear();
+        if self.free_early {
+            let bits = self.alloc.clear_bit(page)?;
+            self.dirty.extend(bits);
+            self.freed_early.push(page);
+            return Ok(());
+        }
         self.freed.push(page);
         Ok(())
     }

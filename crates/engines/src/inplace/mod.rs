@@ -264,6 +264,12 @@ impl InPlace {
         Ok(())
     }
 
+    /// A system transaction on `log`, with the engine's test-only fault applied.
+    pub(crate) fn sys_txn<'a>(&'a self, log: &'a mut UndoLog) -> SysTxn<'a> {
+        SysTxn::begin(&self.store, &self.alloc, log)
+            .with_free_before_commit(self.fault == Some(Fault::FreeBeforeCommit))
+    }
+
     /// Refuses work on a handle a panic left with an active undo log.
     pub(crate) fn check_poisoned(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Relaxed) {
@@ -288,7 +294,7 @@ impl InPlace {
                 t.spec.name
             )));
         }
-        let mut sys = SysTxn::begin(&self.store, &self.alloc, sys_log);
+        let mut sys = self.sys_txn(sys_log);
         let result = (|| {
             let page = storage::pages::PageWriter::alloc_page(&mut sys)?;
             storage::heap::init_page(&mut sys, page, t.id, head, t.slot_bytes)?;
@@ -336,7 +342,7 @@ impl Engine for InPlace {
         let entry = tables.len();
         let slot_bytes = catalog::slot_size(spec.row_bytes);
         let mut logs = self.workers[self.admin_worker()].lock();
-        let mut sys = SysTxn::begin(&self.store, &self.alloc, &mut logs.sys);
+        let mut sys = self.sys_txn(&mut logs.sys);
         let result = (|| {
             let root = BTree::create(&mut sys, entry as u32 + 1)?;
             let e = CatalogEntry { spec: spec.clone(), slot_bytes, root, heap_head: 0 };

@@ -12,7 +12,7 @@ use super::{
     FreeSlots, InPlace, TableRt, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC, REC_INDEX_DELETE,
     REC_INDEX_INSERT, REC_PHYS,
 };
-use crate::EngineOptions;
+use crate::{EngineOptions, Fault};
 use parking_lot::{Mutex, RwLock};
 use pmem::Region;
 use std::collections::{HashMap, HashSet};
@@ -96,7 +96,7 @@ fn run_system(
     sys_log: &mut UndoLog,
     f: impl FnOnce(&mut SysTxn<'_>) -> Result<()>,
 ) -> Result<()> {
-    let mut sys = SysTxn::begin(&db.store, &db.alloc, sys_log);
+    let mut sys = db.sys_txn(sys_log);
     match f(&mut sys) {
         Ok(()) => sys.commit(),
         Err(e) => {
@@ -167,6 +167,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
     let mut report = RecoveryReport::default();
     let mut logs = attach_logs(&region, &layout)?;
     let alloc = PageAllocator::attach(&region, &layout);
+    alloc.set_recovering(true);
     // 1. Unfinished structure modifications: physical undo; committed ones: redo their frees.
     for l in logs.iter_mut() {
         let records = l.sys.read_records();
@@ -184,6 +185,9 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
             }
         }
     }
+    // Every interrupted bitmap update has been replayed: from here a word that differs from
+    // its mirror is damage.
+    alloc.set_recovering(false);
     // 2. Volatile structures that user rollback needs (all O(tables), nothing scanned).
     let store = PageStore::new(&region, &layout, options.cache_pages);
     let tables = load_tables(&store)?;
@@ -210,7 +214,11 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
                 let out = rollback_user(&db, &mut l.sys, &records)?;
                 report.records_applied += records.len() as u64;
                 report.txns_rolled_back += 1;
-                l.user.finish(&out.written);
+                if db.fault == Some(Fault::RecoveryRollbackNotPersisted) {
+                    l.user.finish(&[]);
+                } else {
+                    l.user.finish(&out.written);
+                }
             }
             LogState::Committed => {
                 let mut written = Vec::new();

@@ -69,7 +69,7 @@ impl<'a> InPlaceTxn<'a> {
     /// Runs `f` as a system transaction on this worker's system log.
     fn system<T>(&mut self, f: impl FnOnce(&mut SysTxn<'_>) -> Result<T>) -> Result<T> {
         let db = self.db;
-        let mut sys = SysTxn::begin(&db.store, &db.alloc, &mut self.logs.sys);
+        let mut sys = db.sys_txn(&mut self.logs.sys);
         match f(&mut sys) {
             Ok(v) => {
                 sys.commit()?;
