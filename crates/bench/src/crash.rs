@@ -68,6 +68,7 @@ const SALT_EVENT_COUNT: u64 = 2;
 const SALT_IMAGE: u64 = 3;
 const SALT_DRY_RUN: u64 = 4;
 const SALT_RECOVERY: u64 = 0x100;
+const SALT_AFTER_RECOVERY: u64 = 5;
 
 /// Which events crash points count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -542,6 +543,8 @@ struct Checked {
     /// Events the recovery issued (where a crash inside it may fall).
     span: Span,
     failures: Vec<(ViolationKind, String)>,
+    /// The recovered region cut once more right after recovery returned (when asked for).
+    after: Option<Vec<u8>>,
 }
 
 impl Ctx<'_> {
@@ -573,7 +576,7 @@ impl Ctx<'_> {
         let Some(image) = region.crash_image(CrashPolicy::Persisted, 0) else {
             return Err(CrashError::Setup("the region is not a sim region".into()));
         };
-        let checked = self.verify(&*workload, &image, &[]);
+        let checked = self.verify(&*workload, &image, &[], None);
         if let Some((kind, message)) = checked.failures.first() {
             return Err(CrashError::Setup(format!(
                 "the loaded database fails verification after a clean shutdown, before any \
@@ -640,7 +643,15 @@ impl Ctx<'_> {
         outcome.reached = true;
         outcome.acks = acks.len() as u64;
         let mut cuts: Vec<CrashPoint> = Vec::new();
-        let mut checked = self.verify(workload, &image, &acks);
+        let after = Some((case.policy, derive(case.seed, SALT_AFTER_RECOVERY)));
+        let mut checked = self.verify(workload, &image, &acks, after);
+        // Recovery's own writes must be durable when it returns: cut right after it and verify.
+        if let Some(cut) = checked.after.take() {
+            for (kind, message) in self.verify(workload, &cut, &acks, None).failures {
+                let message = format!("crash right after recovery: {message}");
+                outcome.violations.push(violation(kind, &[], message));
+            }
+        }
         for k in 0..=self.options.recovery_crashes {
             outcome.recovery_ms.extend(checked.recovery_ms);
             let failed = !checked.failures.is_empty();
@@ -670,7 +681,7 @@ impl Ctx<'_> {
                 }
             }
             outcome.recovery_crashes += 1;
-            checked = self.verify(workload, &image, &acks);
+            checked = self.verify(workload, &image, &acks, None);
         }
         outcome
     }
@@ -719,12 +730,19 @@ impl Ctx<'_> {
         sim.take_image()
     }
 
-    /// Recovers `image` (timed) and runs every check against it.
-    fn verify(&self, workload: &dyn Workload, image: &[u8], acks: &[Ack]) -> Checked {
+    /// Recovers `image` (timed) and runs every check against it. `after`: also cut the
+    /// recovered region right after recovery under this policy and seed (`Checked::after`).
+    fn verify(
+        &self,
+        workload: &dyn Workload,
+        image: &[u8],
+        acks: &[Ack],
+        after: Option<(CrashPolicy, u64)>,
+    ) -> Checked {
         let mut checked =
-            Checked { recovery_ms: None, span: Span::default(), failures: Vec::new() };
+            Checked { recovery_ms: None, span: Span::default(), failures: Vec::new(), after: None };
         let result = catch_unwind(AssertUnwindSafe(|| {
-            self.verify_into(workload, image, acks, &mut checked)
+            self.verify_into(workload, image, acks, after, &mut checked)
         }));
         if let Err(payload) = result {
             let message = format!("during recovery or verification: {}", panic_message(&*payload));
@@ -733,7 +751,14 @@ impl Ctx<'_> {
         checked
     }
 
-    fn verify_into(&self, workload: &dyn Workload, image: &[u8], acks: &[Ack], out: &mut Checked) {
+    fn verify_into(
+        &self,
+        workload: &dyn Workload,
+        image: &[u8],
+        acks: &[Ack],
+        after: Option<(CrashPolicy, u64)>,
+        out: &mut Checked,
+    ) {
         let region = match self.image_region(image) {
             Ok(region) => region,
             Err(e) => return out.failures.push((ViolationKind::Recovery, e)),
@@ -753,6 +778,9 @@ impl Ctx<'_> {
                     .push((ViolationKind::Recovery, format!("recovery failed: {e}")))
             }
         };
+        if let Some((policy, seed)) = after {
+            out.after = region.crash_image(policy, seed);
+        }
         out.failures.extend(check_recovered(&*engine, workload, acks));
     }
 }
