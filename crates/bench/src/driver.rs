@@ -200,6 +200,8 @@ pub struct RunResult {
     pub latency_ns: Histogram<u64>,
     /// Device statistics over the measured period (`None` for engines without a region).
     pub device: Option<pmem::Stats>,
+    /// Line write-backs over the measured period (regions opened with `wear` only).
+    pub wear: Option<crate::wear::WearSummary>,
     /// Measured commits per transaction kind.
     pub kinds: BTreeMap<String, u64>,
     /// Measured commits per worker.
@@ -283,6 +285,7 @@ struct Measured {
     tallies: Vec<Tally>,
     measured: Duration,
     device: Option<pmem::Stats>,
+    wear: Option<(Vec<u32>, Vec<u32>)>,
     stopped_early: bool,
 }
 
@@ -322,6 +325,7 @@ impl Measured {
             tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
             latency_ns,
             device: self.device,
+            wear: self.wear.as_ref().map(|(b, a)| crate::wear::WearSummary::between(b, a, engine)),
             kinds,
             per_worker: self.tallies.iter().map(|t| t.committed).collect(),
             completed_total: self.tallies_completed(),
@@ -409,6 +413,7 @@ fn measure(
                 tallies,
                 measured: window.measured,
                 device: window.device,
+                wear: window.wear,
                 stopped_early: window.stopped_early,
             }),
         }
@@ -439,6 +444,8 @@ impl Gate {
 struct Window {
     measured: Duration,
     device: Option<pmem::Stats>,
+    /// The region's wear maps at both ends of the measured period (if it keeps one).
+    wear: Option<(Vec<u32>, Vec<u32>)>,
     stopped_early: bool,
 }
 
@@ -451,6 +458,8 @@ fn coordinate(
     threads: usize,
 ) -> Window {
     let stats = || engine.region().map(|r| r.stats());
+    let wear = || engine.region().and_then(|r| r.wear());
+    let wear_before;
     let mut stopped_early = false;
     let (measured, device) = match options.length {
         RunLength::Timed { warmup, duration } => {
@@ -458,6 +467,7 @@ fn coordinate(
                 stopped_early |= wait(control, hooks, Stage::Warmup, warmup, None);
             }
             control.set_phase(PHASE_MEASURE);
+            wear_before = wear();
             let (t0, s0) = (Instant::now(), stats());
             if !stopped_early {
                 stopped_early |= wait(control, hooks, Stage::Measure, duration, None);
@@ -467,6 +477,7 @@ fn coordinate(
             (t1 - t0, s1.zip(s0).map(|(s1, s0)| s1.since(&s0)))
         }
         RunLength::Transactions { per_thread } => {
+            wear_before = wear();
             let (t0, s0) = (Instant::now(), stats());
             let target = per_thread.saturating_mul(threads as u64);
             stopped_early |= wait(control, hooks, Stage::Measure, Duration::MAX, Some(target));
@@ -480,7 +491,8 @@ fn coordinate(
             (t1 - t0, s1.zip(s0).map(|(s1, s0)| s1.since(&s0)))
         }
     };
-    Window { measured, device, stopped_early }
+    let wear = wear_before.zip(wear());
+    Window { measured, device, wear, stopped_early }
 }
 
 /// Sleeps through one phase in short ticks, reporting progress. Returns true if the run was

@@ -28,6 +28,7 @@ pub mod kill;
 pub mod report;
 pub mod seed;
 pub mod units;
+pub mod wear;
 pub mod worker;
 
 pub use acks::{AckLog, DurableSink, DurableTxn};
@@ -36,3 +37,4 @@ pub use driver::{
 };
 pub use report::{Checker, LatencySummary, PerTxn, Report};
 pub use seed::worker_seed;
+pub use wear::{WearLine, WearSummary};

@@ -122,6 +122,9 @@ pub struct Report {
     pub per_worker: Vec<u64>,
     /// Device statistics over the measured period.
     pub device: Option<pmem::Stats>,
+    /// Line write-backs over the measured period (`--wear`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wear: Option<crate::wear::WearSummary>,
     pub pending_high_water: usize,
     pub pending_full_waits: u64,
     pub stopped_early: bool,
@@ -173,6 +176,7 @@ impl Report {
             kinds: result.kinds.clone(),
             per_worker: result.per_worker.clone(),
             device: result.device,
+            wear: result.wear.clone(),
             pending_high_water: result.pending_high_water,
             pending_full_waits: result.pending_full_waits,
             stopped_early: result.stopped_early,
@@ -283,6 +287,22 @@ impl Report {
             // Several kinds a line, so TPC-C's and TATP's mixes stay within a terminal.
             for (i, chunk) in kinds.chunks(3).enumerate() {
                 line(if i == 0 { "mix" } else { "" }, chunk.join("  "));
+            }
+        }
+        if let Some(w) = &self.wear {
+            line(
+                "wear",
+                format!(
+                    "max {} / mean {:.2} writes per line = {:.1}x  ({} lines)",
+                    w.max_line_writes,
+                    w.mean_line_writes,
+                    w.ratio(),
+                    w.lines_written
+                ),
+            );
+            for t in &w.top {
+                let what = t.what.as_deref().unwrap_or("?");
+                line("", format!("{:>9} at {:#x}: {what}", t.writes, t.offset));
             }
         }
         if let Some(ms) = self.recovery_ms {

@@ -144,6 +144,12 @@ pub trait Engine: Send + Sync {
 
     /// Makes everything committed durable and quiesces background work (clean shutdown).
     fn shutdown(&self) -> Result<()>;
+
+    /// What lives at a region offset ("undo log of worker 3, header slot 5", "B+tree node of
+    /// table accounts"), for wear reports. `None` if the engine cannot say.
+    fn describe_offset(&self, _offset: u64) -> Option<String> {
+        None
+    }
 }
 
 /// A transaction. Reads and writes take key-level locks held until commit or abort (strict 2PL);

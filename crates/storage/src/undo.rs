@@ -3,12 +3,21 @@
 //! §3.2 *In-Place Updates* distributes ARIES undo logs by transaction; this is that log.
 //!
 //! Layout (offsets from the log's first byte; see `docs/format.md`):
-//! * header, 64 bytes: one u64 `state | generation << 8` (state 0 free, 1 active, 2 committed
-//!   with post-commit work pending). 8 aligned bytes persist atomically, so the state changes
-//!   atomically: this word *is* the commit record.
-//! * records from byte 64: `[u32 payload_len][u8 kind][3 pad][u64 generation][u32 crc32c]
-//!   [4 pad][payload, padded to 8]`. A record is valid if its generation equals the header's and
-//!   its checksum matches; the first invalid record ends the log, so no tail pointer is persisted.
+//! * `HEADER_SLOTS` header words, one per cache line: `state | generation << 8` (state 0 free,
+//!   1 active, 2 committed with post-commit work pending). Generation *g* lives in slot
+//!   `g % HEADER_SLOTS`; the slot with the highest generation is the log's header. 8 aligned
+//!   bytes persist atomically, so the state changes atomically: that word *is* the commit
+//!   record.
+//! * records, circular, from byte `HEADER_SLOTS * 64`: generation *g* starts at a position that
+//!   moves with *g* (`start_of`), records follow back to back and wrap to the first record byte
+//!   when the next one does not fit before the end. Record: `[u32 payload_len][u8 kind][3 pad]
+//!   [u64 generation][u32 crc32c][4 pad][payload, padded to 8]`. A record is valid if its
+//!   generation equals the header's and its checksum matches; the first invalid record ends the
+//!   log (after at most one wrap, never past the start), so no tail pointer is persisted.
+//!
+//! Wear (thesis §5.3.3, Fig. 5.7 assumes circular logs): the commit word moves among
+//! `HEADER_SLOTS` lines and records move around the whole log, so no line of a log takes more
+//! than about `2 / HEADER_SLOTS` writes per transaction.
 //!
 //! Invariant: a record is persisted (fenced) before the change it undoes can reach NVRAM, and
 //! the header moves to *free* only after the transaction's changes are persisted.
@@ -17,8 +26,12 @@ use crate::engine::{DbError, Result};
 use crate::format::{crc, get_u32, get_u64};
 use pmem::Region;
 
-pub const HEADER_BYTES: u64 = 64;
+/// Header words, each in its own cache line.
+pub const HEADER_SLOTS: u64 = 8;
+pub const HEADER_BYTES: u64 = HEADER_SLOTS * 64;
 pub const RECORD_HEADER_BYTES: usize = 24;
+/// Distance (in cache lines) between the start positions of consecutive generations.
+const START_STRIDE_LINES: u64 = 7;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogState {
@@ -54,32 +67,76 @@ pub struct UndoLog {
     capacity: u64,
     generation: u64,
     state: LogState,
-    /// Byte offset (from `base`) where the next record goes.
+    /// Offset (from `base`) where the next record goes.
     tail: u64,
+    /// Record bytes this generation has consumed (records plus any skipped end of the log).
+    used: u64,
     records: u64,
 }
 
 impl UndoLog {
     /// Attaches to the log at `base` (`capacity` bytes including the header).
     pub fn attach(region: &Region, base: u64, capacity: u64) -> Result<UndoLog> {
-        let word = region.read_u64(base);
-        let (state, generation) = decode_header(word)
-            .ok_or_else(|| DbError::Corrupt(format!("undo log at {base}: bad header {word:#x}")))?;
-        Ok(UndoLog {
+        if capacity < HEADER_BYTES + 64 || !capacity.is_multiple_of(64) {
+            return Err(DbError::Invalid(format!("undo log of {capacity} bytes is too small")));
+        }
+        let mut latest: Option<(LogState, u64)> = None;
+        for slot in 0..HEADER_SLOTS {
+            let word = region.read_u64(base + slot * 64);
+            let (state, generation) = decode_header(word).ok_or_else(|| {
+                DbError::Corrupt(format!("undo log at {base}: bad header {word:#x} in slot {slot}"))
+            })?;
+            if generation % HEADER_SLOTS != slot && word != 0 {
+                return Err(DbError::Corrupt(format!(
+                    "undo log at {base}: generation {generation} in header slot {slot}"
+                )));
+            }
+            if latest.is_none_or(|(_, g)| generation > g) {
+                latest = Some((state, generation));
+            }
+        }
+        let (state, generation) = latest.expect("HEADER_SLOTS > 0");
+        let mut log = UndoLog {
             region: region.clone(),
             base,
             capacity,
             generation,
             state,
-            tail: HEADER_BYTES,
+            tail: 0,
+            used: 0,
             records: 0,
-        })
+        };
+        log.tail = log.start_of(generation);
+        Ok(log)
     }
 
-    /// Formats a blank log (header free, generation 0); persisted by the caller's fence.
+    /// Formats a blank log (every header slot free, generation 0); persisted by the caller's
+    /// fence.
     pub fn format(region: &Region, base: u64) {
-        region.write_u64(base, encode_header(LogState::Free, 0));
-        region.flush(base, 8);
+        for slot in 0..HEADER_SLOTS {
+            region.write_u64(base + slot * 64, encode_header(LogState::Free, 0));
+        }
+        region.flush(base, HEADER_BYTES);
+    }
+
+    fn record_area(&self) -> u64 {
+        self.capacity - HEADER_BYTES
+    }
+
+    /// Where generation `g`'s first record goes: moves by `START_STRIDE_LINES` lines per
+    /// generation, so records spread over the whole log.
+    fn start_of(&self, generation: u64) -> u64 {
+        let lines = self.record_area() / 64;
+        HEADER_BYTES + generation.wrapping_mul(START_STRIDE_LINES) % lines * 64
+    }
+
+    fn header_offset(&self, generation: u64) -> u64 {
+        self.base + generation % HEADER_SLOTS * 64
+    }
+
+    fn set_header(&self, state: LogState) {
+        let at = self.header_offset(self.generation);
+        self.region.write_u64(at, encode_header(state, self.generation));
     }
 
     pub fn state(&self) -> LogState {
@@ -99,18 +156,39 @@ impl UndoLog {
         self.records == 0
     }
 
+    /// Record bytes used by the current transaction.
     pub fn bytes_used(&self) -> u64 {
-        self.tail
+        self.used
     }
 
     fn record_size(payload: usize) -> u64 {
         (RECORD_HEADER_BYTES + payload).div_ceil(8) as u64 * 8
     }
 
+    /// Where a record of `size` bytes goes from `tail`, and the bytes it consumes (a record
+    /// never straddles the end of the log: it wraps to the first record byte).
+    fn place(&self, tail: u64, size: u64) -> (u64, u64) {
+        if tail + size > self.capacity {
+            (HEADER_BYTES, size + (self.capacity - tail))
+        } else {
+            (tail, size)
+        }
+    }
+
     /// Whether `payloads` fit.
     pub fn fits(&self, payloads: &[usize]) -> bool {
-        let need: u64 = payloads.iter().map(|p| Self::record_size(*p)).sum();
-        self.tail + need <= self.capacity
+        let (mut tail, mut used) = if self.state == LogState::Active {
+            (self.tail, self.used)
+        } else {
+            (self.start_of(self.generation + 1), 0)
+        };
+        for p in payloads {
+            let (at, consumed) = self.place(tail, Self::record_size(*p));
+            used += consumed;
+            tail = at + Self::record_size(*p);
+        }
+        // One record-header's worth stays free, so the reader's walk ends before the start.
+        used + RECORD_HEADER_BYTES as u64 <= self.record_area()
     }
 
     /// Appends records and persists them with one fence, together with `also_flush` ranges
@@ -128,31 +206,37 @@ impl UndoLog {
             debug_assert_eq!(self.state, LogState::Free);
             self.generation += 1;
             self.state = LogState::Active;
-            self.tail = HEADER_BYTES;
+            self.tail = self.start_of(self.generation);
+            self.used = 0;
             self.records = 0;
-            self.region.write_u64(self.base, encode_header(LogState::Active, self.generation));
-            self.region.flush(self.base, 8);
+            self.set_header(LogState::Active);
+            self.region.flush(self.header_offset(self.generation), 8);
         }
-        let start = self.tail;
-        let mut buf = Vec::with_capacity(sizes.iter().map(|s| s + RECORD_HEADER_BYTES + 8).sum());
+        let mut runs: Vec<(u64, Vec<u8>)> = Vec::with_capacity(2);
         for (kind, payload) in records {
-            let size = Self::record_size(payload.len()) as usize;
-            let at = buf.len();
-            buf.resize(at + size, 0);
-            let rec = &mut buf[at..at + size];
+            let size = Self::record_size(payload.len());
+            let (at, consumed) = self.place(self.tail, size);
+            let mut rec = vec![0u8; size as usize];
             rec[0..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
             rec[4] = *kind;
             rec[8..16].copy_from_slice(&self.generation.to_le_bytes());
             rec[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + payload.len()].copy_from_slice(payload);
-            let c = Self::checksum(rec, payload.len());
+            let c = Self::checksum(&rec, payload.len());
             rec[16..20].copy_from_slice(&c.to_le_bytes());
+            match runs.last_mut() {
+                Some((start, buf)) if *start + buf.len() as u64 == at => buf.extend(rec),
+                _ => runs.push((at, rec)),
+            }
+            self.tail = at + size;
+            self.used += consumed;
             self.records += 1;
         }
-        self.region.write(self.base + start, &buf);
-        self.region.flush(self.base + start, buf.len() as u64);
+        for (at, buf) in &runs {
+            self.region.write(self.base + at, buf);
+            self.region.flush(self.base + at, buf.len() as u64);
+        }
         self.region.flush_ranges(also_flush);
         self.region.fence();
-        self.tail = start + buf.len() as u64;
         Ok(())
     }
 
@@ -163,31 +247,52 @@ impl UndoLog {
         h
     }
 
+    /// The valid record at `at`, if any: `(kind, payload, size)`.
+    fn record_at(&self, at: u64) -> Option<(u8, Vec<u8>, u64)> {
+        if at + RECORD_HEADER_BYTES as u64 > self.capacity {
+            return None;
+        }
+        let head = self.region.read(self.base + at, RECORD_HEADER_BYTES);
+        let len = get_u32(head, 0) as usize;
+        if get_u64(head, 8) != self.generation || len as u64 > self.capacity {
+            return None;
+        }
+        let size = Self::record_size(len);
+        if at + size > self.capacity {
+            return None;
+        }
+        let rec = self.region.read(self.base + at, size as usize);
+        if get_u32(rec, 16) != Self::checksum(rec, len) {
+            return None;
+        }
+        Some((rec[4], rec[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + len].to_vec(), size))
+    }
+
     /// The valid records of the current generation, in append order (for rollback or redo of
-    /// post-commit work). Verifies each checksum right after reading it back.
+    /// post-commit work). Verifies each checksum right after reading it back. Bounded: at most
+    /// one wrap, never past the generation's start.
     pub fn read_records(&self) -> Vec<(u8, Vec<u8>)> {
         let mut out = Vec::new();
         if self.state == LogState::Free {
             // Records of the last finished transaction are still there; they mean nothing.
             return out;
         }
-        let mut at = HEADER_BYTES;
-        while at + RECORD_HEADER_BYTES as u64 <= self.capacity {
-            let head = self.region.read(self.base + at, RECORD_HEADER_BYTES);
-            let len = get_u32(head, 0) as usize;
-            if get_u64(head, 8) != self.generation {
+        let start = self.start_of(self.generation);
+        let (mut at, mut wrapped) = (start, false);
+        loop {
+            if wrapped && at >= start {
                 break;
             }
-            let size = Self::record_size(len);
-            if len > self.capacity as usize || at + size > self.capacity {
-                break;
+            match self.record_at(at) {
+                Some((kind, payload, size)) => {
+                    out.push((kind, payload));
+                    at += size;
+                }
+                None if !wrapped && start != HEADER_BYTES => {
+                    (at, wrapped) = (HEADER_BYTES, true);
+                }
+                None => break,
             }
-            let rec = self.region.read(self.base + at, size as usize);
-            if get_u32(rec, 16) != Self::checksum(rec, len) {
-                break;
-            }
-            out.push((rec[4], rec[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + len].to_vec()));
-            at += size;
         }
         out
     }
@@ -196,8 +301,8 @@ impl UndoLog {
     pub fn mark_committed(&mut self) {
         debug_assert_eq!(self.state, LogState::Active);
         self.state = LogState::Committed;
-        self.region.write_u64(self.base, encode_header(LogState::Committed, self.generation));
-        self.region.persist(self.base, 8);
+        self.set_header(LogState::Committed);
+        self.region.persist(self.header_offset(self.generation), 8);
     }
 
     /// Ends the transaction: the header becomes free (the 8-byte commit point of an active log,
@@ -212,9 +317,9 @@ impl UndoLog {
             self.region.fence();
         }
         self.state = LogState::Free;
-        self.region.write_u64(self.base, encode_header(LogState::Free, self.generation));
-        self.region.persist(self.base, 8);
-        self.tail = HEADER_BYTES;
+        self.set_header(LogState::Free);
+        self.region.persist(self.header_offset(self.generation), 8);
+        self.used = 0;
         self.records = 0;
     }
 }
@@ -252,10 +357,19 @@ mod tests {
     fn full_log_is_a_typed_error() {
         let r = region();
         UndoLog::format(&r, 0);
-        let mut log = UndoLog::attach(&r, 0, 256).unwrap();
+        let mut log = UndoLog::attach(&r, 0, 1024).unwrap();
         let big = [0u8; 100];
-        log.append(&[(1, &big)], &[]).unwrap();
-        assert!(matches!(log.append(&[(1, &big)], &[]), Err(DbError::TxnTooLarge(_))));
+        let mut appended = 0;
+        let err = loop {
+            match log.append(&[(1, &big)], &[]) {
+                Ok(()) => appended += 1,
+                Err(e) => break e,
+            }
+            assert!(appended < 10, "a 512-byte record area took {appended} records");
+        };
+        assert!(matches!(err, DbError::TxnTooLarge(_)), "{err}");
+        assert!(appended >= 2);
+        assert_eq!(log.read_records().len(), appended);
     }
 
     #[test]
@@ -266,9 +380,51 @@ mod tests {
         log.append(&[(1, b"first")], &[]).unwrap();
         log.append(&[(1, b"second")], &[]).unwrap();
         // Corrupt one payload byte of the second record.
-        let second = HEADER_BYTES + UndoLog::record_size(5);
+        let second = log.start_of(1) + UndoLog::record_size(5);
         r.write(second + RECORD_HEADER_BYTES as u64, b"X");
         let again = UndoLog::attach(&r, 0, 4096).unwrap();
         assert_eq!(again.read_records(), vec![(1, b"first".to_vec())]);
+    }
+
+    /// Records wrap around the end of the log and read back in order; every generation finds
+    /// exactly its own records after a reattach (as recovery does).
+    #[test]
+    fn records_wrap_and_generations_rotate() {
+        let r = region();
+        UndoLog::format(&r, 0);
+        let cap = 2048;
+        let mut log = UndoLog::attach(&r, 0, cap).unwrap();
+        for g in 0..200u64 {
+            let n = 1 + (g % 9) as usize;
+            let payloads: Vec<Vec<u8>> =
+                (0..n).map(|i| vec![(g + i as u64) as u8; 40 + i]).collect();
+            for p in &payloads {
+                log.append(&[(1, p)], &[]).unwrap();
+            }
+            let again = UndoLog::attach(&r, 0, cap).unwrap();
+            assert_eq!(again.state(), LogState::Active);
+            let got: Vec<Vec<u8>> = again.read_records().into_iter().map(|r| r.1).collect();
+            assert_eq!(got, payloads, "generation {}", g + 1);
+            log.finish(&[]);
+            let idle = UndoLog::attach(&r, 0, cap).unwrap();
+            assert_eq!((idle.state(), idle.generation), (LogState::Free, g + 1));
+        }
+    }
+
+    /// The commit word moves among the header slots: 1,000 transactions write no header line
+    /// more than 2 × 1,000 / HEADER_SLOTS (+2) times.
+    #[test]
+    fn header_writes_spread_over_the_slots() {
+        let o = RegionOptions { wear: true, ..RegionOptions::new(Medium::Dram, 1 << 16) };
+        let r = Region::open(&o).unwrap();
+        UndoLog::format(&r, 0);
+        let mut log = UndoLog::attach(&r, 0, 8192).unwrap();
+        for _ in 0..1000 {
+            log.append(&[(1, &[7u8; 16])], &[]).unwrap();
+            log.finish(&[]);
+        }
+        let wear = r.wear().unwrap();
+        let max = *wear[..(8192 / 64)].iter().max().unwrap() as u64;
+        assert!(max <= 2 * 1000 / HEADER_SLOTS + 3, "a log line was written {max} times");
     }
 }

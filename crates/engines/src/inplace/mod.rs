@@ -321,6 +321,59 @@ impl InPlace {
     }
 }
 
+/// What lives at `offset`, for wear reports.
+fn describe(db: &InPlace, offset: u64) -> String {
+    use storage::format::{BITMAP_FIRST_PAGE, SUPERBLOCK_COPY_PAGE};
+    let (page, within) = (offset / PAGE_SIZE_U64, offset % PAGE_SIZE_U64);
+    let l = &db.layout;
+    if page >= l.page_count {
+        return "beyond the region's pages".into();
+    }
+    match page {
+        0 => return "superblock".into(),
+        SUPERBLOCK_COPY_PAGE => return "superblock copy".into(),
+        CATALOG_PAGE => return "catalog".into(),
+        _ => {}
+    }
+    if page < l.bitmap_mirror_first_page() && page >= BITMAP_FIRST_PAGE {
+        return "allocator bitmap".into();
+    }
+    if page < l.undo_area_first_page() {
+        return "allocator bitmap mirror".into();
+    }
+    if page < l.first_data_page() {
+        let per = (l.undo_pages + l.sys_undo_pages) as u64;
+        let w = (page - l.undo_area_first_page()) / per;
+        let in_log = (page - l.undo_area_first_page()) % per;
+        let (kind, first) = if in_log < l.undo_pages as u64 {
+            ("user", 0)
+        } else {
+            ("system", l.undo_pages as u64)
+        };
+        let at = (in_log - first) * PAGE_SIZE_U64 + within;
+        let part = if at < storage::undo::HEADER_BYTES {
+            format!("header slot {}", at / 64)
+        } else {
+            "records".into()
+        };
+        return format!("{kind} undo log of worker {w}, {part}");
+    }
+    let bytes = db.store.page(page);
+    let kind = storage::format::get_u16(bytes, 0);
+    let table = |id: u32| {
+        db.tables.read().get(id as usize).map_or(format!("table {id}"), |t| t.spec.name.clone())
+    };
+    match kind {
+        1 | 2 => {
+            let owner = storage::format::get_u32(bytes, 24).wrapping_sub(1);
+            let level = storage::format::get_u16(bytes, 4);
+            format!("B+tree node of {} (level {level})", table(owner))
+        }
+        3 => format!("heap page of {}", table(storage::format::get_u32(bytes, 4))),
+        _ => "free page".into(),
+    }
+}
+
 impl Engine for InPlace {
     fn name(&self) -> &str {
         ENGINE_NAME
@@ -412,6 +465,10 @@ impl Engine for InPlace {
 
     fn check_integrity(&self) -> IntegrityResult {
         recovery::check_integrity(self)
+    }
+
+    fn describe_offset(&self, offset: u64) -> Option<String> {
+        Some(describe(self, offset))
     }
 
     fn shutdown(&self) -> Result<()> {

@@ -90,6 +90,10 @@ pub struct Args {
     /// Durable processor caches (eADR): flushes become no-ops, fences stay.
     #[arg(long)]
     pub eadr: bool,
+    /// Count write-backs per 64-byte line and report the measured period's wear (max and mean
+    /// writes per line, the most-written lines and what lives there).
+    #[arg(long)]
+    pub wear: bool,
     /// Engine-specific option KEY=VALUE (repeatable).
     #[arg(long = "engine-opt", value_name = "KEY=VALUE")]
     pub engine_opt: Vec<String>,
@@ -336,6 +340,7 @@ fn region_options(args: &Args) -> Result<(RegionOptions, bool), OptionError> {
         sync,
         flush,
         eadr: args.eadr,
+        wear: args.wear,
         timing: timing_options(args)?,
         ..RegionOptions::default()
     };
