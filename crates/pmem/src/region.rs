@@ -2,6 +2,7 @@
 
 use crate::error::{PmemError, Result};
 use crate::flush::{flush_line, select_flush, store_fence, CpuFlushSupport, FlushKind, CACHE_LINE};
+use crate::lock::FileLock;
 use crate::sim::{CrashPolicy, Sim, View};
 use crate::stats::{Counter, StatCounters, Stats, WearMap};
 use crate::timing::{TimingModel, TimingOptions};
@@ -205,6 +206,16 @@ struct Inner {
     wear: Option<WearMap>,
     tracer: Option<Tracer>,
     sim: Option<Sim>,
+    /// The exclusive lock on the region file (file media with a path). Declared last so that it
+    /// is released after `map` is unmapped: no other opener maps the file while this one does.
+    _lock: Option<FileLock>,
+}
+
+/// What opening a medium produced, before the region's bookkeeping is added.
+struct Opened {
+    map: Mapping,
+    path: Option<PathBuf>,
+    lock: Option<FileLock>,
 }
 
 /// A persistent-memory region. Cheap to clone (shared).
@@ -269,6 +280,26 @@ fn mmap(len: u64, flags: libc::c_int, fd: libc::c_int) -> std::result::Result<*m
     }
 }
 
+/// Opens (or, with `create`, creates) a region file for reading and writing; also says whether
+/// this call created it. Creation is exclusive, so that "created here" is exact even when two
+/// openers race.
+fn open_region_file(path: &Path, create: bool) -> Result<(std::fs::File, bool)> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    if create {
+        match options.clone().create_new(true).open(path) {
+            Ok(file) => return Ok((file, true)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err(path, e)),
+        }
+    }
+    let file = options.open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => PmemError::Missing { path: path.to_path_buf() },
+        _ => io_err(path, e),
+    })?;
+    Ok((file, false))
+}
+
 /// Reserves the file's blocks now, so that a full file system is an error at open rather than a
 /// SIGBUS on some later store into the mapping. File systems that cannot preallocate are left as
 /// they are.
@@ -294,17 +325,20 @@ impl Region {
         options.validate()?;
         // Checked before any file is created or mapped, so a bad request leaves nothing behind.
         let flush_kind = Self::flush_kind_for(options, cpu)?;
-        let (map, path) = match options.medium {
-            Medium::Dram | Medium::Sim => (Self::map_anonymous(options.size_bytes)?, None),
+        let opened = match options.medium {
+            Medium::Dram | Medium::Sim => {
+                Opened { map: Self::map_anonymous(options.size_bytes)?, path: None, lock: None }
+            }
             Medium::Shm | Medium::File | Medium::Dax => Self::map_file(options)?,
         };
         let initial_image = if options.medium == Medium::Sim {
+            let map = &opened.map;
             // SAFETY: the mapping is `map.len` bytes, freshly created and zeroed.
             Some(unsafe { std::slice::from_raw_parts(map.base, map.len as usize) }.to_vec())
         } else {
             None
         };
-        Ok(Self::finish(options, map, path, flush_kind, initial_image))
+        Ok(Self::finish(options, opened, flush_kind, initial_image))
     }
 
     /// Opens a `sim` region whose contents (and persisted image) are `image`: how an engine is
@@ -326,7 +360,8 @@ impl Region {
         let map = Self::map_anonymous(image.len() as u64)?;
         // SAFETY: the mapping is exactly `image.len()` bytes and not yet shared.
         unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), map.base, image.len()) };
-        Ok(Self::finish(&options, map, None, flush_kind, Some(image.to_vec())))
+        let opened = Opened { map, path: None, lock: None };
+        Ok(Self::finish(&options, opened, flush_kind, Some(image.to_vec())))
     }
 
     fn flush_kind_for(options: &RegionOptions, cpu: CpuFlushSupport) -> Result<FlushKind> {
@@ -338,11 +373,11 @@ impl Region {
 
     fn finish(
         options: &RegionOptions,
-        map: Mapping,
-        path: Option<PathBuf>,
+        opened: Opened,
         flush_kind: FlushKind,
         sim_image: Option<Vec<u8>>,
     ) -> Region {
+        let Opened { map, path, lock } = opened;
         let len = map.len;
         Region {
             inner: Arc::new(Inner {
@@ -358,6 +393,7 @@ impl Region {
                 wear: options.wear.then(|| WearMap::new(len)),
                 tracer: options.trace.then(Tracer::default),
                 sim: sim_image.map(|img| Sim::new(&img, options.eadr)),
+                _lock: lock,
             }),
         }
     }
@@ -372,33 +408,45 @@ impl Region {
         Ok(Mapping { base, len: size_bytes })
     }
 
-    fn map_file(options: &RegionOptions) -> Result<(Mapping, Option<PathBuf>)> {
+    fn map_file(options: &RegionOptions) -> Result<Opened> {
         let Some(path) = options.path.clone() else {
             return match options.medium {
                 Medium::Shm => Self::map_private_shm(options),
                 m => Err(PmemError::NeedsPath { medium: m.name() }),
             };
         };
-        let exists = path.exists();
-        if !exists && (!options.create || options.size_bytes == 0) {
+        if !path.exists() && (!options.create || options.size_bytes == 0) {
             return Err(PmemError::Missing { path });
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(options.create)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io_err(&path, e))?;
+        let (file, made_here) = open_region_file(&path, options.create)?;
+        // Locked before the file is sized, grown or mapped: a file another open holds is left
+        // exactly as it is, even one this open created (a racing opener holds it now).
+        let lock = match FileLock::lock(file, &path) {
+            Ok(lock) => lock,
+            Err(e @ PmemError::Locked { .. }) => return Err(e),
+            Err(e) => {
+                if made_here {
+                    let _ = std::fs::remove_file(&path);
+                }
+                return Err(e);
+            }
+        };
+        let file = lock.file();
         // Undo what this open did to the file system if it fails later.
         let undo = |grown_from: Option<u64>| {
-            if !exists {
+            if made_here {
                 let _ = std::fs::remove_file(&path);
             } else if let Some(len) = grown_from {
                 let _ = file.set_len(len);
             }
         };
-        let actual = file.metadata().map_err(|e| io_err(&path, e))?.len();
+        let actual = match file.metadata() {
+            Ok(meta) => meta.len(),
+            Err(e) => {
+                undo(None);
+                return Err(io_err(&path, e));
+            }
+        };
         let mut grown_from = None;
         let len = if options.size_bytes == 0 {
             if actual == 0 {
@@ -414,14 +462,14 @@ impl Region {
                 });
             }
             // Regions grow only here, at open.
-            if let Err(e) = file.set_len(options.size_bytes).and_then(|()| preallocate(&file)) {
+            if let Err(e) = file.set_len(options.size_bytes).and_then(|()| preallocate(file)) {
                 undo(Some(actual));
                 return Err(io_err(&path, e));
             }
             grown_from = Some(actual);
             options.size_bytes
         } else {
-            if let Err(e) = preallocate(&file) {
+            if let Err(e) = preallocate(file) {
                 return Err(io_err(&path, e));
             }
             actual
@@ -439,7 +487,9 @@ impl Region {
             }
         });
         match base {
-            Ok(base) => Ok((Mapping { base, len }, Some(path))),
+            Ok(base) => {
+                Ok(Opened { map: Mapping { base, len }, path: Some(path), lock: Some(lock) })
+            }
             Err(e) => {
                 undo(grown_from);
                 Err(e)
@@ -449,7 +499,7 @@ impl Region {
 
     /// `shm` without a path: a fresh file in `/dev/shm`, unlinked as soon as it is mapped, so
     /// that nothing is left behind even if the process is killed.
-    fn map_private_shm(options: &RegionOptions) -> Result<(Mapping, Option<PathBuf>)> {
+    fn map_private_shm(options: &RegionOptions) -> Result<Opened> {
         if options.size_bytes == 0 {
             return Err(PmemError::InvalidOption("region size must be > 0".into()));
         }
@@ -477,7 +527,9 @@ impl Region {
             });
         let _ = std::fs::remove_file(&path);
         let base = mapped?;
-        Ok((Mapping { base, len: options.size_bytes }, None))
+        // Unlinked and private to this process: nothing else can open it, so no lock.
+        let map = Mapping { base, len: options.size_bytes };
+        Ok(Opened { map, path: None, lock: None })
     }
 
     #[inline(always)]
