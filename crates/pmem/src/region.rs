@@ -206,6 +206,8 @@ struct Inner {
     wear: Option<WearMap>,
     tracer: Option<Tracer>,
     sim: Option<Sim>,
+    /// This open produced brand-new zeroed contents (see [`Region::created`]).
+    created: bool,
     /// The exclusive lock on the region file (file media with a path). Declared last so that it
     /// is released after `map` is unmapped: no other opener maps the file while this one does.
     _lock: Option<FileLock>,
@@ -216,6 +218,7 @@ struct Opened {
     map: Mapping,
     path: Option<PathBuf>,
     lock: Option<FileLock>,
+    created: bool,
 }
 
 /// A persistent-memory region. Cheap to clone (shared).
@@ -326,9 +329,12 @@ impl Region {
         // Checked before any file is created or mapped, so a bad request leaves nothing behind.
         let flush_kind = Self::flush_kind_for(options, cpu)?;
         let opened = match options.medium {
-            Medium::Dram | Medium::Sim => {
-                Opened { map: Self::map_anonymous(options.size_bytes)?, path: None, lock: None }
-            }
+            Medium::Dram | Medium::Sim => Opened {
+                map: Self::map_anonymous(options.size_bytes)?,
+                path: None,
+                lock: None,
+                created: true,
+            },
             Medium::Shm | Medium::File | Medium::Dax => Self::map_file(options)?,
         };
         let initial_image = if options.medium == Medium::Sim {
@@ -360,7 +366,7 @@ impl Region {
         let map = Self::map_anonymous(image.len() as u64)?;
         // SAFETY: the mapping is exactly `image.len()` bytes and not yet shared.
         unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), map.base, image.len()) };
-        let opened = Opened { map, path: None, lock: None };
+        let opened = Opened { map, path: None, lock: None, created: false };
         Ok(Self::finish(&options, opened, flush_kind, Some(image.to_vec())))
     }
 
@@ -377,7 +383,7 @@ impl Region {
         flush_kind: FlushKind,
         sim_image: Option<Vec<u8>>,
     ) -> Region {
-        let Opened { map, path, lock } = opened;
+        let Opened { map, path, lock, created } = opened;
         let len = map.len;
         Region {
             inner: Arc::new(Inner {
@@ -387,6 +393,7 @@ impl Region {
                 sync: options.sync,
                 eadr: options.eadr,
                 path,
+                created,
                 timing: (!options.timing.is_off()).then(|| TimingModel::new(options.timing)),
                 timing_on: std::sync::atomic::AtomicBool::new(true),
                 stats: StatCounters::new(),
@@ -487,9 +494,13 @@ impl Region {
             }
         });
         match base {
-            Ok(base) => {
-                Ok(Opened { map: Mapping { base, len }, path: Some(path), lock: Some(lock) })
-            }
+            // A file of length 0 had no contents: the mapping is all zeros, as a new file's.
+            Ok(base) => Ok(Opened {
+                map: Mapping { base, len },
+                path: Some(path),
+                lock: Some(lock),
+                created: actual == 0,
+            }),
             Err(e) => {
                 undo(grown_from);
                 Err(e)
@@ -529,7 +540,7 @@ impl Region {
         let base = mapped?;
         // Unlinked and private to this process: nothing else can open it, so no lock.
         let map = Mapping { base, len: options.size_bytes };
-        Ok(Opened { map, path: None, lock: None })
+        Ok(Opened { map, path: None, lock: None, created: true })
     }
 
     #[inline(always)]
@@ -555,6 +566,14 @@ impl Region {
 
     pub fn path(&self) -> Option<&Path> {
         self.inner.path.as_deref()
+    }
+
+    /// Whether this open produced brand-new zeroed contents: `dram`, a new `sim` region, the
+    /// private `shm` file, or a region file that did not exist or was empty before this open.
+    /// False for a file with contents (even all-zero ones) and for [`Region::from_image`]. An
+    /// engine may format a created region without scanning it first.
+    pub fn created(&self) -> bool {
+        self.inner.created
     }
 
     pub fn flush_kind(&self) -> FlushKind {
