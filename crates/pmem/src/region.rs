@@ -1,7 +1,8 @@
 //! `Region`: a byte range of persistent memory addressed by `u64` offsets, on one medium.
 
 use crate::error::{PmemError, Result};
-use crate::flush::{flush_line, select_flush, store_fence, CpuFlushSupport, FlushKind, CACHE_LINE};
+use crate::flush::{flush_line, line_span, select_flush, store_fence, CpuFlushSupport, FlushKind};
+use crate::flush::{LineSpan, CACHE_LINE};
 use crate::lock::FileLock;
 use crate::sim::{CrashPolicy, Sim, View};
 use crate::stats::{Counter, StatCounters, Stats, WearMap};
@@ -678,23 +679,21 @@ impl Region {
         }
         self.check(offset, len);
         let inner = &*self.inner;
-        let first = offset / CACHE_LINE;
-        let last = (offset + len - 1) / CACHE_LINE;
-        let lines = last - first + 1;
-        inner.stats.add(Counter::LinesFlushed, lines);
+        let span = line_span(offset, len);
+        inner.stats.add(Counter::LinesFlushed, span.count);
         if let Some(t) = &inner.tracer {
             t.record(TraceKind::Flush, offset, len);
         }
         if let Some(w) = &inner.wear {
-            w.record(first, lines);
+            w.record(span);
         }
         if let Some(timing) =
             inner.timing.as_ref().filter(|_| inner.timing_on.load(Ordering::Relaxed))
         {
-            timing.reserve_lines(lines);
+            timing.reserve_lines(span.count);
         }
         if let Some(sim) = &inner.sim {
-            sim.flush(offset as usize, len as usize, self.view());
+            sim.flush(span, self.view());
             return;
         }
         if inner.eadr {
@@ -708,10 +707,25 @@ impl Region {
         if kind == FlushKind::None {
             return;
         }
-        for line in first..=last {
-            // SAFETY: `line * 64` is inside the mapping (bounds checked); `kind` was validated
-            // against CPUID at open.
-            unsafe { flush_line(kind, inner.map.base.add((line * CACHE_LINE) as usize)) };
+        self.for_each_line(span, |line| {
+            // SAFETY: `for_each_line` passes only lines of `span`, which `check` put inside the
+            // mapping; `kind` was validated against CPUID at open.
+            unsafe { flush_line(kind, line) }
+        });
+    }
+
+    /// The hardware loop of [`Region::flush`]: calls `per_line` with the address of each line
+    /// of `span`, in order. A function of its own so that a test can pass a recorder where
+    /// `flush` passes the flush instruction, and check the very loop the hardware runs.
+    #[inline(always)]
+    fn for_each_line(&self, span: LineSpan, mut per_line: impl FnMut(*const u8)) {
+        let base = self.inner.map.base;
+        debug_assert!(
+            (span.first + span.count) * CACHE_LINE
+                <= self.inner.map.len.next_multiple_of(CACHE_LINE)
+        );
+        for line in span.lines() {
+            per_line(base.wrapping_add((line * CACHE_LINE) as usize));
         }
     }
 
@@ -1002,6 +1016,117 @@ mod tests {
     fn is_dax_in_a_missing_directory_is_an_error() {
         let err = is_dax(Path::new("/dev/shm/nvmdb-no-such-dir/x/r.region")).unwrap_err();
         assert!(matches!(err, PmemError::Io { .. }), "{err:?}");
+    }
+
+    /// Bytes in the regions of the flush-line tests: 1024 lines.
+    const FLUSH_REGION_BYTES: u64 = 64 << 10;
+
+    /// `(offset, len)` ranges: one byte, exactly one line, straddling two lines, ending exactly
+    /// on a line boundary, starting mid-line, large, at the region's ends, and a seeded sweep.
+    fn flush_cases() -> Vec<(u64, u64)> {
+        let end = FLUSH_REGION_BYTES;
+        let mut cases = vec![
+            (0, 1),
+            (63, 1),
+            (64, 1),
+            (100, 1),
+            (0, 64),
+            (64, 64),
+            (640, 64),
+            (60, 8),
+            (63, 2),
+            (120, 16),
+            (0, 128),
+            (32, 96),
+            (64, 192),
+            (1, 63),
+            (33, 31),
+            (17, 64),
+            (65, 127),
+            (5, 4096),
+            (0, 4096),
+            (4095, 2),
+            (100, 40_000),
+            (end - 1, 1),
+            (end - 64, 64),
+            (end - 65, 65),
+            (end - 100, 100),
+            (0, end),
+        ];
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0x5EED);
+        for _ in 0..200 {
+            let offset = rand::Rng::gen_range(&mut rng, 0..end);
+            let max = (end - offset).min(3 * 4096);
+            cases.push((offset, rand::Rng::gen_range(&mut rng, 1..=max)));
+        }
+        cases
+    }
+
+    /// The lines holding a byte of `[offset, offset+len)`, found byte by byte.
+    fn lines_touched(offset: u64, len: u64) -> Vec<u64> {
+        let mut lines: Vec<u64> = (offset..offset + len).map(|b| b / CACHE_LINE).collect();
+        lines.dedup();
+        lines
+    }
+
+    /// The lines `Region::flush`'s hardware loop visits for `[offset, offset+len)`.
+    fn hardware_loop_lines(region: &Region, offset: u64, len: u64) -> Vec<u64> {
+        let base = region.base_ptr() as usize;
+        let mut visited = Vec::new();
+        region.for_each_line(line_span(offset, len), |line| {
+            let at = line as usize - base;
+            assert_eq!(at % CACHE_LINE as usize, 0, "address {at:#x} is not a line start");
+            visited.push(at as u64 / CACHE_LINE);
+        });
+        visited
+    }
+
+    /// The lines the crash simulator persists for a flush of `[offset, offset+len)` and a fence
+    /// after every byte of the region was stored to.
+    fn sim_flushed_lines(offset: u64, len: u64) -> Vec<u64> {
+        let region = Region::open(&RegionOptions::new(Medium::Sim, FLUSH_REGION_BYTES)).unwrap();
+        region.write(0, &vec![0xff; FLUSH_REGION_BYTES as usize]);
+        region.flush(offset, len);
+        region.fence();
+        let image = region.crash_image(CrashPolicy::Persisted, 0).unwrap();
+        let mut persisted = Vec::new();
+        for (line, bytes) in image.chunks(CACHE_LINE as usize).enumerate() {
+            if bytes.iter().all(|b| *b == 0xff) {
+                persisted.push(line as u64);
+            } else {
+                assert!(bytes.iter().all(|b| *b == 0), "line {line} persisted in part");
+            }
+        }
+        persisted
+    }
+
+    #[test]
+    fn the_hardware_flush_loop_visits_exactly_the_lines_of_the_range() {
+        let region = Region::open(&RegionOptions::new(Medium::Dram, FLUSH_REGION_BYTES)).unwrap();
+        for (offset, len) in flush_cases() {
+            let expected = lines_touched(offset, len);
+            assert_eq!(hardware_loop_lines(&region, offset, len), expected, "[{offset}, +{len})");
+            assert_eq!(sim_flushed_lines(offset, len), expected, "sim, [{offset}, +{len})");
+        }
+    }
+
+    #[test]
+    fn statistics_and_wear_count_the_lines_of_the_range() {
+        let options = RegionOptions { wear: true, ..RegionOptions::new(Medium::Dram, 4096) };
+        for (offset, len) in [(0, 1), (63, 2), (64, 64), (1, 128), (100, 3000), (4095, 1)] {
+            let region = Region::open(&options).unwrap();
+            region.flush(offset, len);
+            let expected = lines_touched(offset, len);
+            assert_eq!(region.stats().lines_flushed, expected.len() as u64, "[{offset}, +{len})");
+            let worn: Vec<u64> = (region.wear().unwrap().iter().enumerate())
+                .filter(|(_, count)| **count > 0)
+                .map(|(line, count)| {
+                    assert_eq!(*count, 1, "line {line} counted twice");
+                    line as u64
+                })
+                .collect();
+            assert_eq!(worn, expected, "[{offset}, +{len})");
+        }
     }
 
     #[test]
