@@ -1,5 +1,6 @@
 //! What the peers share: the in-memory catalog, the single-writer gate with its snapshot check,
-//! the commit clock behind `Relaxed` durability tokens, worker slots, and the directory claim.
+//! the commit clock behind `Relaxed` durability tokens, worker slots, and the directory claim
+//! (an exclusive lock held for the engine's lifetime).
 //!
 //! Invariant of the writer gate: a transaction that read before it wrote may write only if no
 //! other writer committed since before its first read, so one-writer peers stay serialisable.
@@ -13,26 +14,50 @@ use storage::{CommitToken, DbError, IntegrityReport, Result, TableId, TableSpec}
 
 /// File in a peer's directory naming the peer that owns it.
 const PEER_MARKER: &str = "PEER";
+/// File in a peer's directory that an open engine holds an exclusive lock on.
+const LOCK_FILE: &str = "nvmdb.lock";
 
-/// Creates `dir` if needed and checks it belongs to peer `name` (or is new), so one peer never
-/// opens another's files.
-pub(crate) fn claim_dir(dir: &Path, name: &str) -> Result<()> {
+/// An open engine's hold on its directory: the exclusive lock on [`LOCK_FILE`]. Keep it in the
+/// engine, declared after the library's handles, so that it is released after they close.
+pub(crate) struct DirClaim {
+    _lock: pmem::FileLock,
+}
+
+/// Creates `dir` if needed, locks it for this open, and checks it belongs to peer `name` (or is
+/// new), so one peer never opens another's files and two openers never share one directory.
+pub(crate) fn claim_dir(dir: &Path, name: &'static str) -> Result<DirClaim> {
     let io =
         |what: &str, e: std::io::Error| DbError::Invalid(format!("{what} {}: {e}", dir.display()));
     std::fs::create_dir_all(dir).map_err(|e| io("cannot create directory", e))?;
+    // Locked before the marker is read or written and before the library touches any file.
+    let lock = pmem::FileLock::create(&dir.join(LOCK_FILE)).map_err(|e| match e {
+        pmem::PmemError::Locked { holder, .. } => DbError::Peer {
+            engine: name,
+            message: format!(
+                "directory {} {} or use another --path",
+                dir.display(),
+                pmem::lock::already_open(holder)
+            ),
+            retryable: false,
+        },
+        other => DbError::Pmem(other),
+    })?;
     let marker = dir.join(PEER_MARKER);
     match std::fs::read_to_string(&marker) {
-        Ok(owner) if owner.trim() == name => Ok(()),
-        Ok(owner) => Err(DbError::Format(format!(
-            "{} holds a `{}` peer database, not `{name}`; use another directory",
-            dir.display(),
-            owner.trim()
-        ))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::write(&marker, format!("{name}\n")).map_err(|e| io("cannot write to", e))
+        Ok(owner) if owner.trim() == name => {}
+        Ok(owner) => {
+            return Err(DbError::Format(format!(
+                "{} holds a `{}` peer database, not `{name}`; use another directory",
+                dir.display(),
+                owner.trim()
+            )))
         }
-        Err(e) => Err(io("cannot read the peer marker in", e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::write(&marker, format!("{name}\n")).map_err(|e| io("cannot write to", e))?
+        }
+        Err(e) => return Err(io("cannot read the peer marker in", e)),
     }
+    Ok(DirClaim { _lock: lock })
 }
 
 /// An error from a peer library, with whether retrying the transaction may succeed.

@@ -137,7 +137,9 @@ pub fn open(
 }
 
 /// Opens (creating if needed) peer `name` in directory `dir`. The directory holds one peer's
-/// files; opening it as another peer is a [`DbError::Format`] error.
+/// files; opening it as another peer is a [`DbError::Format`] error. One engine at a time: while
+/// an engine is open (until it is dropped) the directory's `nvmdb.lock` is locked, and another
+/// open, in this process or another, fails with a [`DbError::Peer`] naming the holder.
 pub fn open_with(
     name: &str,
     dir: &Path,
@@ -162,6 +164,6 @@ pub fn open_with(
     if options.workers == 0 {
         return Err(DbError::Invalid("peers need at least one worker".into()));
     }
-    common::claim_dir(dir, name)?;
+    // Each peer's `open` claims (and locks) the directory itself.
     open_peer(dir, options)
 }

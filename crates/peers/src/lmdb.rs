@@ -11,8 +11,8 @@
 //! the new tree's pages; opening picks the newer valid meta page, so there is nothing to replay.
 
 use crate::common::{
-    count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, TableRef, WorkerSlot,
-    WorkerSlots, WriterGate, WriterGuard,
+    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
+    TableRef, WorkerSlot, WorkerSlots, WriterGate, WriterGuard,
 };
 use crate::{PeerDurability, PeerOptions};
 use heed::byteorder::BigEndian;
@@ -59,11 +59,14 @@ pub struct LmdbEngine {
     clock: CommitClock,
     slots: WorkerSlots,
     report: RecoveryReport,
+    /// Held while the engine is open; after the fields above, so released after they close.
+    _claim: DirClaim,
 }
 
 impl LmdbEngine {
     /// Opens or creates the environment in `dir`.
     pub fn open(dir: &Path, options: &PeerOptions) -> Result<Self> {
+        let claim = claim_dir(dir, ENGINE)?;
         let started = Instant::now();
         let formatted = !dir.join("data.mdb").exists();
         let map_bytes = usize::try_from(options.lmdb_map_bytes)
@@ -78,7 +81,7 @@ impl LmdbEngine {
             unsafe { builder.flags(EnvFlags::NO_SYNC) };
         }
         // SAFETY: the map is only modified through LMDB. `claim_dir` gives this peer the
-        // directory, and LMDB's lock file excludes conflicting use by other processes; the
+        // directory and locks it against every other opener, in this process or another; the
         // files must not be truncated or rewritten behind LMDB's back (documented hazard).
         let env = unsafe { builder.open(dir) }.map_err(err)?;
         let stale_readers = env.clear_stale_readers().map_err(err)?;
@@ -123,6 +126,7 @@ impl LmdbEngine {
             clock: CommitClock::new(options.durability == PeerDurability::Relaxed),
             slots: WorkerSlots::new(options.workers),
             report,
+            _claim: claim,
         })
     }
 

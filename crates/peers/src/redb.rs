@@ -11,8 +11,8 @@
 //! synced; a crash leaves the previous slot current, and redb repairs its allocator state on open.
 
 use crate::common::{
-    count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, TableRef, WorkerSlot,
-    WorkerSlots, WriterGate, WriterGuard,
+    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
+    TableRef, WorkerSlot, WorkerSlots, WriterGate, WriterGuard,
 };
 use crate::{PeerDurability, PeerOptions};
 use ::redb::{
@@ -62,11 +62,14 @@ pub struct RedbEngine {
     slots: WorkerSlots,
     durability: Durability,
     report: RecoveryReport,
+    /// Held while the engine is open; after the fields above, so released after they close.
+    _claim: DirClaim,
 }
 
 impl RedbEngine {
     /// Opens or creates the database in `dir`.
     pub fn open(dir: &Path, options: &PeerOptions) -> Result<Self> {
+        let claim = claim_dir(dir, ENGINE)?;
         let started = Instant::now();
         let path = dir.join(DB_FILE);
         let formatted = !path.exists();
@@ -113,6 +116,7 @@ impl RedbEngine {
             slots: WorkerSlots::new(options.workers),
             durability: if relaxed { Durability::None } else { Durability::Immediate },
             report,
+            _claim: claim,
         })
     }
 

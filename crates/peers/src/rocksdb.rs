@@ -11,8 +11,8 @@
 //! with `sync=true` in `Durable` mode); open replays the WAL into memtables.
 
 use crate::common::{
-    count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, TableRef, WorkerSlot,
-    WorkerSlots,
+    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
+    TableRef, WorkerSlot, WorkerSlots,
 };
 use crate::{PeerDurability, PeerOptions};
 use ::rocksdb::{
@@ -68,11 +68,14 @@ pub struct RocksEngine {
     clock: CommitClock,
     slots: WorkerSlots,
     report: RecoveryReport,
+    /// Held while the engine is open; after the fields above, so released after they close.
+    _claim: DirClaim,
 }
 
 impl RocksEngine {
     /// Opens or creates the database in `dir`.
     pub fn open(dir: &Path, options: &PeerOptions) -> Result<Self> {
+        let claim = claim_dir(dir, ENGINE)?;
         let started = Instant::now();
         let formatted = !dir.join("CURRENT").exists();
         let mut opts = Options::default();
@@ -108,6 +111,7 @@ impl RocksEngine {
             clock: CommitClock::new(options.durability == PeerDurability::Relaxed),
             slots: WorkerSlots::new(options.workers),
             report,
+            _claim: claim,
         })
     }
 

@@ -15,7 +15,9 @@
 //! Recovery invariant (SQLite's): a commit is in the database once its commit frame is in the
 //! WAL; on open SQLite rebuilds the WAL index and ignores frames after the last valid commit.
 
-use crate::common::{peer_error, Catalog, CommitClock, TableRef, WriterGate, WriterGuard};
+use crate::common::{
+    claim_dir, peer_error, Catalog, CommitClock, DirClaim, TableRef, WriterGate, WriterGuard,
+};
 use crate::{PeerDurability, PeerOptions};
 use parking_lot::Mutex;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags};
@@ -120,6 +122,8 @@ pub struct SqliteEngine {
     gate: WriterGate,
     clock: CommitClock,
     report: RecoveryReport,
+    /// Held while the engine is open; after the fields above, so released after they close.
+    _claim: DirClaim,
 }
 
 const SCHEMA: &str = "
@@ -131,6 +135,7 @@ const SCHEMA: &str = "
 impl SqliteEngine {
     /// Opens or creates the database in `dir`.
     pub fn open(dir: &Path, options: &PeerOptions) -> Result<Self> {
+        let claim = claim_dir(dir, ENGINE)?;
         let started = Instant::now();
         let path = dir.join(DB_FILE);
         let formatted = !path.exists();
@@ -170,6 +175,7 @@ impl SqliteEngine {
             gate: WriterGate::new(ENGINE, options.writer_wait),
             clock: CommitClock::new(options.durability == PeerDurability::Relaxed),
             report,
+            _claim: claim,
         })
     }
 

@@ -1,3 +1,4 @@
+use crate::lock::already_open;
 use std::path::PathBuf;
 
 /// Errors a user or a damaged file can cause. Programming errors (an out-of-range write) are
@@ -26,6 +27,11 @@ pub enum PmemError {
     // a chain printer (`anyhow`'s `{:#}`) would print it twice.
     #[error("I/O error on {path}: {cause}")]
     Io { path: PathBuf, cause: std::io::Error },
+    /// Another open of the file holds its lock. `holder` is the pid of a process with the
+    /// holding descriptor open when it could be found: this process's own when another handle
+    /// in this process holds it.
+    #[error("region file {} {} or use another --path", path.display(), already_open(*holder))]
+    Locked { path: PathBuf, holder: Option<u32> },
     #[error("mmap of {size_bytes} bytes failed: {cause}")]
     Map { size_bytes: u64, cause: std::io::Error },
 }

@@ -6,6 +6,38 @@ use serde::{Deserialize, Serialize};
 
 pub const CACHE_LINE: u64 = 64;
 
+/// The cache lines a byte range touches: every line holding at least one byte of it, and no
+/// other. The one place a byte range becomes lines: statistics, the wear map, the timing model,
+/// the crash simulator and the hardware flush loop all take their lines from here, so the lines
+/// the tests check are the lines the hardware flushes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineSpan {
+    /// Index of the first line (byte offset / [`CACHE_LINE`]).
+    pub first: u64,
+    /// Number of lines; 0 for an empty range.
+    pub count: u64,
+}
+
+impl LineSpan {
+    /// The line indices, in order.
+    #[inline(always)]
+    pub fn lines(self) -> std::ops::Range<u64> {
+        self.first..self.first + self.count
+    }
+}
+
+/// The lines `[offset, offset + len)` touches. The caller has bounds-checked the range, so
+/// `offset + len` does not overflow.
+#[inline(always)]
+pub fn line_span(offset: u64, len: u64) -> LineSpan {
+    let first = offset / CACHE_LINE;
+    if len == 0 {
+        return LineSpan { first, count: 0 };
+    }
+    let last = (offset + len - 1) / CACHE_LINE;
+    LineSpan { first, count: last - first + 1 }
+}
+
 /// How a dirty cache line is written back to the persistence domain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -194,6 +226,19 @@ mod tests {
         }
         store_fence();
         assert_eq!(buf[64], 7);
+    }
+
+    #[test]
+    fn line_span_counts_every_line_a_byte_of_the_range_is_in() {
+        let lines = |offset, len| line_span(offset, len).lines().collect::<Vec<_>>();
+        assert_eq!(lines(0, 0), Vec::<u64>::new());
+        assert_eq!(lines(70, 0), Vec::<u64>::new());
+        assert_eq!(lines(0, 1), [0]);
+        assert_eq!(lines(63, 1), [0]);
+        assert_eq!(lines(64, 64), [1]);
+        assert_eq!(lines(63, 2), [0, 1]);
+        assert_eq!(lines(0, 128), [0, 1]);
+        assert_eq!(lines(1, 128), [0, 1, 2]);
     }
 
     #[test]

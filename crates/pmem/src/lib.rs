@@ -14,6 +14,7 @@
 pub mod calib;
 pub mod error;
 pub mod flush;
+pub mod lock;
 pub mod region;
 pub mod sim;
 pub mod stats;
@@ -21,7 +22,8 @@ pub mod timing;
 pub mod trace;
 
 pub use error::{PmemError, Result};
-pub use flush::{CpuFlushSupport, FlushKind, CACHE_LINE};
+pub use flush::{line_span, CpuFlushSupport, FlushKind, LineSpan, CACHE_LINE};
+pub use lock::FileLock;
 pub use region::{filesystem_name, is_dax, Medium, Region, RegionOptions, SyncMode};
 pub use sim::{CrashEvent, CrashPoint, CrashPolicy, Sim};
 pub use stats::{thread_id, Stats};

@@ -1,7 +1,9 @@
 //! `Region`: a byte range of persistent memory addressed by `u64` offsets, on one medium.
 
 use crate::error::{PmemError, Result};
-use crate::flush::{flush_line, select_flush, store_fence, CpuFlushSupport, FlushKind, CACHE_LINE};
+use crate::flush::{flush_line, line_span, select_flush, store_fence, CpuFlushSupport, FlushKind};
+use crate::flush::{LineSpan, CACHE_LINE};
+use crate::lock::FileLock;
 use crate::sim::{CrashPolicy, Sim, View};
 use crate::stats::{Counter, StatCounters, Stats, WearMap};
 use crate::timing::{TimingModel, TimingOptions};
@@ -205,6 +207,19 @@ struct Inner {
     wear: Option<WearMap>,
     tracer: Option<Tracer>,
     sim: Option<Sim>,
+    /// This open produced brand-new zeroed contents (see [`Region::created`]).
+    created: bool,
+    /// The exclusive lock on the region file (file media with a path). Declared last so that it
+    /// is released after `map` is unmapped: no other opener maps the file while this one does.
+    _lock: Option<FileLock>,
+}
+
+/// What opening a medium produced, before the region's bookkeeping is added.
+struct Opened {
+    map: Mapping,
+    path: Option<PathBuf>,
+    lock: Option<FileLock>,
+    created: bool,
 }
 
 /// A persistent-memory region. Cheap to clone (shared).
@@ -269,6 +284,26 @@ fn mmap(len: u64, flags: libc::c_int, fd: libc::c_int) -> std::result::Result<*m
     }
 }
 
+/// Opens (or, with `create`, creates) a region file for reading and writing; also says whether
+/// this call created it. Creation is exclusive, so that "created here" is exact even when two
+/// openers race.
+fn open_region_file(path: &Path, create: bool) -> Result<(std::fs::File, bool)> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    if create {
+        match options.clone().create_new(true).open(path) {
+            Ok(file) => return Ok((file, true)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err(path, e)),
+        }
+    }
+    let file = options.open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => PmemError::Missing { path: path.to_path_buf() },
+        _ => io_err(path, e),
+    })?;
+    Ok((file, false))
+}
+
 /// Reserves the file's blocks now, so that a full file system is an error at open rather than a
 /// SIGBUS on some later store into the mapping. File systems that cannot preallocate are left as
 /// they are.
@@ -294,17 +329,23 @@ impl Region {
         options.validate()?;
         // Checked before any file is created or mapped, so a bad request leaves nothing behind.
         let flush_kind = Self::flush_kind_for(options, cpu)?;
-        let (map, path) = match options.medium {
-            Medium::Dram | Medium::Sim => (Self::map_anonymous(options.size_bytes)?, None),
+        let opened = match options.medium {
+            Medium::Dram | Medium::Sim => Opened {
+                map: Self::map_anonymous(options.size_bytes)?,
+                path: None,
+                lock: None,
+                created: true,
+            },
             Medium::Shm | Medium::File | Medium::Dax => Self::map_file(options)?,
         };
         let initial_image = if options.medium == Medium::Sim {
+            let map = &opened.map;
             // SAFETY: the mapping is `map.len` bytes, freshly created and zeroed.
             Some(unsafe { std::slice::from_raw_parts(map.base, map.len as usize) }.to_vec())
         } else {
             None
         };
-        Ok(Self::finish(options, map, path, flush_kind, initial_image))
+        Ok(Self::finish(options, opened, flush_kind, initial_image))
     }
 
     /// Opens a `sim` region whose contents (and persisted image) are `image`: how an engine is
@@ -326,7 +367,8 @@ impl Region {
         let map = Self::map_anonymous(image.len() as u64)?;
         // SAFETY: the mapping is exactly `image.len()` bytes and not yet shared.
         unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), map.base, image.len()) };
-        Ok(Self::finish(&options, map, None, flush_kind, Some(image.to_vec())))
+        let opened = Opened { map, path: None, lock: None, created: false };
+        Ok(Self::finish(&options, opened, flush_kind, Some(image.to_vec())))
     }
 
     fn flush_kind_for(options: &RegionOptions, cpu: CpuFlushSupport) -> Result<FlushKind> {
@@ -338,11 +380,11 @@ impl Region {
 
     fn finish(
         options: &RegionOptions,
-        map: Mapping,
-        path: Option<PathBuf>,
+        opened: Opened,
         flush_kind: FlushKind,
         sim_image: Option<Vec<u8>>,
     ) -> Region {
+        let Opened { map, path, lock, created } = opened;
         let len = map.len;
         Region {
             inner: Arc::new(Inner {
@@ -352,12 +394,14 @@ impl Region {
                 sync: options.sync,
                 eadr: options.eadr,
                 path,
+                created,
                 timing: (!options.timing.is_off()).then(|| TimingModel::new(options.timing)),
                 timing_on: std::sync::atomic::AtomicBool::new(true),
                 stats: StatCounters::new(),
                 wear: options.wear.then(|| WearMap::new(len)),
                 tracer: options.trace.then(Tracer::default),
                 sim: sim_image.map(|img| Sim::new(&img, options.eadr)),
+                _lock: lock,
             }),
         }
     }
@@ -372,33 +416,45 @@ impl Region {
         Ok(Mapping { base, len: size_bytes })
     }
 
-    fn map_file(options: &RegionOptions) -> Result<(Mapping, Option<PathBuf>)> {
+    fn map_file(options: &RegionOptions) -> Result<Opened> {
         let Some(path) = options.path.clone() else {
             return match options.medium {
                 Medium::Shm => Self::map_private_shm(options),
                 m => Err(PmemError::NeedsPath { medium: m.name() }),
             };
         };
-        let exists = path.exists();
-        if !exists && (!options.create || options.size_bytes == 0) {
+        if !path.exists() && (!options.create || options.size_bytes == 0) {
             return Err(PmemError::Missing { path });
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(options.create)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io_err(&path, e))?;
+        let (file, made_here) = open_region_file(&path, options.create)?;
+        // Locked before the file is sized, grown or mapped: a file another open holds is left
+        // exactly as it is, even one this open created (a racing opener holds it now).
+        let lock = match FileLock::lock(file, &path) {
+            Ok(lock) => lock,
+            Err(e @ PmemError::Locked { .. }) => return Err(e),
+            Err(e) => {
+                if made_here {
+                    let _ = std::fs::remove_file(&path);
+                }
+                return Err(e);
+            }
+        };
+        let file = lock.file();
         // Undo what this open did to the file system if it fails later.
         let undo = |grown_from: Option<u64>| {
-            if !exists {
+            if made_here {
                 let _ = std::fs::remove_file(&path);
             } else if let Some(len) = grown_from {
                 let _ = file.set_len(len);
             }
         };
-        let actual = file.metadata().map_err(|e| io_err(&path, e))?.len();
+        let actual = match file.metadata() {
+            Ok(meta) => meta.len(),
+            Err(e) => {
+                undo(None);
+                return Err(io_err(&path, e));
+            }
+        };
         let mut grown_from = None;
         let len = if options.size_bytes == 0 {
             if actual == 0 {
@@ -414,14 +470,14 @@ impl Region {
                 });
             }
             // Regions grow only here, at open.
-            if let Err(e) = file.set_len(options.size_bytes).and_then(|()| preallocate(&file)) {
+            if let Err(e) = file.set_len(options.size_bytes).and_then(|()| preallocate(file)) {
                 undo(Some(actual));
                 return Err(io_err(&path, e));
             }
             grown_from = Some(actual);
             options.size_bytes
         } else {
-            if let Err(e) = preallocate(&file) {
+            if let Err(e) = preallocate(file) {
                 return Err(io_err(&path, e));
             }
             actual
@@ -439,7 +495,13 @@ impl Region {
             }
         });
         match base {
-            Ok(base) => Ok((Mapping { base, len }, Some(path))),
+            // A file of length 0 had no contents: the mapping is all zeros, as a new file's.
+            Ok(base) => Ok(Opened {
+                map: Mapping { base, len },
+                path: Some(path),
+                lock: Some(lock),
+                created: actual == 0,
+            }),
             Err(e) => {
                 undo(grown_from);
                 Err(e)
@@ -449,7 +511,7 @@ impl Region {
 
     /// `shm` without a path: a fresh file in `/dev/shm`, unlinked as soon as it is mapped, so
     /// that nothing is left behind even if the process is killed.
-    fn map_private_shm(options: &RegionOptions) -> Result<(Mapping, Option<PathBuf>)> {
+    fn map_private_shm(options: &RegionOptions) -> Result<Opened> {
         if options.size_bytes == 0 {
             return Err(PmemError::InvalidOption("region size must be > 0".into()));
         }
@@ -477,7 +539,9 @@ impl Region {
             });
         let _ = std::fs::remove_file(&path);
         let base = mapped?;
-        Ok((Mapping { base, len: options.size_bytes }, None))
+        // Unlinked and private to this process: nothing else can open it, so no lock.
+        let map = Mapping { base, len: options.size_bytes };
+        Ok(Opened { map, path: None, lock: None, created: true })
     }
 
     #[inline(always)]
@@ -503,6 +567,14 @@ impl Region {
 
     pub fn path(&self) -> Option<&Path> {
         self.inner.path.as_deref()
+    }
+
+    /// Whether this open produced brand-new zeroed contents: `dram`, a new `sim` region, the
+    /// private `shm` file, or a region file that did not exist or was empty before this open.
+    /// False for a file with contents (even all-zero ones) and for [`Region::from_image`]. An
+    /// engine may format a created region without scanning it first.
+    pub fn created(&self) -> bool {
+        self.inner.created
     }
 
     pub fn flush_kind(&self) -> FlushKind {
@@ -607,23 +679,21 @@ impl Region {
         }
         self.check(offset, len);
         let inner = &*self.inner;
-        let first = offset / CACHE_LINE;
-        let last = (offset + len - 1) / CACHE_LINE;
-        let lines = last - first + 1;
-        inner.stats.add(Counter::LinesFlushed, lines);
+        let span = line_span(offset, len);
+        inner.stats.add(Counter::LinesFlushed, span.count);
         if let Some(t) = &inner.tracer {
             t.record(TraceKind::Flush, offset, len);
         }
         if let Some(w) = &inner.wear {
-            w.record(first, lines);
+            w.record(span);
         }
         if let Some(timing) =
             inner.timing.as_ref().filter(|_| inner.timing_on.load(Ordering::Relaxed))
         {
-            timing.reserve_lines(lines);
+            timing.reserve_lines(span.count);
         }
         if let Some(sim) = &inner.sim {
-            sim.flush(offset as usize, len as usize, self.view());
+            sim.flush(span, self.view());
             return;
         }
         if inner.eadr {
@@ -637,10 +707,25 @@ impl Region {
         if kind == FlushKind::None {
             return;
         }
-        for line in first..=last {
-            // SAFETY: `line * 64` is inside the mapping (bounds checked); `kind` was validated
-            // against CPUID at open.
-            unsafe { flush_line(kind, inner.map.base.add((line * CACHE_LINE) as usize)) };
+        self.for_each_line(span, |line| {
+            // SAFETY: `for_each_line` passes only lines of `span`, which `check` put inside the
+            // mapping; `kind` was validated against CPUID at open.
+            unsafe { flush_line(kind, line) }
+        });
+    }
+
+    /// The hardware loop of [`Region::flush`]: calls `per_line` with the address of each line
+    /// of `span`, in order. A function of its own so that a test can pass a recorder where
+    /// `flush` passes the flush instruction, and check the very loop the hardware runs.
+    #[inline(always)]
+    fn for_each_line(&self, span: LineSpan, mut per_line: impl FnMut(*const u8)) {
+        let base = self.inner.map.base;
+        debug_assert!(
+            (span.first + span.count) * CACHE_LINE
+                <= self.inner.map.len.next_multiple_of(CACHE_LINE)
+        );
+        for line in span.lines() {
+            per_line(base.wrapping_add((line * CACHE_LINE) as usize));
         }
     }
 
@@ -931,6 +1016,117 @@ mod tests {
     fn is_dax_in_a_missing_directory_is_an_error() {
         let err = is_dax(Path::new("/dev/shm/nvmdb-no-such-dir/x/r.region")).unwrap_err();
         assert!(matches!(err, PmemError::Io { .. }), "{err:?}");
+    }
+
+    /// Bytes in the regions of the flush-line tests: 1024 lines.
+    const FLUSH_REGION_BYTES: u64 = 64 << 10;
+
+    /// `(offset, len)` ranges: one byte, exactly one line, straddling two lines, ending exactly
+    /// on a line boundary, starting mid-line, large, at the region's ends, and a seeded sweep.
+    fn flush_cases() -> Vec<(u64, u64)> {
+        let end = FLUSH_REGION_BYTES;
+        let mut cases = vec![
+            (0, 1),
+            (63, 1),
+            (64, 1),
+            (100, 1),
+            (0, 64),
+            (64, 64),
+            (640, 64),
+            (60, 8),
+            (63, 2),
+            (120, 16),
+            (0, 128),
+            (32, 96),
+            (64, 192),
+            (1, 63),
+            (33, 31),
+            (17, 64),
+            (65, 127),
+            (5, 4096),
+            (0, 4096),
+            (4095, 2),
+            (100, 40_000),
+            (end - 1, 1),
+            (end - 64, 64),
+            (end - 65, 65),
+            (end - 100, 100),
+            (0, end),
+        ];
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(0x5EED);
+        for _ in 0..200 {
+            let offset = rand::Rng::gen_range(&mut rng, 0..end);
+            let max = (end - offset).min(3 * 4096);
+            cases.push((offset, rand::Rng::gen_range(&mut rng, 1..=max)));
+        }
+        cases
+    }
+
+    /// The lines holding a byte of `[offset, offset+len)`, found byte by byte.
+    fn lines_touched(offset: u64, len: u64) -> Vec<u64> {
+        let mut lines: Vec<u64> = (offset..offset + len).map(|b| b / CACHE_LINE).collect();
+        lines.dedup();
+        lines
+    }
+
+    /// The lines `Region::flush`'s hardware loop visits for `[offset, offset+len)`.
+    fn hardware_loop_lines(region: &Region, offset: u64, len: u64) -> Vec<u64> {
+        let base = region.base_ptr() as usize;
+        let mut visited = Vec::new();
+        region.for_each_line(line_span(offset, len), |line| {
+            let at = line as usize - base;
+            assert_eq!(at % CACHE_LINE as usize, 0, "address {at:#x} is not a line start");
+            visited.push(at as u64 / CACHE_LINE);
+        });
+        visited
+    }
+
+    /// The lines the crash simulator persists for a flush of `[offset, offset+len)` and a fence
+    /// after every byte of the region was stored to.
+    fn sim_flushed_lines(offset: u64, len: u64) -> Vec<u64> {
+        let region = Region::open(&RegionOptions::new(Medium::Sim, FLUSH_REGION_BYTES)).unwrap();
+        region.write(0, &vec![0xff; FLUSH_REGION_BYTES as usize]);
+        region.flush(offset, len);
+        region.fence();
+        let image = region.crash_image(CrashPolicy::Persisted, 0).unwrap();
+        let mut persisted = Vec::new();
+        for (line, bytes) in image.chunks(CACHE_LINE as usize).enumerate() {
+            if bytes.iter().all(|b| *b == 0xff) {
+                persisted.push(line as u64);
+            } else {
+                assert!(bytes.iter().all(|b| *b == 0), "line {line} persisted in part");
+            }
+        }
+        persisted
+    }
+
+    #[test]
+    fn the_hardware_flush_loop_visits_exactly_the_lines_of_the_range() {
+        let region = Region::open(&RegionOptions::new(Medium::Dram, FLUSH_REGION_BYTES)).unwrap();
+        for (offset, len) in flush_cases() {
+            let expected = lines_touched(offset, len);
+            assert_eq!(hardware_loop_lines(&region, offset, len), expected, "[{offset}, +{len})");
+            assert_eq!(sim_flushed_lines(offset, len), expected, "sim, [{offset}, +{len})");
+        }
+    }
+
+    #[test]
+    fn statistics_and_wear_count_the_lines_of_the_range() {
+        let options = RegionOptions { wear: true, ..RegionOptions::new(Medium::Dram, 4096) };
+        for (offset, len) in [(0, 1), (63, 2), (64, 64), (1, 128), (100, 3000), (4095, 1)] {
+            let region = Region::open(&options).unwrap();
+            region.flush(offset, len);
+            let expected = lines_touched(offset, len);
+            assert_eq!(region.stats().lines_flushed, expected.len() as u64, "[{offset}, +{len})");
+            let worn: Vec<u64> = (region.wear().unwrap().iter().enumerate())
+                .filter(|(_, count)| **count > 0)
+                .map(|(line, count)| {
+                    assert_eq!(*count, 1, "line {line} counted twice");
+                    line as u64
+                })
+                .collect();
+            assert_eq!(worn, expected, "[{offset}, +{len})");
+        }
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //! any flush saw it is not offered (real caches could have evicted it), so images are a subset
 //! of what hardware may leave, never a superset.
 
+use crate::flush::{line_span, LineSpan, CACHE_LINE};
 use crate::stats::thread_id;
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
@@ -32,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-const LINE: usize = 64;
+const LINE: usize = CACHE_LINE as usize;
 
 /// What a simulated power failure leaves of unpersisted lines.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -200,28 +201,27 @@ impl Sim {
         self.events.fetch_add(1, Ordering::Relaxed);
         self.maybe_cut(&mut g, CrashEvent::Store, current);
         apply();
-        if len == 0 {
-            return;
-        }
-        for line in offset / LINE..=(offset + len - 1) / LINE {
+        for line in line_span(offset as u64, len as u64).lines() {
+            let line = line as usize;
             g.state[line] = LineState::Dirty;
             g.version[line] += 1;
         }
     }
 
-    /// Records a write-back of the lines covering `[offset, offset+len)` by this thread.
+    /// Records a write-back of the lines of `span` by this thread.
     ///
     /// A line that another thread flushed but has not fenced is snapshotted again for this
     /// thread: this thread's fence must make it durable too (a flush of a line whose write-back
     /// is in flight completes only once the line is written back).
-    pub(crate) fn flush(&self, offset: usize, len: usize, current: View) {
-        if len == 0 {
+    pub(crate) fn flush(&self, span: LineSpan, current: View) {
+        if span.count == 0 {
             return;
         }
         let mut guard = self.inner.lock();
         let g = &mut *guard;
         let mine = g.pending.entry(thread_id()).or_default();
-        for line in offset / LINE..=(offset + len - 1) / LINE {
+        for line in span.lines() {
+            let line = line as usize;
             let version = g.version[line];
             if g.state[line] == LineState::Clean || mine.newest.get(&line) == Some(&version) {
                 continue;

@@ -2,6 +2,7 @@
 //! plain relaxed loads and stores (no sharing, no locked instruction on the fast path); a read
 //! sums the shards.
 
+use crate::flush::LineSpan;
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -155,8 +156,8 @@ impl WearMap {
     }
 
     #[inline]
-    pub(crate) fn record(&self, first_line: u64, count: u64) {
-        for line in first_line..first_line + count {
+    pub(crate) fn record(&self, span: LineSpan) {
+        for line in span.lines() {
             if let Some(c) = self.lines.get(line as usize) {
                 c.fetch_add(1, Ordering::Relaxed);
             }
