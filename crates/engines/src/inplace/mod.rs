@@ -118,7 +118,7 @@ impl InPlace {
     /// Opens the engine: formats a blank region, otherwise validates and recovers it.
     pub fn open(region: Region, options: &EngineOptions) -> Result<InPlace> {
         let started = std::time::Instant::now();
-        let (layout, formatted) = match Superblock::read(&region, ENGINE_NAME, false)? {
+        let (layout, formatted) = match Superblock::read(&region, ENGINE_NAME, region.created())? {
             Some(sb) => (sb.layout, false),
             None => (Self::format(&region, options)?, true),
         };
