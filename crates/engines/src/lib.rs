@@ -71,6 +71,32 @@ impl Fault {
     }
 }
 
+/// What opening a region would do, found without writing to it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Inspection {
+    /// The superblock's state in words ("valid", "blank: ...", ...).
+    pub verdict: String,
+    /// The engine that formatted the region.
+    pub engine: Option<String>,
+    pub page_count: u64,
+    /// Worker slots the region was formatted for.
+    pub workers: u32,
+    /// In-flight user transactions recovery would roll back.
+    pub txns_to_roll_back: u64,
+    /// Unfinished structure modifications recovery would roll back.
+    pub system_txns_to_roll_back: u64,
+    /// Committed transactions whose post-commit work recovery would finish.
+    pub txns_to_complete: u64,
+    /// Undo records recovery would read.
+    pub undo_records: u64,
+}
+
+/// What opening `region` would do (superblock verdict, in-flight work), read without writing.
+/// A damaged superblock is an error.
+pub fn inspect(region: &Region) -> Result<Inspection> {
+    inplace::inspect(region)
+}
+
 /// Opens (formatting a blank region, recovering otherwise) engine `name` on `region`.
 pub fn open(name: &str, region: Region, options: &EngineOptions) -> Result<Box<dyn Engine>> {
     match name {

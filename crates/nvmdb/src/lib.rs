@@ -7,7 +7,7 @@
 mod db;
 pub mod registry;
 
-pub use db::{Db, DbOptions};
+pub use db::{check_engine, CheckReport, Db, DbOptions, TableRows};
 pub use engines::{EngineOptions, Fault};
 
 pub use engines;

@@ -27,6 +27,9 @@ enum Command {
     Bench(Box<cli::bench::Args>),
     /// Crash, recover, verify: simulated power failures, or real kills with --kill.
     Crashtest(Box<cli::crashtest::Args>),
+    /// Inspect a region file without changing it: superblock, pending recovery, integrity,
+    /// tables and row counts (`--repair` lets recovery write).
+    Check(cli::check::Args),
     /// Run experiment specs (the papers' figures): a grid of bench runs, resumable, shardable.
     Sweep(cli::sweep::Args),
     /// Join the output directories of sharded sweeps.
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => cli::calibrate::run(args),
         Command::Bench(args) => cli::bench::run(*args),
         Command::Crashtest(args) => cli::crashtest::run(*args),
+        Command::Check(args) => cli::check::run(args),
         Command::Sweep(args) => cli::sweep::run(args),
         Command::Merge(args) => cli::merge::run(args),
         Command::Report(args) => cli::report::run(args),

@@ -122,6 +122,9 @@ pub struct RegionOptions {
     pub wear: bool,
     /// Record a persist trace.
     pub trace: bool,
+    /// Map an existing file privately (copy-on-write): stores never reach the file. For
+    /// read-only inspection (`nvmdb check`): recovery can run without changing the region.
+    pub private: bool,
 }
 
 impl Default for RegionOptions {
@@ -137,6 +140,7 @@ impl Default for RegionOptions {
             timing: TimingOptions::default(),
             wear: false,
             trace: false,
+            private: false,
         }
     }
 }
@@ -149,6 +153,13 @@ impl RegionOptions {
     /// Rejects combinations that cannot mean anything, before any file is touched.
     pub fn validate(&self) -> Result<()> {
         self.timing.validate()?;
+        if self.private && (self.path.is_none() || self.create || self.size_bytes != 0) {
+            return Err(PmemError::InvalidOption(
+                "a private mapping opens an existing file at its size (path set, create off, \
+                 size 0)"
+                    .into(),
+            ));
+        }
         if self.sync == SyncMode::Msync {
             if matches!(self.medium, Medium::Dram | Medium::Sim) {
                 return Err(PmemError::InvalidOption(format!(
@@ -482,16 +493,14 @@ impl Region {
             }
             actual
         };
-        let base = mmap(len, map_flags(options.medium), file.as_raw_fd()).map_err(|errno| {
-            match options.medium {
-                Medium::Dax => match classify_dax_map_error(&path, errno) {
-                    PmemError::Map { cause, .. } => PmemError::Map { size_bytes: len, cause },
-                    other => other,
-                },
-                _ => PmemError::Map {
-                    size_bytes: len,
-                    cause: std::io::Error::from_raw_os_error(errno),
-                },
+        let flags = if options.private { libc::MAP_PRIVATE } else { map_flags(options.medium) };
+        let base = mmap(len, flags, file.as_raw_fd()).map_err(|errno| match options.medium {
+            Medium::Dax => match classify_dax_map_error(&path, errno) {
+                PmemError::Map { cause, .. } => PmemError::Map { size_bytes: len, cause },
+                other => other,
+            },
+            _ => {
+                PmemError::Map { size_bytes: len, cause: std::io::Error::from_raw_os_error(errno) }
             }
         });
         match base {

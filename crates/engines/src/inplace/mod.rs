@@ -30,6 +30,8 @@
 mod recovery;
 mod txn;
 
+pub use recovery::inspect;
+
 use crate::{EngineOptions, Fault};
 use parking_lot::{Mutex, RwLock};
 use pmem::Region;

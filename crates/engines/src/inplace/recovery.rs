@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use storage::alloc::PageAllocator;
 use storage::catalog;
-use storage::format::{get_u32, get_u64, page_offset, Layout, PageId, CATALOG_PAGE, PAGE_SIZE_U64};
+use storage::format::{
+    get_u32, get_u64, page_offset, Layout, PageId, Superblock, CATALOG_PAGE, PAGE_SIZE_U64,
+};
 use storage::heap::{self, SLOT_FREE, SLOT_USED};
 use storage::pages::PageStore;
 use storage::systxn::{self, apply_phys, SysTxn};
@@ -238,6 +240,45 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
     let tables = db.tables.read().len();
     report.notes.push(format!("scanned {} undo logs; {tables} tables", logs.len() * 2));
     Ok(InPlace { workers: logs.into_iter().map(Mutex::new).collect(), report, ..db })
+}
+
+/// What opening `region` would do, read without writing anything (`nvmdb check`).
+pub fn inspect(region: &Region) -> Result<crate::Inspection> {
+    use storage::format::Verdict;
+    let mut out = crate::Inspection::default();
+    let (sb, repair_primary, repair_copy) = match Superblock::verdict(region, false)? {
+        Verdict::Format => {
+            out.verdict = "blank: no committed format (open formats it)".into();
+            return Ok(out);
+        }
+        Verdict::Open { sb, repair_primary, repair_copy } => (sb, repair_primary, repair_copy),
+    };
+    out.engine = Some(sb.engine.clone());
+    out.page_count = sb.layout.page_count;
+    out.workers = sb.layout.workers.saturating_sub(1);
+    out.verdict = match (repair_primary, repair_copy) {
+        (true, _) => "valid; page 0 is damaged and would be rewritten from its copy".into(),
+        (_, true) => "valid; the superblock copy would be rewritten".into(),
+        _ => "valid".into(),
+    };
+    if sb.engine != super::ENGINE_NAME {
+        return Ok(out);
+    }
+    for l in attach_logs(region, &sb.layout)? {
+        for (log, system) in [(&l.sys, true), (&l.user, false)] {
+            let records = log.read_records().len() as u64;
+            match (log.state(), system) {
+                (LogState::Free, _) => {}
+                (LogState::Active, true) => out.system_txns_to_roll_back += 1,
+                (LogState::Active, false) => out.txns_to_roll_back += 1,
+                (LogState::Committed, _) => out.txns_to_complete += 1,
+            }
+            if log.state() != LogState::Free {
+                out.undo_records += records;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Index and heap agree, the allocator accounts for every page, no transaction is in flight.

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod calibrate;
+pub mod check;
 pub mod crashtest;
 pub mod info;
 pub mod merge;
