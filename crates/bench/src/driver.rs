@@ -213,8 +213,10 @@ pub struct RunResult {
     pub load_time: Duration,
     pub checker: Checker,
     pub check_time: Duration,
-    /// The run was ended early through [`Hooks::stop`].
+    /// The run was ended early through [`Hooks::stop`], or because the region filled up.
     pub stopped_early: bool,
+    /// Why the region filled up, if it did (the run then ended early, results so far stand).
+    pub region_full: Option<String>,
 }
 
 /// Loads (or attaches), runs and checks. The engine is left open and not shut down: the caller
@@ -340,6 +342,7 @@ impl Measured {
             checker,
             check_time,
             stopped_early: self.stopped_early,
+            region_full: self.tallies.iter().find_map(|t| t.region_full.clone()),
         }
     }
 }

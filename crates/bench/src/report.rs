@@ -128,6 +128,9 @@ pub struct Report {
     pub pending_high_water: usize,
     pub pending_full_waits: u64,
     pub stopped_early: bool,
+    /// Why the region filled up, if it did (the run stopped early; results so far stand).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region_full: Option<String>,
     /// Every option of the run, as the caller describes it.
     pub config: serde_json::Value,
 }
@@ -180,6 +183,7 @@ impl Report {
             pending_high_water: result.pending_high_water,
             pending_full_waits: result.pending_full_waits,
             stopped_early: result.stopped_early,
+            region_full: result.region_full.clone(),
             config,
         }
     }
@@ -313,6 +317,9 @@ impl Report {
             Setup::Attach => line("load", "attached to the existing database".into()),
         }
         line("checker", self.checker.to_string());
+        if let Some(why) = &self.region_full {
+            line("STOPPED", format!("early after {:.1} s: region full ({why})", self.measured_s));
+        }
         out
     }
 }

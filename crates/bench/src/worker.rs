@@ -126,6 +126,8 @@ pub(crate) struct Tally {
     pub pending_high_water: usize,
     /// Times the pending queue was full and the worker blocked.
     pub pending_full_waits: u64,
+    /// The region filled up under this worker: the run stopped early (results so far stand).
+    pub region_full: Option<String>,
 }
 
 impl Tally {
@@ -141,6 +143,7 @@ impl Tally {
             kinds: Vec::new(),
             pending_high_water: 0,
             pending_full_waits: 0,
+            region_full: None,
         }
     }
 }
@@ -209,6 +212,13 @@ pub(crate) fn run_worker(
                 if failures_in_a_row >= MAX_CONSECUTIVE_FAILURES {
                     return Err(WorkerError::Livelock { failures: failures_in_a_row, last: e });
                 }
+            }
+            // A full region ends the run, not the measurement: what committed so far stands,
+            // the others stop, and the checker still runs on the committed state.
+            Err(DbError::RegionFull(why)) => {
+                state.tally.region_full = Some(why);
+                control.set_phase(PHASE_STOP);
+                break;
             }
             Err(e) => return Err(WorkerError::Db(e)),
         }

@@ -11,6 +11,11 @@ pub enum PmemError {
         "region file {path} is {actual_bytes} bytes, smaller than the {needed_bytes} bytes needed"
     )]
     TooSmall { path: PathBuf, actual_bytes: u64, needed_bytes: u64 },
+    #[error(
+        "region cannot grow to {needed_bytes} bytes: {reason} (its maximum is {max_bytes} bytes; \
+         raise --max-size or free space on the medium)"
+    )]
+    Full { needed_bytes: u64, max_bytes: u64, reason: String },
     #[error("region file {path} is empty (give a size to create the region, e.g. --size 1GiB)")]
     EmptyFile { path: PathBuf },
     #[error(

@@ -122,6 +122,10 @@ pub struct RegionOptions {
     pub wear: bool,
     /// Record a persist trace.
     pub trace: bool,
+    /// Largest size the region may grow to (file media): the mapping is this long from the
+    /// start, the file only `size_bytes`, and [`Region::ensure_backed`] extends the file as the
+    /// engine allocates further. 0: the region stays at its size.
+    pub max_size_bytes: u64,
     /// Map an existing file privately (copy-on-write): stores never reach the file. For
     /// read-only inspection (`nvmdb check`): recovery can run without changing the region.
     pub private: bool,
@@ -140,6 +144,7 @@ impl Default for RegionOptions {
             timing: TimingOptions::default(),
             wear: false,
             trace: false,
+            max_size_bytes: 0,
             private: false,
         }
     }
@@ -153,6 +158,20 @@ impl RegionOptions {
     /// Rejects combinations that cannot mean anything, before any file is touched.
     pub fn validate(&self) -> Result<()> {
         self.timing.validate()?;
+        if self.max_size_bytes != 0 {
+            if !matches!(self.medium, Medium::Shm | Medium::File | Medium::Dax) {
+                return Err(PmemError::InvalidOption(format!(
+                    "a region can grow only on a file medium (shm, file, dax), not `{}`",
+                    self.medium.name()
+                )));
+            }
+            if self.max_size_bytes < self.size_bytes && !self.private {
+                return Err(PmemError::InvalidOption(format!(
+                    "--max-size ({}) is smaller than --size ({})",
+                    self.max_size_bytes, self.size_bytes
+                )));
+            }
+        }
         if self.private && (self.path.is_none() || self.create || self.size_bytes != 0) {
             return Err(PmemError::InvalidOption(
                 "a private mapping opens an existing file at its size (path set, create off, \
@@ -220,6 +239,8 @@ struct Inner {
     sim: Option<Sim>,
     /// This open produced brand-new zeroed contents (see [`Region::created`]).
     created: bool,
+    /// How a growable region extends its file (`None`: the mapping is all backed).
+    grower: Option<Grower>,
     /// The exclusive lock on the region file (file media with a path). Declared last so that it
     /// is released after `map` is unmapped: no other opener maps the file while this one does.
     _lock: Option<FileLock>,
@@ -231,6 +252,41 @@ struct Opened {
     path: Option<PathBuf>,
     lock: Option<FileLock>,
     created: bool,
+    grower: Option<Grower>,
+}
+
+/// The file behind a growable region: the mapping covers the maximum size, the file only
+/// `backed` bytes; touching the mapping beyond `backed` would fault (SIGBUS), so nothing is
+/// placed there before [`Region::ensure_backed`] extends the file.
+struct Grower {
+    file: std::fs::File,
+    /// A private (copy-on-write) mapping never extends its file.
+    fixed: bool,
+    backed: StdAtomicU64,
+    lock: parking_lot::Mutex<()>,
+}
+
+/// Smallest step a growing region's file is extended by.
+const GROW_STEP_BYTES: u64 = 64 << 20;
+
+impl Grower {
+    fn new(
+        file: &std::fs::File,
+        backed: u64,
+        map_len: u64,
+        fixed: bool,
+    ) -> std::io::Result<Option<Grower>> {
+        if map_len <= backed {
+            return Ok(None);
+        }
+        let file = file.try_clone()?;
+        Ok(Some(Grower {
+            file,
+            fixed,
+            backed: StdAtomicU64::new(backed),
+            lock: parking_lot::Mutex::new(()),
+        }))
+    }
 }
 
 /// A persistent-memory region. Cheap to clone (shared).
@@ -346,6 +402,7 @@ impl Region {
                 path: None,
                 lock: None,
                 created: true,
+                grower: None,
             },
             Medium::Shm | Medium::File | Medium::Dax => Self::map_file(options)?,
         };
@@ -378,7 +435,7 @@ impl Region {
         let map = Self::map_anonymous(image.len() as u64)?;
         // SAFETY: the mapping is exactly `image.len()` bytes and not yet shared.
         unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), map.base, image.len()) };
-        let opened = Opened { map, path: None, lock: None, created: false };
+        let opened = Opened { map, path: None, lock: None, created: false, grower: None };
         Ok(Self::finish(&options, opened, flush_kind, Some(image.to_vec())))
     }
 
@@ -395,7 +452,7 @@ impl Region {
         flush_kind: FlushKind,
         sim_image: Option<Vec<u8>>,
     ) -> Region {
-        let Opened { map, path, lock, created } = opened;
+        let Opened { map, path, lock, created, grower } = opened;
         let len = map.len;
         Region {
             inner: Arc::new(Inner {
@@ -412,6 +469,7 @@ impl Region {
                 wear: options.wear.then(|| WearMap::new(len)),
                 tracer: options.trace.then(Tracer::default),
                 sim: sim_image.map(|img| Sim::new(&img, options.eadr)),
+                grower,
                 _lock: lock,
             }),
         }
@@ -494,6 +552,17 @@ impl Region {
             actual
         };
         let flags = if options.private { libc::MAP_PRIVATE } else { map_flags(options.medium) };
+        // A growable region maps its maximum size now (addresses never move); the file covers
+        // only `len` bytes until the engine needs more.
+        let backed = len;
+        let len = len.max(options.max_size_bytes);
+        let grower = match Grower::new(file, backed, len, options.private) {
+            Ok(g) => g,
+            Err(e) => {
+                undo(grown_from);
+                return Err(io_err(&path, e));
+            }
+        };
         let base = mmap(len, flags, file.as_raw_fd()).map_err(|errno| match options.medium {
             Medium::Dax => match classify_dax_map_error(&path, errno) {
                 PmemError::Map { cause, .. } => PmemError::Map { size_bytes: len, cause },
@@ -510,6 +579,7 @@ impl Region {
                 path: Some(path),
                 lock: Some(lock),
                 created: actual == 0,
+                grower,
             }),
             Err(e) => {
                 undo(grown_from);
@@ -524,6 +594,7 @@ impl Region {
         if options.size_bytes == 0 {
             return Err(PmemError::InvalidOption("region size must be > 0".into()));
         }
+        let map_len = options.size_bytes.max(options.max_size_bytes);
         let n = PRIVATE_SHM_SEQ.fetch_add(1, Ordering::Relaxed);
         let path = PathBuf::from(format!("/dev/shm/nvmdb-{}-{n}.region", std::process::id()));
         // `create_new`: a stale file of an earlier process with the same pid is never reused.
@@ -539,9 +610,9 @@ impl Region {
             .and_then(|()| preallocate(&file))
             .map_err(|e| io_err(&path, e))
             .and_then(|()| {
-                mmap(options.size_bytes, map_flags(Medium::Shm), file.as_raw_fd()).map_err(|e| {
+                mmap(map_len, map_flags(Medium::Shm), file.as_raw_fd()).map_err(|e| {
                     PmemError::Map {
-                        size_bytes: options.size_bytes,
+                        size_bytes: map_len,
                         cause: std::io::Error::from_raw_os_error(e),
                     }
                 })
@@ -549,8 +620,10 @@ impl Region {
         let _ = std::fs::remove_file(&path);
         let base = mapped?;
         // Unlinked and private to this process: nothing else can open it, so no lock.
-        let map = Mapping { base, len: options.size_bytes };
-        Ok(Opened { map, path: None, lock: None, created: true })
+        let map = Mapping { base, len: map_len };
+        let grower =
+            Grower::new(&file, options.size_bytes, map_len, false).map_err(|e| io_err(&path, e))?;
+        Ok(Opened { map, path: None, lock: None, created: true, grower })
     }
 
     #[inline(always)]
@@ -562,8 +635,76 @@ impl Region {
         );
     }
 
+    /// Length of the mapping: the region's maximum size (see [`Region::backed_len`]).
     pub fn len(&self) -> u64 {
         self.inner.map.len
+    }
+
+    /// Bytes from offset 0 that are backed by the file (or the whole mapping): only these may
+    /// be read or written. Grows through [`Region::ensure_backed`].
+    #[inline]
+    pub fn backed_len(&self) -> u64 {
+        match &self.inner.grower {
+            Some(g) => g.backed.load(Ordering::Acquire),
+            None => self.inner.map.len,
+        }
+    }
+
+    /// Makes `[0, end)` backed, extending the file (by at least `GROW_STEP_BYTES`, or an eighth
+    /// of its size) if needed. A full medium or an `end` beyond the maximum is
+    /// [`PmemError::Full`], and the file keeps its size.
+    pub fn ensure_backed(&self, end: u64) -> Result<()> {
+        if end <= self.backed_len() {
+            return Ok(());
+        }
+        let max = self.inner.map.len;
+        let Some(g) = &self.inner.grower else {
+            return Err(PmemError::Full {
+                needed_bytes: end,
+                max_bytes: max,
+                reason: "the region has a fixed size".into(),
+            });
+        };
+        if g.fixed {
+            let reason = "a private mapping does not grow its file".into();
+            return Err(PmemError::Full { needed_bytes: end, max_bytes: max, reason });
+        }
+        if end > max {
+            let reason = "beyond the region's maximum size".into();
+            return Err(PmemError::Full { needed_bytes: end, max_bytes: max, reason });
+        }
+        let _guard = g.lock.lock();
+        let backed = g.backed.load(Ordering::Acquire);
+        if end <= backed {
+            return Ok(());
+        }
+        let step = GROW_STEP_BYTES.max(backed / 8);
+        let target = end.max(backed + step).div_ceil(2 << 20) * (2 << 20);
+        let target = target.min(max);
+        // SAFETY: a plain syscall on an open descriptor; errors come back as its return value.
+        let rc = unsafe {
+            libc::posix_fallocate(
+                g.file.as_raw_fd(),
+                backed as libc::off_t,
+                (target - backed) as libc::off_t,
+            )
+        };
+        let grown = match rc {
+            0 => Ok(()),
+            // No fallocate on this file system: extend the length (a later write may fault).
+            libc::EOPNOTSUPP | libc::EINVAL => g.file.set_len(target),
+            errno => Err(std::io::Error::from_raw_os_error(errno)),
+        };
+        if let Err(e) = grown {
+            let _ = g.file.set_len(backed);
+            return Err(PmemError::Full {
+                needed_bytes: end,
+                max_bytes: max,
+                reason: format!("the medium refused more space ({e})"),
+            });
+        }
+        g.backed.store(target, Ordering::Release);
+        Ok(())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -856,8 +997,18 @@ impl Region {
 
     /// A copy of the current contents (as a crash image with durable caches would be).
     pub fn snapshot(&self) -> Vec<u8> {
-        self.whole().to_vec()
+        self.whole()[..self.backed_len() as usize].to_vec()
     }
+}
+
+/// Free bytes (for unprivileged users) of the file system holding `dir`, from statvfs.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs is a plain C struct of integers; all-zero is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a valid out-parameter.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    (rc == 0).then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// Whether `path` is on a file system that offers DAX mappings: tries a one-page `MAP_SYNC`

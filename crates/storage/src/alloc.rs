@@ -155,6 +155,20 @@ impl PageAllocator {
             st.cursor = base + 64;
         }
         st.cursor = st.cursor.min(end);
+        // A growing region extends its file before handing out pages beyond it. If the medium
+        // refuses, the pages beyond the file stay to be found again later.
+        if let Some(&last) = found.last() {
+            if let Err(e) = self.region.ensure_backed(page_offset(last + 1)) {
+                let backed = self.region.backed_len() / crate::format::PAGE_SIZE_U64;
+                found.retain(|p| *p < backed);
+                st.cursor = st.cursor.min(backed / 64 * 64).max(first / 64 * 64);
+                if found.is_empty() {
+                    return Err(DbError::RegionFull(format!(
+                        "no free page below {backed} and the region cannot grow: {e}"
+                    )));
+                }
+            }
+        }
         // Highest first, so pops hand out low pages (compact regions).
         st.list.extend(found.into_iter().rev());
         Ok(())

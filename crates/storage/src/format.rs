@@ -291,16 +291,18 @@ impl Superblock {
     /// Decides from both slots what opening `region` means. `created`: the region's contents
     /// are known to be brand new (no scan for data needed). Never writes.
     pub fn verdict(region: &Region, created: bool) -> Result<Verdict> {
-        if region.len() < 4 * PAGE_SIZE_U64 {
+        if region.backed_len() < 4 * PAGE_SIZE_U64 {
             return Err(DbError::Format(format!(
                 "region of {} bytes is too small for nvmdb",
-                region.len()
+                region.backed_len()
             )));
         }
         let primary = Self::classify(region.read(0, SUPERBLOCK_BYTES));
         let copy = Self::classify(region.read(page_offset(SUPERBLOCK_COPY_PAGE), SUPERBLOCK_BYTES));
         let fits = |sb: &Superblock| -> Result<()> {
-            if sb.layout.page_count * PAGE_SIZE_U64 > region.len() {
+            if sb.layout.page_count * PAGE_SIZE_U64 > region.len()
+                || page_offset(sb.layout.first_data_page()) > region.backed_len()
+            {
                 return Err(DbError::Corrupt(format!(
                     "superblock says {} pages but the region holds only {} bytes (truncated?)",
                     sb.layout.page_count,
@@ -412,9 +414,11 @@ fn region_is_blank_after_page0(region: &Region) -> bool {
 
 fn all_zero(region: &Region, from: u64) -> bool {
     const CHUNK: u64 = 1 << 20;
+    // Only the part backed by the file exists (a growing region's mapping is longer).
+    let end = region.backed_len();
     let mut at = from;
-    while at < region.len() {
-        let n = CHUNK.min(region.len() - at);
+    while at < end {
+        let n = CHUNK.min(end - at);
         let bytes = region.read(at, n as usize);
         // Word-wise (the compiler vectorises it): a blank check of a large file is memory-bound.
         let mut words = bytes.chunks_exact(8);
@@ -531,4 +535,18 @@ mod tests {
         r.write_u64(page_offset(CATALOG_PAGE), 1);
         assert!(Superblock::verdict(&r, false).is_err());
     }
+}
+
+/// The size a region file's superblock (or its copy) says the region has, read from the file's
+/// first bytes without mapping it: a growing region must be mapped at that size on reopen.
+pub fn region_bytes_in(first_pages: &[u8]) -> Option<u64> {
+    for page in [0, SUPERBLOCK_COPY_PAGE] {
+        let at = page_offset(page) as usize;
+        if let Some(slot) = first_pages.get(at..at + SUPERBLOCK_BYTES) {
+            if let SlotState::Valid(sb) = Superblock::classify(slot) {
+                return Some(sb.layout.page_count * PAGE_SIZE_U64);
+            }
+        }
+    }
+    None
 }

@@ -121,10 +121,13 @@ impl PageStore {
     }
 
     /// Whether `page` is a data page (a B+tree node or heap page may live there): the check
-    /// every page id read from the region passes before it is followed.
+    /// every page id read from the region passes before it is followed (a growing region's pages
+    /// beyond its file are not data pages yet: touching them would fault).
     #[inline]
     pub fn is_data_page(&self, page: PageId) -> bool {
-        page >= self.first_data_page && page < self.page_count
+        page >= self.first_data_page
+            && page < self.page_count
+            && page_offset(page + 1) <= self.region.backed_len()
     }
 
     fn latch(&self, page: PageId) -> &RwLock<()> {

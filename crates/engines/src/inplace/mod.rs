@@ -142,6 +142,10 @@ impl InPlace {
             node_capacity: options.node_capacity,
         };
         layout.validate()?;
+        // A growing region's file must hold the metadata pages before they are written.
+        region.ensure_backed(page_offset(layout.first_data_page() + 16)).map_err(|e| {
+            DbError::RegionFull(format!("the region cannot hold its metadata: {e}"))
+        })?;
         let sb = Superblock { engine: ENGINE_NAME.into(), layout };
         sb.begin_format(region);
         for w in 0..layout.workers {
@@ -328,7 +332,7 @@ fn describe(db: &InPlace, offset: u64) -> String {
     use storage::format::{BITMAP_FIRST_PAGE, SUPERBLOCK_COPY_PAGE};
     let (page, within) = (offset / PAGE_SIZE_U64, offset % PAGE_SIZE_U64);
     let l = &db.layout;
-    if page >= l.page_count {
+    if page >= l.page_count || page_offset(page + 1) > db.region.backed_len() {
         return "beyond the region's pages".into();
     }
     match page {

@@ -16,7 +16,7 @@ use nvmdb::registry::{self, EngineConfig};
 use pmem::{FlushKind, Medium, RegionOptions, SyncMode, TimingOptions};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 use storage::Engine;
@@ -66,6 +66,10 @@ pub struct Args {
     /// Region size (`256MiB`, `4GiB`); default: the existing file's size, else 256MiB.
     #[arg(long)]
     pub size: Option<String>,
+    /// Largest size the region file may grow to as the database grows (shm, file, dax);
+    /// default: half the medium's free space (the initial `--size` with `--wear`).
+    #[arg(long)]
+    pub max_size: Option<String>,
     /// Keep the region file this run created (default: remove it afterwards).
     #[arg(long)]
     pub keep: bool,
@@ -200,6 +204,13 @@ fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow
     }
     let report = Report::new(&result, recovery_ms, config_json(plan));
     print_report(&report, plan.output)?;
+    if let Some(why) = &result.region_full {
+        eprintln!(
+            "warning: the run stopped after {:.1} s of the requested time because the region is \
+             full ({why}); the results above cover what ran. Allow more with --max-size.",
+            result.measured.as_secs_f64()
+        );
+    }
     Ok(if result.checker.passed() || !options.check {
         ExitCode::SUCCESS
     } else {
@@ -212,7 +223,7 @@ fn explain_run_error(e: bench::BenchError, plan: &Plan) -> anyhow::Error {
         let size = units::format_bytes(plan.region.size_bytes);
         return anyhow::anyhow!(
             "the {} workload at this scale does not fit the {size} region ({e}); \
-             use a larger --size or a smaller --scale/--records",
+             use a larger --size / --max-size or a smaller --scale/--records",
             plan.workload.name
         );
     }
@@ -305,6 +316,43 @@ fn run_options(args: &Args) -> Result<RunOptions, OptionError> {
     })
 }
 
+/// How far the region may grow: `--max-size`, else half the free space of the medium (so a long
+/// run keeps going as its history grows, as LMDB's map size or redb's file do), never less than
+/// what the existing file's superblock says it spans. Fixed-size for dram and sim, and with
+/// `--wear` (the wear map has an entry per line of the whole mapping).
+fn max_size_bytes(args: &Args, medium: Medium, size_bytes: u64) -> Result<u64, OptionError> {
+    if !matches!(medium, Medium::Shm | Medium::File | Medium::Dax) {
+        if args.max_size.is_some() {
+            return Err(invalid("max-size", "only a file medium (shm, file, dax) can grow"));
+        }
+        return Ok(0);
+    }
+    let existing = args.path.as_ref().and_then(|p| {
+        let mut first = vec![0u8; 2 * storage::format::PAGE_SIZE];
+        let mut f = std::fs::File::open(p).ok()?;
+        std::io::Read::read_exact(&mut f, &mut first).ok()?;
+        storage::format::region_bytes_in(&first)
+    });
+    let wanted = match &args.max_size {
+        Some(s) => units::parse_bytes(s).map_err(|e| invalid("max-size", e.to_string()))?,
+        None if args.wear => 0,
+        None => {
+            let dir = match &args.path {
+                Some(p) => {
+                    p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
+                }
+                None => Path::new("/dev/shm"),
+            };
+            pmem::free_bytes(dir).map_or(0, |free| free / 2 / (1 << 20) * (1 << 20))
+        }
+    };
+    if args.max_size.is_some() && wanted < size_bytes {
+        return Err(invalid("max-size", "must be at least --size"));
+    }
+    let max = wanted.max(existing.unwrap_or(0));
+    Ok(if max > size_bytes { max } else { 0 })
+}
+
 /// The region options, and whether the region file exists already.
 fn region_options(args: &Args) -> Result<(RegionOptions, bool), OptionError> {
     let medium = Medium::parse(&args.medium).ok_or_else(|| {
@@ -341,6 +389,7 @@ fn region_options(args: &Args) -> Result<(RegionOptions, bool), OptionError> {
         flush,
         eadr: args.eadr,
         wear: args.wear,
+        max_size_bytes: max_size_bytes(args, medium, size_bytes)?,
         timing: timing_options(args)?,
         ..RegionOptions::default()
     };
@@ -405,6 +454,7 @@ fn config_json(plan: &Plan) -> serde_json::Value {
         "medium": r.medium.name(),
         "path": r.path.as_ref().map(|p| p.display().to_string()),
         "size_bytes": r.size_bytes,
+        "max_size_bytes": r.max_size_bytes,
         "keep": plan.keep,
         "sync": r.sync,
         "persist_latency_ns": r.timing.persist_barrier_ns,
