@@ -42,7 +42,7 @@ impl Db {
                 engines::ENGINES.join(", ")
             )));
         }
-        let region = Region::open(&options.region)?;
+        let region = storage::format::open_region(&options.region)?;
         let engine = engines::open(&options.engine, region, &options.engine_options)?;
         Ok(Db { engine })
     }

@@ -148,7 +148,7 @@ pub fn open_engine(
             })
         }
         EngineKind::Region => {
-            let region = Region::open(region)?;
+            let region = storage::format::open_region(region)?;
             open_region_engine(info, region, config)
         }
         EngineKind::Peer => match region.path.as_deref() {

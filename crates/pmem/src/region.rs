@@ -551,7 +551,13 @@ impl Region {
             }
             actual
         };
-        let flags = if options.private { libc::MAP_PRIVATE } else { map_flags(options.medium) };
+        // A private mapping reserves no swap for its copy-on-write pages: a growable region maps far
+        // more than it will ever touch, and the kernel would refuse the whole reservation.
+        let flags = if options.private {
+            libc::MAP_PRIVATE | libc::MAP_NORESERVE
+        } else {
+            map_flags(options.medium)
+        };
         // A growable region maps its maximum size now (addresses never move); the file covers
         // only `len` bytes until the engine needs more.
         let backed = len;

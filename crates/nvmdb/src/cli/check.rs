@@ -49,8 +49,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         private: !args.repair,
         ..RegionOptions::default()
     };
-    let region =
-        Region::open(&options).with_context(|| format!("opening {}", args.path.display()))?;
+    let region = storage::format::open_region(&options)
+        .with_context(|| format!("opening {}", args.path.display()))?;
     let mut out = Output {
         path: args.path.clone(),
         size_bytes: region.len(),
