@@ -2,7 +2,7 @@
 //! nvmdb's engines and hands out transactions through the [`storage::Engine`] trait.
 
 use engines::EngineOptions;
-use pmem::{Region, RegionOptions};
+use pmem::RegionOptions;
 use serde::Serialize;
 use std::ops::Deref;
 use storage::{DbError, Engine, IntegrityReport, RecoveryReport, Result};

@@ -6,7 +6,7 @@
 //! arguments or not an nvmdb region.
 
 use anyhow::Context;
-use pmem::{Medium, Region, RegionOptions};
+use pmem::{Medium, RegionOptions};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
