@@ -39,7 +39,7 @@ fn the_file_grows_on_demand_up_to_the_maximum_and_keeps_its_contents() {
     region.write(4096, b"before");
     region.ensure_backed(5 * MIB).unwrap();
     let backed = region.backed_len();
-    assert!(backed >= 5 * MIB && backed <= 256 * MIB, "{backed}");
+    assert!((5 * MIB..=256 * MIB).contains(&backed), "{backed}");
     assert_eq!(std::fs::metadata(&path.0).unwrap().len(), backed, "the file grew with it");
     region.write(5 * MIB - 8, b"grown!!!");
     region.persist(5 * MIB - 8, 8);
