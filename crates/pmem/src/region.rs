@@ -1,5 +1,6 @@
 //! `Region`: a byte range of persistent memory addressed by `u64` offsets, on one medium.
 
+use crate::dirty::DirtyLines;
 use crate::error::{PmemError, Result};
 use crate::flush::{flush_line, line_span, select_flush, store_fence, CpuFlushSupport, FlushKind};
 use crate::flush::{LineSpan, CACHE_LINE};
@@ -122,6 +123,8 @@ pub struct RegionOptions {
     pub wear: bool,
     /// Record a persist trace.
     pub trace: bool,
+    /// Track written lines in a [`DirtyLines`] set (the staging copy of NVRAM Group Commit).
+    pub track_dirty: bool,
     /// Largest size the region may grow to (file media): the mapping is this long from the
     /// start, the file only `size_bytes`, and [`Region::ensure_backed`] extends the file as the
     /// engine allocates further. 0: the region stays at its size.
@@ -144,6 +147,7 @@ impl Default for RegionOptions {
             timing: TimingOptions::default(),
             wear: false,
             trace: false,
+            track_dirty: false,
             max_size_bytes: 0,
             private: false,
         }
@@ -237,6 +241,7 @@ struct Inner {
     wear: Option<WearMap>,
     tracer: Option<Tracer>,
     sim: Option<Sim>,
+    dirty: Option<DirtyLines>,
     /// This open produced brand-new zeroed contents (see [`Region::created`]).
     created: bool,
     /// How a growable region extends its file (`None`: the mapping is all backed).
@@ -439,6 +444,31 @@ impl Region {
         Ok(Self::finish(&options, opened, flush_kind, Some(image.to_vec())))
     }
 
+    /// A `dram` region holding a copy of `contents` (not marked dirty, not [`Region::created`]):
+    /// the volatile staging copy of a persistent region (NVRAM Group Commit's "replicate to
+    /// DRAM"). Only the size, statistics and dirty-tracking options apply.
+    pub fn dram_copy(contents: &[u8], options: &RegionOptions) -> Result<Region> {
+        if contents.is_empty() {
+            return Err(PmemError::InvalidOption("empty staging copy".into()));
+        }
+        let options = RegionOptions {
+            medium: Medium::Dram,
+            size_bytes: contents.len() as u64,
+            path: None,
+            sync: SyncMode::Cache,
+            flush: None,
+            max_size_bytes: 0,
+            private: false,
+            ..options.clone()
+        };
+        options.validate()?;
+        let map = Self::map_anonymous(contents.len() as u64)?;
+        // SAFETY: the mapping is exactly `contents.len()` bytes and not yet shared.
+        unsafe { std::ptr::copy_nonoverlapping(contents.as_ptr(), map.base, contents.len()) };
+        let opened = Opened { map, path: None, lock: None, created: false, grower: None };
+        Ok(Self::finish(&options, opened, FlushKind::None, None))
+    }
+
     fn flush_kind_for(options: &RegionOptions, cpu: CpuFlushSupport) -> Result<FlushKind> {
         match (options.medium, options.flush) {
             (Medium::Dram, None) => Ok(FlushKind::None),
@@ -469,6 +499,7 @@ impl Region {
                 wear: options.wear.then(|| WearMap::new(len)),
                 tracer: options.trace.then(Tracer::default),
                 sim: sim_image.map(|img| Sim::new(&img, options.eadr)),
+                dirty: options.track_dirty.then(|| DirtyLines::new(len)),
                 grower,
                 _lock: lock,
             }),
@@ -801,6 +832,9 @@ impl Region {
             None => copy(),
         }
         inner.stats.add2(Counter::Stores, 1, Some((Counter::BytesWritten, bytes.len() as u64)));
+        if let Some(d) = &inner.dirty {
+            d.mark(offset, bytes.len() as u64);
+        }
         if let Some(t) = &inner.tracer {
             t.record(TraceKind::Store, offset, bytes.len() as u64);
         }
@@ -821,6 +855,9 @@ impl Region {
             None => a.store(value, Ordering::Release),
         }
         inner.stats.add2(Counter::Stores, 1, Some((Counter::BytesWritten, 8)));
+        if let Some(d) = &inner.dirty {
+            d.mark(offset, 8);
+        }
         if let Some(t) = &inner.tracer {
             t.record(TraceKind::Store, offset, 8);
         }
@@ -989,6 +1026,11 @@ impl Region {
     /// Takes the recorded trace and the count of events dropped over the limit.
     pub fn take_trace(&self) -> Option<(Vec<TraceEvent>, u64)> {
         self.inner.tracer.as_ref().map(Tracer::take)
+    }
+
+    /// The lines written since the set was last cleared (regions opened with `track_dirty`).
+    pub fn dirty(&self) -> Option<&DirtyLines> {
+        self.inner.dirty.as_ref()
     }
 
     /// The crash simulator, on the `sim` medium.
