@@ -28,7 +28,8 @@ pub struct EngineOptions {
     pub fault: Option<Fault>,
     /// `group`: longest a batch stays open (Pelley's batch period).
     pub batch_period_ms: u64,
-    /// `group`: threads that share a batch persist (thesis §4.3.2, Table 4.2).
+    /// `group`: threads that share a batch persist (thesis §4.3.2, Table 4.2); 0: one per
+    /// worker (concurrent batch persist by the quiesced workers).
     pub persist_threads: u32,
     /// `group`: bytes of staged (dirty) lines one batch may hold: the batch log's capacity.
     pub staging_bytes: u64,
@@ -46,7 +47,7 @@ impl Default for EngineOptions {
             cache_pages: None,
             fault: None,
             batch_period_ms: 20,
-            persist_threads: 1,
+            persist_threads: 0,
             staging_bytes: 32 << 20,
             batch_txns: 0,
         }
@@ -117,7 +118,11 @@ pub struct Inspection {
 /// What opening `region` would do (superblock verdict, in-flight work), read without writing.
 /// A damaged superblock is an error.
 pub fn inspect(region: &Region) -> Result<Inspection> {
-    inplace::inspect(region)
+    let outer = inplace::inspect(region)?;
+    if outer.engine.as_deref() == Some(group::ENGINE_NAME) {
+        return group::inspect(region, outer);
+    }
+    Ok(outer)
 }
 
 /// Opens (formatting a blank region, recovering otherwise) engine `name` on `region`.

@@ -136,7 +136,7 @@ fn batch_txns_closes_batches_by_count() {
 fn impossible_options_are_clear_errors() {
     let bad = [
         EngineOptions { batch_period_ms: 0, ..options() },
-        EngineOptions { persist_threads: 0, ..options() },
+        EngineOptions { persist_threads: 65, ..options() },
         EngineOptions { staging_bytes: 100, ..options() },
         EngineOptions { staging_bytes: 64 << 10, ..options() },
     ];

@@ -263,8 +263,8 @@ fn validate(o: &EngineOptions) -> Result<BatchOptions> {
     if !(1..=60_000).contains(&o.batch_period_ms) {
         return invalid(format!("batch_period_ms={} outside 1..=60000", o.batch_period_ms));
     }
-    if !(1..=64).contains(&o.persist_threads) {
-        return invalid(format!("persist_threads={} outside 1..=64", o.persist_threads));
+    if o.persist_threads > 64 {
+        return invalid(format!("persist_threads={} outside 0..=64", o.persist_threads));
     }
     let capacity = o.staging_bytes / CACHE_LINE;
     if !o.staging_bytes.is_multiple_of(CACHE_LINE) || capacity > MAX_CAPACITY_LINES {
@@ -286,7 +286,13 @@ fn validate(o: &EngineOptions) -> Result<BatchOptions> {
     }
     Ok(BatchOptions {
         period: Duration::from_millis(o.batch_period_ms),
-        persist_threads: o.persist_threads as usize,
+        // 0: every worker slot's thread helps, as the quiesced workers do in the thesis.
+        persist_threads: if o.persist_threads == 0 {
+            o.workers as usize
+        } else {
+            o.persist_threads as usize
+        }
+        .clamp(1, 64),
         batch_txns: o.batch_txns,
         close_at_lines: capacity - margin,
     })
@@ -499,6 +505,32 @@ impl Engine for Group {
         self.inner.shutdown()?;
         self.shared.close_batch()
     }
+}
+
+/// What opening `region` would do, found on a private copy: a valid batch log is rolled back
+/// there first, then the image is inspected as `inplace` would recover it. `outer` is the
+/// superblock's inspection of the whole region.
+pub fn inspect(region: &Region, mut outer: crate::Inspection) -> Result<crate::Inspection> {
+    let copy =
+        Region::dram_copy(region.read(0, region.backed_len() as usize), &Default::default())?;
+    let log = BatchLog::open(&copy, outer.page_count, None)?;
+    let image_bytes = page_offset(outer.page_count - log.layout.base_page);
+    let rolled_back = log.restore(image_bytes)?;
+    let image =
+        Region::dram_copy(copy.read(log.layout.base(), image_bytes as usize), &Default::default())?;
+    let inner = crate::inplace::inspect(&image)?;
+    outer.workers = inner.workers;
+    outer.txns_to_roll_back = inner.txns_to_roll_back;
+    outer.system_txns_to_roll_back = inner.system_txns_to_roll_back;
+    outer.txns_to_complete = inner.txns_to_complete;
+    outer.undo_records = inner.undo_records;
+    if let Some(r) = rolled_back {
+        outer.verdict +=
+            &format!("; batch {} was interrupted: {} lines would be rolled back", r.batch, r.lines);
+        outer.undo_records += r.lines;
+    }
+    outer.verdict += &format!("; image: {}", inner.verdict);
+    Ok(outer)
 }
 
 /// The test-only faults that belong to this engine.
