@@ -1,6 +1,7 @@
 //! `engines`: one module per storage and recovery method, all behind [`storage::Engine`]
 //! (DESIGN §4). Variants are options, not copies.
 
+mod gated;
 pub mod group;
 pub mod inplace;
 

@@ -26,7 +26,9 @@ pub use dirty::DirtyLines;
 pub use error::{PmemError, Result};
 pub use flush::{line_span, CpuFlushSupport, FlushKind, LineSpan, CACHE_LINE};
 pub use lock::FileLock;
-pub use region::{filesystem_name, free_bytes, is_dax, Medium, Region, RegionOptions, SyncMode};
+pub use region::{
+    filesystem_name, free_bytes, is_dax, Medium, Region, RegionOptions, StoreObserver, SyncMode,
+};
 pub use sim::{CrashEvent, CrashPoint, CrashPolicy, Sim};
 pub use stats::{thread_id, Stats};
 pub use timing::{TimingOptions, Tsc};

@@ -242,6 +242,7 @@ struct Inner {
     tracer: Option<Tracer>,
     sim: Option<Sim>,
     dirty: Option<DirtyLines>,
+    observer: std::sync::OnceLock<Arc<dyn StoreObserver>>,
     /// This open produced brand-new zeroed contents (see [`Region::created`]).
     created: bool,
     /// How a growable region extends its file (`None`: the mapping is all backed).
@@ -249,6 +250,13 @@ struct Inner {
     /// The exclusive lock on the region file (file media with a path). Declared last so that it
     /// is released after `map` is unmapped: no other opener maps the file while this one does.
     _lock: Option<FileLock>,
+}
+
+/// Sees every store to a region, in the storing thread, just before the bytes are stored and
+/// inside whatever critical section the writer holds: stores to the same bytes are observed in
+/// the order they are made.
+pub trait StoreObserver: Send + Sync {
+    fn on_store(&self, offset: u64, bytes: &[u8]);
 }
 
 /// What opening a medium produced, before the region's bookkeeping is added.
@@ -500,6 +508,7 @@ impl Region {
                 tracer: options.trace.then(Tracer::default),
                 sim: sim_image.map(|img| Sim::new(&img, options.eadr)),
                 dirty: options.track_dirty.then(|| DirtyLines::new(len)),
+                observer: std::sync::OnceLock::new(),
                 grower,
                 _lock: lock,
             }),
@@ -819,6 +828,9 @@ impl Region {
     pub fn write(&self, offset: u64, bytes: &[u8]) {
         self.check(offset, bytes.len() as u64);
         let inner = &*self.inner;
+        if let Some(o) = inner.observer.get() {
+            o.on_store(offset, bytes);
+        }
         // SAFETY: bounds checked; callers serialise writers of the same bytes.
         let copy = || unsafe {
             std::ptr::copy_nonoverlapping(
@@ -846,6 +858,9 @@ impl Region {
         self.check(offset, 8);
         assert!(offset.is_multiple_of(8), "write_u64 at unaligned offset {offset}");
         let inner = &*self.inner;
+        if let Some(o) = inner.observer.get() {
+            o.on_store(offset, &value.to_le_bytes());
+        }
         // SAFETY: in bounds and 8-aligned; AtomicU64 has the layout of u64.
         let a = unsafe { &*(inner.map.base.add(offset as usize) as *const StdAtomicU64) };
         match &inner.sim {
@@ -1026,6 +1041,12 @@ impl Region {
     /// Takes the recorded trace and the count of events dropped over the limit.
     pub fn take_trace(&self) -> Option<(Vec<TraceEvent>, u64)> {
         self.inner.tracer.as_ref().map(Tracer::take)
+    }
+
+    /// Installs the observer of every later store (once per region): how a write-ahead log
+    /// captures the stores made to a volatile buffer-pool copy. Returns false if one is set.
+    pub fn set_observer(&self, observer: Arc<dyn StoreObserver>) -> bool {
+        self.inner.observer.set(observer).is_ok()
     }
 
     /// The lines written since the set was last cleared (regions opened with `track_dirty`).

@@ -25,7 +25,6 @@
 //! database (the price of replicating to DRAM, as in the paper).
 
 mod batch;
-mod txn;
 
 use crate::inplace::InPlace;
 use crate::{EngineOptions, Fault};
@@ -309,30 +308,8 @@ impl Shared {
         )))
     }
 
-    /// Enters the gate for one operation on the staging copy; closes the batch first if the
-    /// staged lines near the log's capacity.
-    pub(crate) fn enter(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
-        if let Some(e) = self.fail_reason() {
-            return Err(e);
-        }
-        if self.staged_lines() >= self.options.close_at_lines {
-            self.stats.early_closes.fetch_add(1, Ordering::Relaxed);
-            self.close_batch()?;
-        }
-        Ok(self.gate.read())
-    }
-
     fn staged_lines(&self) -> u64 {
         self.staging.dirty().map_or(0, pmem::DirtyLines::count)
-    }
-
-    /// Records a commit in the open batch (under the gate) and returns its token.
-    pub(crate) fn committed(&self) -> (CommitToken, bool) {
-        let token = CommitToken(self.open.load(Ordering::Acquire));
-        let mut st = self.state.lock();
-        st.commits += 1;
-        let full = self.options.batch_txns > 0 && st.commits >= self.options.batch_txns;
-        (token, full)
     }
 
     fn is_durable(&self, token: CommitToken) -> bool {
@@ -430,6 +407,40 @@ impl Shared {
     }
 }
 
+impl crate::gated::Gate for Shared {
+    /// Closes the batch first if the staged lines near the log's capacity.
+    fn enter(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
+        if let Some(e) = self.fail_reason() {
+            return Err(e);
+        }
+        if self.staged_lines() >= self.options.close_at_lines {
+            self.stats.early_closes.fetch_add(1, Ordering::Relaxed);
+            self.close_batch()?;
+        }
+        Ok(self.gate.read())
+    }
+
+    fn gate(&self) -> &RwLock<()> {
+        &self.gate
+    }
+
+    /// The open batch's token; `true` when `batch_txns` commits filled the batch.
+    fn committed(&self) -> (CommitToken, bool) {
+        let token = CommitToken(self.open.load(Ordering::Acquire));
+        let mut st = self.state.lock();
+        st.commits += 1;
+        let full = self.options.batch_txns > 0 && st.commits >= self.options.batch_txns;
+        (token, full)
+    }
+
+    /// `batch_txns` reached: the committing worker closes the batch itself (deterministic
+    /// batches for crash tests).
+    fn after_commit(&self, token: CommitToken) -> Result<CommitToken> {
+        self.close_batch()?;
+        Ok(token)
+    }
+}
+
 impl Drop for Group {
     fn drop(&mut self) {
         self.stop_daemon();
@@ -444,7 +455,7 @@ impl Engine for Group {
     }
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
-        let _g = self.shared.enter()?;
+        let _g = crate::gated::Gate::enter(&*self.shared)?;
         self.inner.create_table(spec)
     }
 
@@ -461,7 +472,7 @@ impl Engine for Group {
             return Err(e);
         }
         let inner = self.inner.begin(worker)?;
-        Ok(Box::new(txn::GroupTxn::new(&self.shared, inner)))
+        Ok(Box::new(crate::gated::GatedTxn::new(&*self.shared, inner)))
     }
 
     fn is_durable(&self, token: CommitToken) -> bool {

@@ -1,19 +1,33 @@
-//! A transaction of NVRAM Group Commit: an `inplace` transaction on the staging copy, each
-//! operation inside the batch gate. Where a commit becomes durable: not here — `commit` returns
-//! the open batch's token, durable when [`super::batch::BatchLog::persist`] ends that batch.
+//! A transaction of an engine that runs `inplace` on a volatile staging copy (`group`, `wal`):
+//! the `inplace` transaction, each operation inside the engine's *gate* (held shared by
+//! operations, exclusively by whatever must see the staging copy quiesced: a batch persist, a
+//! checkpoint). What a commit means is the engine's ([`Gate::committed`]).
 
-use super::Shared;
 use storage::{CommitToken, Result, TableId, Txn};
 
-pub(crate) struct GroupTxn<'a> {
-    shared: &'a Shared,
+/// The engine side of a gated transaction.
+pub(crate) trait Gate: Sync {
+    /// Enters the gate for one operation (may first do work that needs the gate exclusively).
+    fn enter(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>>;
+    /// The gate itself, for a rollback on drop.
+    fn gate(&self) -> &parking_lot::RwLock<()>;
+    /// Called under the gate right after the inner commit: the commit's token, and whether
+    /// [`Gate::after_commit`] must run once the gate is left.
+    fn committed(&self) -> (CommitToken, bool);
+    /// Work a commit does outside the gate (closing a batch, forcing the log); returns the
+    /// token to hand out.
+    fn after_commit(&self, token: CommitToken) -> Result<CommitToken>;
+}
+
+pub(crate) struct GatedTxn<'a> {
+    shared: &'a dyn Gate,
     /// `None` once committed or aborted.
     inner: Option<Box<dyn Txn + 'a>>,
 }
 
-impl<'a> GroupTxn<'a> {
-    pub(crate) fn new(shared: &'a Shared, inner: Box<dyn Txn + 'a>) -> GroupTxn<'a> {
-        GroupTxn { shared, inner: Some(inner) }
+impl<'a> GatedTxn<'a> {
+    pub(crate) fn new(shared: &'a dyn Gate, inner: Box<dyn Txn + 'a>) -> GatedTxn<'a> {
+        GatedTxn { shared, inner: Some(inner) }
     }
 
     /// Runs one operation of the inner transaction inside the gate.
@@ -28,7 +42,7 @@ fn finished() -> storage::DbError {
     storage::DbError::Invalid("the transaction has already finished".into())
 }
 
-impl Txn for GroupTxn<'_> {
+impl Txn for GatedTxn<'_> {
     fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
         self.op(|t| t.read(table, key, out))
     }
@@ -57,21 +71,17 @@ impl Txn for GroupTxn<'_> {
     }
 
     fn commit(mut self: Box<Self>) -> Result<CommitToken> {
-        let full = {
+        let (token, more) = {
             let _gate = self.shared.enter()?;
             let inner = self.inner.take().ok_or_else(finished)?;
             inner.commit()?;
-            // Under the gate: the batch cannot close between the commit and its token.
-            let (token, full) = self.shared.committed();
-            if !full {
-                return Ok(token);
-            }
-            token
+            // Under the gate: no batch or checkpoint falls between the commit and its token.
+            self.shared.committed()
         };
-        // `batch_txns` reached: this worker closes the batch itself (deterministic batches
-        // for crash tests), outside the gate it just left.
-        self.shared.close_batch()?;
-        Ok(full)
+        if more {
+            return self.shared.after_commit(token);
+        }
+        Ok(token)
     }
 
     fn abort(mut self: Box<Self>) -> Result<()> {
@@ -83,13 +93,13 @@ impl Txn for GroupTxn<'_> {
     }
 }
 
-impl Drop for GroupTxn<'_> {
+impl Drop for GatedTxn<'_> {
     fn drop(&mut self) {
         // Dropping the inner transaction rolls it back in the staging copy: inside the gate, so
         // a batch never persists half a rollback. Never nested in another gate hold: every
         // operation releases its hold before returning.
         if let Some(inner) = self.inner.take() {
-            let _gate = self.shared.gate.read();
+            let _gate = self.shared.gate().read();
             drop(inner);
         }
     }
