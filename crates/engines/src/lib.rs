@@ -4,13 +4,14 @@
 mod gated;
 pub mod group;
 pub mod inplace;
+pub mod wal;
 
 use pmem::Region;
 use serde::{Deserialize, Serialize};
 use storage::{DbError, Engine, Result};
 
 /// Engines this crate provides.
-pub const ENGINES: &[&str] = &["inplace", "group"];
+pub const ENGINES: &[&str] = &["inplace", "wal", "group"];
 
 /// Options shared by the page-based engines. Defaults live here.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,6 +37,13 @@ pub struct EngineOptions {
     pub staging_bytes: u64,
     /// `group`: close a batch after this many commits too (0: by time and size only).
     pub batch_txns: u64,
+    /// `wal`: bytes of the circular log in NVRAM (fixed at format time).
+    pub log_bytes: u64,
+    /// `wal`: the page flusher checkpoints when more pages than this are dirty (0: only when
+    /// the log passes half its capacity); Pelley's Fig. 1 knob.
+    pub max_dirty_pages: u64,
+    /// `wal`: how pages are written back (Pelley's `persist_page`, or ours).
+    pub page_flush: wal::PageFlush,
 }
 
 impl Default for EngineOptions {
@@ -51,6 +59,9 @@ impl Default for EngineOptions {
             persist_threads: 0,
             staging_bytes: 32 << 20,
             batch_txns: 0,
+            log_bytes: 64 << 20,
+            max_dirty_pages: 4096,
+            page_flush: wal::PageFlush::Paper,
         }
     }
 }
@@ -74,13 +85,20 @@ pub enum Fault {
     BatchCopyBeforeLog,
     /// `group`: acknowledge a batch before its last barrier (the log's invalidation).
     BatchAckEarly,
+    /// `wal`: `persist_wal` without its second barrier (commit acknowledged before its LSNs).
+    WalSkipLogBarrier,
+    /// `wal`: write pages back before forcing the log past their changes (the WAL rule).
+    WalPageBeforeLog,
+    /// `wal`: move the checkpoint's redo point before the flushed pages are durable.
+    WalCheckpointBeforePages,
 }
 
 impl Fault {
     /// Every fault's name, for error messages.
     pub const NAMES: &'static str =
         "update-before-undo, commit-before-data, free-before-commit, recovery-rollback-not-persisted, \
-         batch-skip-log-barrier, batch-copy-before-log, batch-ack-early";
+         batch-skip-log-barrier, batch-copy-before-log, batch-ack-early, wal-skip-log-barrier, \
+         wal-page-before-log, wal-checkpoint-before-pages";
 
     pub fn parse(s: &str) -> Option<Fault> {
         match s {
@@ -91,6 +109,9 @@ impl Fault {
             "batch-skip-log-barrier" => Some(Fault::BatchSkipLogBarrier),
             "batch-copy-before-log" => Some(Fault::BatchCopyBeforeLog),
             "batch-ack-early" => Some(Fault::BatchAckEarly),
+            "wal-skip-log-barrier" => Some(Fault::WalSkipLogBarrier),
+            "wal-page-before-log" => Some(Fault::WalPageBeforeLog),
+            "wal-checkpoint-before-pages" => Some(Fault::WalCheckpointBeforePages),
             _ => None,
         }
     }
@@ -120,8 +141,10 @@ pub struct Inspection {
 /// A damaged superblock is an error.
 pub fn inspect(region: &Region) -> Result<Inspection> {
     let outer = inplace::inspect(region)?;
-    if outer.engine.as_deref() == Some(group::ENGINE_NAME) {
-        return group::inspect(region, outer);
+    match outer.engine.as_deref() {
+        Some(group::ENGINE_NAME) => return group::inspect(region, outer),
+        Some(wal::ENGINE_NAME) => return wal::inspect(region, outer),
+        _ => {}
     }
     Ok(outer)
 }
@@ -131,6 +154,7 @@ pub fn open(name: &str, region: Region, options: &EngineOptions) -> Result<Box<d
     match name {
         "inplace" => Ok(Box::new(inplace::InPlace::open(region, options)?)),
         "group" => Ok(Box::new(group::Group::open(region, options)?)),
+        "wal" => Ok(Box::new(wal::Wal::open(region, options)?)),
         other => Err(DbError::Invalid(format!(
             "unknown engine `{other}` (this crate has: {})",
             ENGINES.join(", ")

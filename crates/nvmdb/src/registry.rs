@@ -61,6 +61,13 @@ pub const ENGINES: &[EngineInfo] = &[
         stores_data: true,
     },
     EngineInfo {
+        name: "wal",
+        kind: EngineKind::Region,
+        about:
+            "NVRAM Disk-Replacement (Pelley et al. VLDB 2014 §3.2): write-ahead log, buffer pool",
+        stores_data: true,
+    },
+    EngineInfo {
         name: "group",
         kind: EngineKind::Region,
         about: "NVRAM Group Commit (Pelley et al. VLDB 2014 §3.2): batches persisted atomically",
@@ -177,6 +184,16 @@ const GROUP_OPTS: &[&str] = &[
     "staging_bytes",
     "batch_txns",
 ];
+/// What `wal` accepts beyond [`REGION_OPTS`].
+const WAL_OPTS: &[&str] = &[
+    "undo_pages",
+    "sys_undo_pages",
+    "node_capacity",
+    "fault",
+    "log_bytes",
+    "max_dirty_pages",
+    "page_flush",
+];
 
 fn parse_opt<T: std::str::FromStr>(
     engine: &'static str,
@@ -195,7 +212,12 @@ pub fn region_engine_options(
     engine: &'static str,
     config: &EngineConfig,
 ) -> Result<engines::EngineOptions, RegistryError> {
-    reject_extra(engine, config, if engine == "group" { GROUP_OPTS } else { REGION_OPTS })?;
+    let accepted = match engine {
+        "group" => GROUP_OPTS,
+        "wal" => WAL_OPTS,
+        _ => REGION_OPTS,
+    };
+    reject_extra(engine, config, accepted)?;
     let mut o = engines::EngineOptions {
         workers: (config.workers.max(1)) as u32,
         cache_pages: config.cache_pages,
@@ -214,6 +236,19 @@ pub fn region_engine_options(
                 })?
             }
             "batch_txns" => o.batch_txns = parse_opt(engine, k, v)?,
+            "log_bytes" => {
+                o.log_bytes = bench::units::parse_bytes(v).map_err(|e| {
+                    RegistryError::Db(DbError::Invalid(format!("log_bytes={v}: {e}")))
+                })?
+            }
+            "max_dirty_pages" => o.max_dirty_pages = parse_opt(engine, k, v)?,
+            "page_flush" => {
+                o.page_flush = engines::wal::PageFlush::parse(v).ok_or_else(|| {
+                    RegistryError::Db(DbError::Invalid(format!(
+                        "page_flush must be paper or direct, not `{v}`"
+                    )))
+                })?
+            }
             "fault" => {
                 o.fault = Some(engines::Fault::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!(

@@ -1,0 +1,647 @@
+//! NVRAM Disk-Replacement: write-ahead logging with a DRAM buffer pool — Pelley, Gold, Wenisch,
+//! Bridge, *Storage Management in the NVRAM Era*, VLDB 2014, §2.2 and §3.2 (`persist_wal`,
+//! `persist_page`, Fig. 2); thesis §4.2.1. N-Store's InP engine (Arulraj et al.) is this design.
+//!
+//! The buffer pool is a volatile copy of the database image (a `dram` region; the whole image
+//! is cached, as in Pelley's runs with a buffer cache larger than the database). The `inplace`
+//! engine runs on it unchanged, and every store it makes — rows, B+tree nodes, heap pages,
+//! allocator words, and its per-transaction undo logs — is captured as a physical redo record in
+//! the write-ahead log ([`log`]). Commit forces the log with `persist_wal` (2 barriers; concurrent
+//! commits share one force: group commit). A page flusher writes dirty pages back with
+//! `persist_page` (page log, 4 barriers per page, as in the paper; `page_flush=direct` writes the
+//! dirty lines in place under one barrier instead, which our physical redo makes safe), after
+//! forcing the log past their changes (the WAL rule), and then advances the checkpoint's redo
+//! point, which truncates the log. `max_dirty_pages` is the flush-rate knob of Pelley's Fig. 1.
+//!
+//! **Recovery** (ARIES phases, InnoDB-style undo): *analysis* reads the checkpoint's redo point
+//! and finds the end of the log; *redo* applies every valid record from the redo point to the
+//! image in the buffer pool (physical, so a torn page is repaired too); *undo* is `inplace`
+//! recovery on the redone image: the undo logs of transactions that had not committed are in the
+//! image (they were redo-logged like any page), and their rollback is itself logged (the
+//! compensation records). A checkpoint then persists it all before open returns.
+//!
+//! **Recovery invariant**: every change to the image after the checkpoint's redo point has a
+//! durable log record before the page holding it persists, and the redo point moves only after
+//! every page changed before it is durable.
+//!
+//! Deliberate choices (see the closing note of the issue): undo information lives in undo-log
+//! pages that are redo-logged (as InnoDB's undo segments), not in the log records themselves;
+//! the flusher quiesces operations while it snapshots the dirty pages (a short copy), then
+//! writes them while transactions run.
+
+pub(crate) mod log;
+
+use crate::gated::{Gate, GatedTxn};
+use crate::inplace::InPlace;
+use crate::{EngineOptions, Fault};
+use log::{Capture, Log};
+use parking_lot::{Condvar, Mutex, RwLock};
+use pmem::{Medium, Region, RegionOptions, CACHE_LINE};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use storage::engine::RecoveryReport;
+use storage::format::{get_u64, page_offset, Layout, PageId, Superblock, PAGE_SIZE, PAGE_SIZE_U64};
+use storage::{CommitToken, DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
+
+pub const ENGINE_NAME: &str = "wal";
+
+const CONTROL_PAGE: PageId = 2;
+const PAGE_LOG_PAGE: PageId = 3;
+const FIRST_LOG_PAGE: PageId = 4;
+const MAGIC: u64 = u64::from_le_bytes(*b"NVMDBwal");
+const C_REDO: u64 = 0;
+const C_PAGE_LOG: u64 = 8;
+const C_CAPACITY: u64 = 16;
+const C_BASE: u64 = 24;
+const C_MAGIC: u64 = 32;
+const C_CRC: u64 = 40;
+
+/// How the page flusher writes pages back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PageFlush {
+    /// Pelley's `persist_page`: each page through a persistent page log, 4 barriers per page.
+    Paper,
+    /// The dirty lines in place, one barrier for all of them (physical redo repairs a torn page).
+    Direct,
+}
+
+impl PageFlush {
+    pub fn parse(s: &str) -> Option<PageFlush> {
+        match s {
+            "paper" => Some(PageFlush::Paper),
+            "direct" => Some(PageFlush::Direct),
+            _ => None,
+        }
+    }
+}
+
+/// Log bytes one operation can append at most, per worker: what its undo logs can describe plus
+/// a full-height split, doubled for the record overhead of small stores. The log keeps this much room
+/// per worker so appends inside an operation never overflow it.
+fn op_margin_bytes(o: &EngineOptions) -> u64 {
+    let pages = u64::from(o.undo_pages) + u64::from(o.sys_undo_pages) + 24;
+    (u64::from(o.workers) + 1) * pages * PAGE_SIZE_U64 * 2
+}
+
+fn params_crc(capacity: u64, base: u64) -> u64 {
+    let mut b = [0u8; 24];
+    b[0..8].copy_from_slice(&capacity.to_le_bytes());
+    b[8..16].copy_from_slice(&base.to_le_bytes());
+    b[16..24].copy_from_slice(&MAGIC.to_le_bytes());
+    u64::from(storage::format::crc(&b))
+}
+
+fn control(field: u64) -> u64 {
+    page_offset(CONTROL_PAGE) + field
+}
+
+/// Test-only protocol violations of `wal`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WalFault {
+    /// `persist_wal` without its second barrier: a commit is acknowledged before its LSNs.
+    SkipLogBarrier,
+    /// The flusher writes pages before forcing the log (breaks the WAL rule).
+    PageBeforeLog,
+    /// The checkpoint's redo point moves before the flushed pages are durable.
+    CheckpointBeforePages,
+}
+
+/// What the flusher, the workers and the engine share.
+pub(crate) struct Shared {
+    nvram: Region,
+    staging: Region,
+    log: Arc<Log>,
+    log_area: u64,
+    base: u64,
+    gate: RwLock<()>,
+    checkpoint_lock: Mutex<()>,
+    page_flush: PageFlush,
+    max_dirty_pages: u64,
+    /// Checkpoint when the log holds more than this (capacity minus the operation margin).
+    log_high_water: u64,
+    fault: Option<WalFault>,
+    failed: AtomicBool,
+    stop: Mutex<bool>,
+    wake: Condvar,
+    pub(crate) stats: WalStats,
+}
+
+#[derive(Default)]
+pub(crate) struct WalStats {
+    pub checkpoints: AtomicU64,
+    pub pages_flushed: AtomicU64,
+    pub flush_ns: AtomicU64,
+}
+
+pub struct Wal {
+    shared: Arc<Shared>,
+    inner: InPlace,
+    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
+    report: RecoveryReport,
+}
+
+fn validate(o: &EngineOptions) -> Result<()> {
+    let invalid = |why: String| Err(DbError::Invalid(format!("engine wal: {why}")));
+    if !o.log_bytes.is_multiple_of(PAGE_SIZE_U64) || o.log_bytes > 1 << 40 {
+        return invalid(format!("log_bytes={} must be a multiple of 8 KiB", o.log_bytes));
+    }
+    let margin = op_margin_bytes(o);
+    if o.log_bytes < 2 * margin {
+        return invalid(format!(
+            "log_bytes={} is too small for {} workers: the log needs room for every worker's \
+             largest operation between checkpoints; use at least {} MiB",
+            o.log_bytes,
+            o.workers,
+            (2 * margin).div_ceil(1 << 20)
+        ));
+    }
+    Ok(())
+}
+
+impl Wal {
+    /// Opens the engine: formats a blank region, otherwise recovers it (analysis, redo, undo)
+    /// and checkpoints before returning.
+    pub fn open(nvram: Region, options: &EngineOptions) -> Result<Wal> {
+        let started = Instant::now();
+        validate(options)?;
+        let backed_pages = nvram.backed_len() / PAGE_SIZE_U64;
+        let mut report = RecoveryReport::default();
+        let (pages, formatted) = match Superblock::read(&nvram, ENGINE_NAME, nvram.created())? {
+            Some(sb) if sb.layout.page_count > backed_pages => {
+                return Err(DbError::Corrupt(format!(
+                    "superblock says {} pages, the region holds {backed_pages}",
+                    sb.layout.page_count
+                )))
+            }
+            Some(sb) => (sb.layout.page_count, false),
+            None => (Self::format(&nvram, options, backed_pages)?, true),
+        };
+        let (capacity, base_page) = read_control(&nvram, pages)?;
+        let base = page_offset(base_page);
+        let image_bytes = page_offset(pages - base_page);
+        let log_area = page_offset(FIRST_LOG_PAGE);
+        if let Some(page) = replay_page_log(&nvram, base, image_bytes)? {
+            report.notes.push(format!("page log: page {page} rewritten"));
+        }
+        // Analysis + redo into the buffer pool.
+        let staging_options = RegionOptions { track_dirty: true, ..RegionOptions::default() };
+        let staging = if formatted {
+            Region::open(&RegionOptions {
+                medium: Medium::Dram,
+                size_bytes: image_bytes,
+                ..staging_options
+            })?
+        } else {
+            Region::dram_copy(nvram.read(base, image_bytes as usize), &staging_options)?
+        };
+        let redo_from = nvram.read_u64(control(C_REDO));
+        let redo_started = Instant::now();
+        let (end, records) = log::scan(&nvram, log_area, capacity, redo_from, image_bytes, |r| {
+            staging.write(r.offset, r.bytes)
+        })?;
+        report.records_applied = records;
+        report.notes.push(format!(
+            "redo: {records} records ({} KiB) from LSN {redo_from} in {:.1} ms",
+            (end - redo_from) >> 10,
+            redo_started.elapsed().as_secs_f64() * 1e3
+        ));
+        log::erase_stale_tail(&nvram, log_area, capacity, redo_from, end);
+        let log = Arc::new(Log::new(&nvram, log_area, capacity, redo_from, end));
+        staging.set_observer(Arc::new(Capture(log.clone())));
+        // Undo: inplace recovery on the redone image; its writes are logged.
+        let inner_options = EngineOptions { fault: None, ..options.clone() };
+        let inner = InPlace::open(staging.clone(), &inner_options)?;
+        let r = inner.recovery_report();
+        report.formatted = formatted;
+        report.txns_rolled_back = r.txns_rolled_back;
+        report.system_txns_rolled_back = r.system_txns_rolled_back;
+        report.txns_completed = r.txns_completed;
+        report.records_applied += r.records_applied;
+        report.notes.extend(r.notes);
+        let fault = match options.fault {
+            Some(Fault::WalSkipLogBarrier) => Some(WalFault::SkipLogBarrier),
+            Some(Fault::WalPageBeforeLog) => Some(WalFault::PageBeforeLog),
+            Some(Fault::WalCheckpointBeforePages) => Some(WalFault::CheckpointBeforePages),
+            _ => None,
+        };
+        let shared = Arc::new(Shared {
+            nvram,
+            staging,
+            log,
+            log_area,
+            base,
+            gate: RwLock::new(()),
+            checkpoint_lock: Mutex::new(()),
+            page_flush: options.page_flush,
+            max_dirty_pages: options.max_dirty_pages,
+            log_high_water: capacity - op_margin_bytes(options),
+            fault,
+            failed: AtomicBool::new(false),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            stats: WalStats::default(),
+        });
+        // What redo and undo produced becomes durable before open returns, and the log restarts
+        // from there.
+        shared.checkpoint()?;
+        let flusher = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("nvmdb-wal-flusher".into())
+                .spawn(move || shared.flusher())
+                .map_err(|e| DbError::Invalid(format!("cannot start the page flusher: {e}")))?
+        };
+        report.duration = started.elapsed();
+        Ok(Wal { shared, inner, flusher: Mutex::new(Some(flusher)), report })
+    }
+
+    /// Superblock under the formatting magic, control line, published superblock. The image is
+    /// formatted in the buffer pool and reaches NVRAM through the log and the first checkpoint.
+    fn format(nvram: &Region, options: &EngineOptions, pages: u64) -> Result<u64> {
+        let base_page = FIRST_LOG_PAGE + options.log_bytes / PAGE_SIZE_U64;
+        let layout = Layout {
+            page_count: pages,
+            workers: options.workers + 1,
+            undo_pages: options.undo_pages,
+            sys_undo_pages: options.sys_undo_pages,
+            node_capacity: options.node_capacity,
+        };
+        layout.validate()?;
+        let needed = base_page + layout.first_data_page() + 64;
+        if pages < needed {
+            return Err(DbError::RegionFull(format!(
+                "a region of {pages} pages cannot hold a {} MiB log and the database (needs at \
+                 least {needed} pages); use a larger --size or a smaller log_bytes",
+                options.log_bytes >> 20
+            )));
+        }
+        let sb = Superblock { engine: ENGINE_NAME.into(), layout };
+        sb.begin_format(nvram);
+        let mut line = [0u8; 48];
+        line[C_CAPACITY as usize..][..8].copy_from_slice(&options.log_bytes.to_le_bytes());
+        line[C_BASE as usize..][..8].copy_from_slice(&base_page.to_le_bytes());
+        line[C_MAGIC as usize..][..8].copy_from_slice(&MAGIC.to_le_bytes());
+        let crc = params_crc(options.log_bytes, base_page);
+        line[C_CRC as usize..][..8].copy_from_slice(&crc.to_le_bytes());
+        nvram.write(control(0), &line);
+        nvram.persist(control(0), line.len() as u64);
+        // A log area left by an earlier region must not read as records: zero the first page.
+        nvram.write(page_offset(FIRST_LOG_PAGE), &[0u8; PAGE_SIZE]);
+        nvram.persist(page_offset(FIRST_LOG_PAGE), PAGE_SIZE_U64);
+        sb.publish(nvram);
+        Ok(pages)
+    }
+
+    /// Flushes every dirty page and advances the checkpoint now.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.shared.checkpoint()
+    }
+
+    /// Checkpoints, pages flushed, time flushing, log forces and bytes forced since open.
+    pub fn totals(&self) -> (u64, u64, Duration, u64, u64) {
+        let s = &self.shared.stats;
+        let l = &self.shared.log;
+        (
+            s.checkpoints.load(Ordering::Relaxed),
+            s.pages_flushed.load(Ordering::Relaxed),
+            Duration::from_nanos(s.flush_ns.load(Ordering::Relaxed)),
+            l.forces.load(Ordering::Relaxed),
+            l.bytes_forced.load(Ordering::Relaxed),
+        )
+    }
+
+    fn stop_flusher(&self) {
+        *self.shared.stop.lock() = true;
+        self.shared.wake.notify_all();
+        if let Some(h) = self.flusher.lock().take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn read_control(nvram: &Region, pages: u64) -> Result<(u64, PageId)> {
+    let c = nvram.read(control(0), 48);
+    let bad = |why: String| Err(DbError::Corrupt(format!("wal control line: {why}")));
+    if get_u64(c, C_MAGIC as usize) != MAGIC {
+        return bad("bad magic".into());
+    }
+    let (capacity, base) = (get_u64(c, C_CAPACITY as usize), get_u64(c, C_BASE as usize));
+    if get_u64(c, C_CRC as usize) != params_crc(capacity, base) {
+        return bad("checksum mismatch".into());
+    }
+    if capacity == 0
+        || !capacity.is_multiple_of(PAGE_SIZE_U64)
+        || base != FIRST_LOG_PAGE + capacity / PAGE_SIZE_U64
+        || base >= pages
+    {
+        return bad(format!("log of {capacity} bytes and base page {base} do not fit"));
+    }
+    Ok((capacity, base))
+}
+
+/// Pelley's `persist_page` crash case: a page log marked valid is written in place again.
+fn replay_page_log(nvram: &Region, base: u64, image_bytes: u64) -> Result<Option<u64>> {
+    let state = nvram.read_u64(control(C_PAGE_LOG));
+    if state == 0 {
+        return Ok(None);
+    }
+    let page = state - 1;
+    if page.checked_add(1).is_none_or(|end| page_offset(end) > image_bytes) {
+        return Err(DbError::Corrupt(format!("wal page log names page {page}")));
+    }
+    let at = base + page_offset(page);
+    let logged = nvram.read(page_offset(PAGE_LOG_PAGE), PAGE_SIZE).to_vec();
+    nvram.write(at, &logged);
+    nvram.persist(at, PAGE_SIZE_U64);
+    nvram.write_u64(control(C_PAGE_LOG), 0);
+    nvram.persist(control(C_PAGE_LOG), 8);
+    Ok(Some(page))
+}
+
+/// Dirty pages of the buffer pool: image page ids, ascending.
+fn dirty_pages(staging: &Region) -> Vec<PageId> {
+    let lines_per_page = PAGE_SIZE_U64 / CACHE_LINE;
+    let mut pages: Vec<PageId> = Vec::new();
+    if let Some(d) = staging.dirty() {
+        for s in d.segments() {
+            d.segment_lines(s, |l| {
+                let p = l / lines_per_page;
+                if pages.last() != Some(&p) {
+                    pages.push(p);
+                }
+            });
+        }
+    }
+    pages
+}
+
+impl Shared {
+    fn fail(&self, e: &DbError) {
+        self.failed.store(true, Ordering::Release);
+        let _ = e;
+    }
+
+    fn failed_error(&self) -> Option<DbError> {
+        (self.failed.load(Ordering::Acquire) || self.log.overflowed()).then(|| {
+            DbError::Invalid(
+                "the write-ahead log failed (a checkpoint or a log force did not complete); \
+                 reopen the database to recover"
+                    .into(),
+            )
+        })
+    }
+
+    /// The page flusher: snapshots the dirty pages with operations quiesced, forces the log past
+    /// them (the WAL rule), writes them back, then moves the redo point (truncating the log).
+    fn checkpoint(&self) -> Result<()> {
+        let _c = self.checkpoint_lock.lock();
+        if let Some(e) = self.failed_error() {
+            return Err(e);
+        }
+        let started = Instant::now();
+        let (cut, snapshot) = {
+            let _quiesced = self.gate.write();
+            let cut = self.log.appended();
+            let pages = dirty_pages(&self.staging);
+            let mut snapshot = Vec::with_capacity(pages.len());
+            for p in pages {
+                snapshot.push((p, self.staging.read(page_offset(p), PAGE_SIZE).to_vec()));
+            }
+            if let Some(d) = self.staging.dirty() {
+                d.clear();
+            }
+            (cut, snapshot)
+        };
+        let result = self.write_back(cut, &snapshot);
+        if let Err(e) = &result {
+            self.fail(e);
+        }
+        result?;
+        self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+        self.stats.pages_flushed.fetch_add(snapshot.len() as u64, Ordering::Relaxed);
+        self.stats.flush_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write_back(&self, cut: u64, snapshot: &[(PageId, Vec<u8>)]) -> Result<()> {
+        if self.fault != Some(WalFault::PageBeforeLog) {
+            self.log.force(cut, false)?;
+        }
+        if self.fault == Some(WalFault::CheckpointBeforePages) {
+            self.advance_redo(cut);
+        }
+        match self.page_flush {
+            PageFlush::Paper => {
+                for (page, bytes) in snapshot {
+                    self.persist_page(*page, bytes);
+                }
+            }
+            PageFlush::Direct => {
+                for (page, bytes) in snapshot {
+                    let at = self.base + page_offset(*page);
+                    self.nvram.write(at, bytes);
+                    self.nvram.flush(at, PAGE_SIZE_U64);
+                }
+                self.nvram.fence();
+            }
+        }
+        if self.fault == Some(WalFault::PageBeforeLog) {
+            self.log.force(cut, false)?;
+        }
+        self.advance_redo(cut);
+        Ok(())
+    }
+
+    fn advance_redo(&self, cut: u64) {
+        if self.nvram.read_u64(control(C_REDO)) < cut {
+            self.nvram.write_u64(control(C_REDO), cut);
+            self.nvram.persist(control(C_REDO), 8);
+        }
+        self.log.truncate(cut);
+    }
+
+    /// Pelley's `persist_page` (Fig. 2): copy to the page log, barrier; mark it valid, barrier;
+    /// write in place, barrier; invalidate, barrier.
+    fn persist_page(&self, page: PageId, bytes: &[u8]) {
+        let log_at = page_offset(PAGE_LOG_PAGE);
+        self.nvram.write(log_at, bytes);
+        self.nvram.persist(log_at, PAGE_SIZE_U64);
+        self.nvram.write_u64(control(C_PAGE_LOG), page + 1);
+        self.nvram.persist(control(C_PAGE_LOG), 8);
+        let at = self.base + page_offset(page);
+        self.nvram.write(at, bytes);
+        self.nvram.persist(at, PAGE_SIZE_U64);
+        self.nvram.write_u64(control(C_PAGE_LOG), 0);
+        self.nvram.persist(control(C_PAGE_LOG), 8);
+    }
+
+    /// Background flusher: checkpoints when the dirty pages exceed `max_dirty_pages` or the log
+    /// passes half its capacity.
+    fn flusher(&self) {
+        loop {
+            {
+                let mut stop = self.stop.lock();
+                if *stop {
+                    return;
+                }
+                self.wake.wait_for(&mut stop, Duration::from_millis(5));
+                if *stop {
+                    return;
+                }
+            }
+            let log_busy = self.log.used() > self.log.capacity() / 2;
+            let lines = self.staging.dirty().map_or(0, pmem::DirtyLines::count);
+            // Cheap test first: fewer dirty lines than pages allowed means few enough pages.
+            let too_dirty = self.max_dirty_pages > 0
+                && lines > self.max_dirty_pages
+                && dirty_pages(&self.staging).len() as u64 > self.max_dirty_pages;
+            if (log_busy || too_dirty) && self.checkpoint().is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl Gate for Shared {
+    /// Checkpoints first if the log is nearly full (appends inside an operation cannot wait).
+    fn enter(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
+        if let Some(e) = self.failed_error() {
+            return Err(e);
+        }
+        if self.log.used() >= self.log_high_water {
+            self.checkpoint()?;
+        }
+        Ok(self.gate.read())
+    }
+
+    fn gate(&self) -> &RwLock<()> {
+        &self.gate
+    }
+
+    fn committed(&self) -> (CommitToken, bool) {
+        (CommitToken::DURABLE, true)
+    }
+
+    /// The commit's records (this thread's, up to its commit mark) are forced: `persist_wal`.
+    fn after_commit(&self, token: CommitToken) -> Result<CommitToken> {
+        let skip = self.fault == Some(WalFault::SkipLogBarrier);
+        if let Err(e) = self.log.force(self.log.thread_end(), skip) {
+            self.fail(&e);
+            return Err(e);
+        }
+        Ok(token)
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.stop_flusher();
+        // A clean close: force what is logged (later recovery redoes it).
+        let _ = self.shared.log.force(self.shared.log.appended(), false);
+    }
+}
+
+impl Engine for Wal {
+    fn name(&self) -> &str {
+        ENGINE_NAME
+    }
+
+    fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
+        let id = {
+            let _g = Gate::enter(&*self.shared)?;
+            self.inner.create_table(spec)?
+        };
+        self.shared.log.force(self.shared.log.appended(), false)?;
+        Ok(id)
+    }
+
+    fn table(&self, name: &str) -> Option<TableId> {
+        self.inner.table(name)
+    }
+
+    fn tables(&self) -> Vec<TableSpec> {
+        self.inner.tables()
+    }
+
+    fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
+        if let Some(e) = self.shared.failed_error() {
+            return Err(e);
+        }
+        let inner = self.inner.begin(worker)?;
+        Ok(Box::new(GatedTxn::new(&*self.shared, inner)))
+    }
+
+    fn is_durable(&self, _token: CommitToken) -> bool {
+        true
+    }
+
+    fn wait_durable(&self, _token: CommitToken) -> Result<()> {
+        Ok(())
+    }
+
+    fn recovery_report(&self) -> RecoveryReport {
+        self.report.clone()
+    }
+
+    fn region(&self) -> Option<&Region> {
+        Some(&self.shared.nvram)
+    }
+
+    fn check_integrity(&self) -> IntegrityResult {
+        let _g = self.shared.gate.read();
+        if self.shared.nvram.read_u64(control(C_PAGE_LOG)) != 0 {
+            return Err("the page log is still valid outside a page flush".into());
+        }
+        self.inner.check_integrity()
+    }
+
+    fn describe_offset(&self, offset: u64) -> Option<String> {
+        if offset >= self.shared.base {
+            return self
+                .inner
+                .describe_offset(offset - self.shared.base)
+                .map(|d| format!("image: {d}"));
+        }
+        Some(match offset / PAGE_SIZE_U64 {
+            0 | 1 => "wal superblock".into(),
+            2 => "wal control line (checkpoint redo point, page log state)".into(),
+            3 => "wal page log".into(),
+            _ => format!("wal log area (byte {})", offset - self.shared.log_area),
+        })
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        self.inner.shutdown()?;
+        self.shared.checkpoint()
+    }
+}
+
+/// What opening `region` would do, on a private copy: the image after redo, as `inplace` would
+/// recover it. `outer` is the superblock's inspection of the whole region.
+pub fn inspect(region: &Region, mut outer: crate::Inspection) -> Result<crate::Inspection> {
+    let (capacity, base_page) = read_control(region, outer.page_count)?;
+    let image_bytes = page_offset(outer.page_count - base_page);
+    let image = Region::dram_copy(
+        region.read(page_offset(base_page), image_bytes as usize),
+        &RegionOptions::default(),
+    )?;
+    let redo_from = region.read_u64(control(C_REDO));
+    let log_area = page_offset(FIRST_LOG_PAGE);
+    let (end, records) = log::scan(region, log_area, capacity, redo_from, image_bytes, |r| {
+        image.write(r.offset, r.bytes)
+    })?;
+    let inner = crate::inplace::inspect(&image)?;
+    outer.workers = inner.workers;
+    outer.txns_to_roll_back = inner.txns_to_roll_back;
+    outer.system_txns_to_roll_back = inner.system_txns_to_roll_back;
+    outer.txns_to_complete = inner.txns_to_complete;
+    outer.undo_records = inner.undo_records + records;
+    outer.verdict += &format!(
+        "; {records} log records ({} KiB) to redo; image: {}",
+        (end - redo_from) >> 10,
+        inner.verdict
+    );
+    Ok(outer)
+}
