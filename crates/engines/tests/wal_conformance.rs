@@ -1,0 +1,32 @@
+//! The Engine conformance suite on NVRAM Disk-Replacement (`wal`), on `dram` and on `sim`, with
+//! both page-flush methods. Would catch: a buffer pool, log force or checkpoint that breaks the
+//! trait's semantics (locks, abort, scans, errors).
+
+use engines::wal::{PageFlush, Wal};
+use engines::EngineOptions;
+use pmem::{Medium, Region, RegionOptions};
+use storage::conformance::{run_all, Writers};
+use storage::Engine;
+
+fn make(medium: Medium, page_flush: PageFlush) -> Box<dyn Engine> {
+    let region = Region::open(&RegionOptions::new(medium, 48 << 20)).expect("region");
+    let opts = EngineOptions {
+        workers: 4,
+        node_capacity: 8,
+        log_bytes: 16 << 20,
+        max_dirty_pages: 8,
+        page_flush,
+        ..Default::default()
+    };
+    Box::new(Wal::open(region, &opts).expect("open"))
+}
+
+#[test]
+fn conformance_on_dram_with_paper_page_flush() {
+    run_all(&|| make(Medium::Dram, PageFlush::Paper), Writers::KeyLocks);
+}
+
+#[test]
+fn conformance_on_sim_with_direct_page_flush() {
+    run_all(&|| make(Medium::Sim, PageFlush::Direct), Writers::KeyLocks);
+}
