@@ -44,6 +44,8 @@ pub struct EngineOptions {
     pub max_dirty_pages: u64,
     /// `wal`: how pages are written back (Pelley's `persist_page`, or ours).
     pub page_flush: wal::PageFlush,
+    /// `wal`: load/store on NVRAM, or `pwrite` + `fdatasync` through the file system.
+    pub io: wal::Io,
 }
 
 impl Default for EngineOptions {
@@ -62,6 +64,7 @@ impl Default for EngineOptions {
             log_bytes: 64 << 20,
             max_dirty_pages: 4096,
             page_flush: wal::PageFlush::Paper,
+            io: wal::Io::Nvm,
         }
     }
 }

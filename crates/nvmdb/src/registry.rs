@@ -193,6 +193,7 @@ const WAL_OPTS: &[&str] = &[
     "log_bytes",
     "max_dirty_pages",
     "page_flush",
+    "io",
 ];
 
 fn parse_opt<T: std::str::FromStr>(
@@ -242,6 +243,11 @@ pub fn region_engine_options(
                 })?
             }
             "max_dirty_pages" => o.max_dirty_pages = parse_opt(engine, k, v)?,
+            "io" => {
+                o.io = engines::wal::Io::parse(v).ok_or_else(|| {
+                    RegistryError::Db(DbError::Invalid(format!("io must be nvm or fs, not `{v}`")))
+                })?
+            }
             "page_flush" => {
                 o.page_flush = engines::wal::PageFlush::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!(

@@ -88,3 +88,17 @@ fn a_page_written_before_its_log_is_caught() {
 fn a_redo_point_moved_before_its_pages_are_durable_is_caught() {
     caught("wal-checkpoint-before-pages", &["--crashes=150"]);
 }
+
+#[test]
+fn wal_through_the_file_system_survives_process_kills() {
+    // N-Store's traditional InP: pwrite + fdatasync instead of load/store + fences.
+    let out = Command::new(env!("CARGO_BIN_EXE_nvmdb"))
+        .args(["crashtest", "--engine=wal", "--workload=tpcb", "--kill", "--crashes=4"])
+        .args(["--size=128MiB", "--engine-opt=io=fs", "--json"])
+        .output()
+        .expect("the nvmdb binary runs");
+    let json = json_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{json}");
+    assert_eq!(json["violations"], 0, "{json}");
+    assert!(json["acks_verified"].as_u64().unwrap() > 0, "{json}");
+}

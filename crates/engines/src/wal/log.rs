@@ -62,7 +62,7 @@ struct Buffer {
 /// The log: volatile tail and NVRAM area.
 pub(crate) struct Log {
     id: u64,
-    nvram: Region,
+    device: std::sync::Arc<super::device::Device>,
     /// Region offset of the circular area.
     area: u64,
     capacity: u64,
@@ -82,10 +82,16 @@ pub(crate) struct Log {
 
 impl Log {
     /// A log whose durable records end at `end` (recovery found them), needed from `redo_from`.
-    pub fn new(nvram: &Region, area: u64, capacity: u64, redo_from: u64, end: u64) -> Log {
+    pub fn new(
+        device: std::sync::Arc<super::device::Device>,
+        area: u64,
+        capacity: u64,
+        redo_from: u64,
+        end: u64,
+    ) -> Log {
         Log {
             id: NEXT_LOG_ID.fetch_add(1, Ordering::Relaxed),
-            nvram: nvram.clone(),
+            device,
             area,
             capacity,
             buffer: parking_lot::Mutex::new(Buffer { bytes: Vec::new(), start: end }),
@@ -212,6 +218,7 @@ impl Log {
         }
         self.forces.fetch_add(1, Ordering::Relaxed);
         self.bytes_forced.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.device.check()?;
         self.forced.store(start + bytes.len() as u64, Ordering::Release);
         Ok(())
     }
@@ -235,19 +242,19 @@ impl Log {
             let size = record_bytes(payload as usize) as usize;
             let place = self.area + lsn_here % self.capacity;
             let body = &bytes[at..at + size - TRAILER as usize];
-            self.nvram.write(place, body);
-            self.nvram.write_u64(place + body.len() as u64, 0);
-            self.nvram.flush(place, size as u64);
+            self.device.write(place, body);
+            self.device.write_u64(place + body.len() as u64, 0);
+            self.device.flush(place, size as u64);
             trailers.push((place + body.len() as u64, lsn_here));
             at += size;
         }
-        self.nvram.fence();
+        self.device.fence();
         for (place, lsn_here) in &trailers {
-            self.nvram.write_u64(*place, *lsn_here);
-            self.nvram.flush(*place, 8);
+            self.device.write_u64(*place, *lsn_here);
+            self.device.flush(*place, 8);
         }
         if !skip_second {
-            self.nvram.fence();
+            self.device.fence();
         }
         at
     }

@@ -29,7 +29,10 @@
 //! the flusher quiesces operations while it snapshots the dirty pages (a short copy), then
 //! writes them while transactions run.
 
+pub(crate) mod device;
 pub(crate) mod log;
+
+pub use device::Io;
 
 use crate::gated::{Gate, GatedTxn};
 use crate::inplace::InPlace;
@@ -111,6 +114,7 @@ enum WalFault {
 /// What the flusher, the workers and the engine share.
 pub(crate) struct Shared {
     nvram: Region,
+    device: Arc<device::Device>,
     staging: Region,
     log: Arc<Log>,
     log_area: u64,
@@ -208,7 +212,8 @@ impl Wal {
             redo_started.elapsed().as_secs_f64() * 1e3
         ));
         log::erase_stale_tail(&nvram, log_area, capacity, redo_from, end);
-        let log = Arc::new(Log::new(&nvram, log_area, capacity, redo_from, end));
+        let device = Arc::new(device::Device::open(&nvram, options.io)?);
+        let log = Arc::new(Log::new(device.clone(), log_area, capacity, redo_from, end));
         staging.set_observer(Arc::new(Capture(log.clone())));
         // Undo: inplace recovery on the redone image; its writes are logged.
         let inner_options = EngineOptions { fault: None, ..options.clone() };
@@ -228,6 +233,7 @@ impl Wal {
         };
         let shared = Arc::new(Shared {
             nvram,
+            device,
             staging,
             log,
             log_area,
@@ -441,23 +447,23 @@ impl Shared {
             PageFlush::Direct => {
                 for (page, bytes) in snapshot {
                     let at = self.base + page_offset(*page);
-                    self.nvram.write(at, bytes);
-                    self.nvram.flush(at, PAGE_SIZE_U64);
+                    self.device.write(at, bytes);
+                    self.device.flush(at, PAGE_SIZE_U64);
                 }
-                self.nvram.fence();
+                self.device.fence();
             }
         }
         if self.fault == Some(WalFault::PageBeforeLog) {
             self.log.force(cut, false)?;
         }
         self.advance_redo(cut);
-        Ok(())
+        self.device.check()
     }
 
     fn advance_redo(&self, cut: u64) {
         if self.nvram.read_u64(control(C_REDO)) < cut {
-            self.nvram.write_u64(control(C_REDO), cut);
-            self.nvram.persist(control(C_REDO), 8);
+            self.device.write_u64(control(C_REDO), cut);
+            self.device.persist(control(C_REDO), 8);
         }
         self.log.truncate(cut);
     }
@@ -466,15 +472,16 @@ impl Shared {
     /// write in place, barrier; invalidate, barrier.
     fn persist_page(&self, page: PageId, bytes: &[u8]) {
         let log_at = page_offset(PAGE_LOG_PAGE);
-        self.nvram.write(log_at, bytes);
-        self.nvram.persist(log_at, PAGE_SIZE_U64);
-        self.nvram.write_u64(control(C_PAGE_LOG), page + 1);
-        self.nvram.persist(control(C_PAGE_LOG), 8);
+        let d = &self.device;
+        d.write(log_at, bytes);
+        d.persist(log_at, PAGE_SIZE_U64);
+        d.write_u64(control(C_PAGE_LOG), page + 1);
+        d.persist(control(C_PAGE_LOG), 8);
         let at = self.base + page_offset(page);
-        self.nvram.write(at, bytes);
-        self.nvram.persist(at, PAGE_SIZE_U64);
-        self.nvram.write_u64(control(C_PAGE_LOG), 0);
-        self.nvram.persist(control(C_PAGE_LOG), 8);
+        d.write(at, bytes);
+        d.persist(at, PAGE_SIZE_U64);
+        d.write_u64(control(C_PAGE_LOG), 0);
+        d.persist(control(C_PAGE_LOG), 8);
     }
 
     /// Background flusher: checkpoints when the dirty pages exceed `max_dirty_pages` or the log

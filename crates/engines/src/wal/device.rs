@@ -1,0 +1,108 @@
+//! How `wal` reaches its log and pages: load/store on the NVRAM region (`io=nvm`: flush +
+//! fence, Pelley's NVRAM Disk-Replacement and N-Store's NVM-aware path), or through the file
+//! system (`io=fs`: `pwrite` to the region's file and `fdatasync` as the barrier, N-Store's
+//! traditional InP engine, Arulraj et al. §3.1). Reads always go through the mapping (the page
+//! cache keeps it coherent with `pwrite`).
+
+use pmem::Region;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use storage::{DbError, Result};
+
+/// The I/O interface of `wal`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Io {
+    Nvm,
+    Fs,
+}
+
+impl Io {
+    pub fn parse(s: &str) -> Option<Io> {
+        match s {
+            "nvm" => Some(Io::Nvm),
+            "fs" => Some(Io::Fs),
+            _ => None,
+        }
+    }
+}
+
+pub(crate) struct Device {
+    region: Region,
+    file: Option<std::fs::File>,
+    /// A file write or sync failed: nothing written since is durable.
+    failed: AtomicBool,
+}
+
+impl Device {
+    pub fn open(region: &Region, io: Io) -> Result<Device> {
+        let file = match io {
+            Io::Nvm => None,
+            Io::Fs => {
+                let path = region.path().ok_or_else(|| {
+                    DbError::Invalid(
+                        "engine wal: io=fs needs a file medium (--medium file or shm with --path)"
+                            .into(),
+                    )
+                })?;
+                let file = std::fs::OpenOptions::new().read(true).write(true).open(path);
+                Some(file.map_err(|e| {
+                    DbError::Invalid(format!("engine wal: io=fs: opening {}: {e}", path.display()))
+                })?)
+            }
+        };
+        Ok(Device { region: region.clone(), file, failed: AtomicBool::new(false) })
+    }
+
+    pub fn write(&self, offset: u64, bytes: &[u8]) {
+        match &self.file {
+            None => self.region.write(offset, bytes),
+            Some(f) => {
+                if f.write_all_at(bytes, offset).is_err() {
+                    self.failed.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    pub fn write_u64(&self, offset: u64, value: u64) {
+        match &self.file {
+            None => self.region.write_u64(offset, value),
+            Some(_) => self.write(offset, &value.to_le_bytes()),
+        }
+    }
+
+    pub fn flush(&self, offset: u64, len: u64) {
+        if self.file.is_none() {
+            self.region.flush(offset, len);
+        }
+    }
+
+    /// The persist barrier: a fence, or `fdatasync` of the file.
+    pub fn fence(&self) {
+        match &self.file {
+            None => self.region.fence(),
+            Some(f) => {
+                if f.sync_data().is_err() {
+                    self.failed.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    pub fn persist(&self, offset: u64, len: u64) {
+        self.flush(offset, len);
+        self.fence();
+    }
+
+    /// `Err` if a file write or sync has failed since open.
+    pub fn check(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(DbError::Invalid(
+                "engine wal: a file write or fdatasync failed; reopen the database to recover"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
