@@ -180,7 +180,7 @@ pub fn cooling_power(
     scenario: &Scenario,
     room_heat_kw: f64,
 ) -> Result<CoolingPower> {
-    if !(facility.crah_units > 0.0) {
+    if facility.crah_units.is_nan() || facility.crah_units <= 0.0 {
         return Err(invalid("CRAH units", facility.crah_units, "must be positive"));
     }
     let per_unit = room_heat_kw / facility.crah_units;

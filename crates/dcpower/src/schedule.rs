@@ -248,8 +248,8 @@ pub fn fractional(
                 for q in p + 1..PHASES {
                     for sign in [1.0, -1.0] {
                         let (i, j) = (pdu * PHASES + p, pdu * PHASES + q);
-                        let mut e = Expr::default();
-                        e.constant = sign * (load[i].constant - load[j].constant);
+                        let constant = sign * (load[i].constant - load[j].constant);
+                        let mut e = Expr { constant, ..Expr::default() };
                         for &(v, c) in load[i].terms.values() {
                             e.add(v, sign * c);
                         }

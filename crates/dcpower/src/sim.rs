@@ -37,6 +37,10 @@ pub struct RouteResult {
     pub peak_kw: f64,
     /// (c + 1)/c × peak: perfect fractional balance (the dashed line of Fig. B.6/B.7).
     pub bound_kw: f64,
+    /// The LP relaxation's own bound for this wiring: servers split fractionally over their two
+    /// feeds, each phase separately (phase balance off), worst minute. The gap to `bound_kw` is
+    /// the cost of the wiring (phases, pairs), the gap above it that of rounding whole servers.
+    pub lp_bound_kw: f64,
     /// Static assignment balancing each server's mean power (§B.5.2, no Power Routing).
     pub without_routing_kw: f64,
     /// Power Routing: the least capacity with zero throttling over the trace.
@@ -139,6 +143,18 @@ impl<'a> Setup<'a> {
         Ok(out)
     }
 
+    /// Worst minute's per-phase need under the fractional LP without phase balance: with
+    /// capacity 1 kW, the LP's Slack is 1 − need.
+    pub fn lp_phase_need(&self) -> Result<f64> {
+        let mut worst: f64 = 0.0;
+        for t in 1..self.minutes() {
+            let frac = schedule::fractional(&self.wiring, self.budgets(t), 1.0, false)?
+                .ok_or_else(|| invalid("layout", self.topology.kind, "LP relaxation infeasible"))?;
+            worst = worst.max(1.0 - frac.slack_kw);
+        }
+        Ok(worst)
+    }
+
     /// Peak of the summed budgets.
     pub fn peak_kw(&self) -> f64 {
         (1..self.minutes()).map(|t| self.budgets(t).iter().sum::<f64>()).fold(0.0, f64::max)
@@ -151,6 +167,7 @@ impl<'a> Setup<'a> {
         let peak = self.peak_kw();
         let bound = peak * (c as f64 + 1.0) / c as f64;
         let static_phase = self.static_phase_need();
+        let lp_phase = self.lp_phase_need()?;
         // Bisect between the bound (no schedule does better) and the static need (the static
         // assignment itself fits there, so the run never throttles).
         let (mut lo, mut hi) = (bound / phases, static_phase);
@@ -173,6 +190,7 @@ impl<'a> Setup<'a> {
             connectivity: c,
             peak_kw: peak,
             bound_kw: bound,
+            lp_bound_kw: lp_phase * phases,
             without_routing_kw: without,
             with_routing_kw: with,
             saving: 1.0 - with / without,

@@ -8,7 +8,7 @@
 //! u_s(t) = clamp(level_c + swing_c·diurnal(t) + √ρ_c·shared_c(t) + √(1 − ρ_c)·own_s(t) + event,
 //! 0, 1), where diurnal(t) = ½ − ½cos(2π(t − 02:00)/24 h) peaks at 14:00, shared_c and own_s are
 //! AR(1) noises (φ = 0.9) of standard deviation σ_c, ρ_c is the within-cluster correlation, and
-//! the event is the medical backup spike (+0.6 for 45–75 min from about 02:00) or an HPC job gap
+//! the event is the medical backup spike (+0.8 for 45–75 min from about 02:00) or an HPC job gap
 //! (u drops to 0.05 for 10–40 min, starting with probability 1/240 a minute). Power is (A.3):
 //! idle + (peak − idle)·u. Invariant: every sample lies in [idle, peak] of its server.
 
@@ -24,6 +24,8 @@ pub const MAX_MINUTES: usize = 7 * 1440;
 pub const MAX_SERVERS: usize = 20_000;
 const MINUTES_PER_DAY: f64 = 1440.0;
 const AR_PHI: f64 = 0.9;
+/// Utilisation the nightly backup adds on a medical-centre server.
+const BACKUP_SPIKE: f64 = 0.8;
 
 /// The workload classes of §B.5.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -73,9 +75,9 @@ pub const CLUSTERS: [ClusterShape; 3] = [
     ClusterShape {
         cluster: Cluster::WebSearch,
         share: 0.3,
-        peak_kw: 0.2,
-        level: 0.15,
-        swing: 0.55,
+        peak_kw: 0.22,
+        level: 0.05,
+        swing: 0.9,
         correlation: 0.9,
         noise_sd: 0.05,
     },
@@ -199,7 +201,7 @@ impl TraceSpec {
                         Cluster::Medical => {
                             let since = minute_of_day - backup_start[s];
                             if (0.0..backup_len[s]).contains(&since) {
-                                u += 0.6;
+                                u += BACKUP_SPIKE;
                             }
                         }
                         Cluster::Hpc => {
