@@ -1,7 +1,7 @@
 //! Trace-driven Power Routing simulator — thesis app. B §B.5.1–§B.5.3. Each minute a server's
 //! budget is its demand in the previous minute (§B.3.3); the current feed assignment stays while
-//! it fits (slack on a server's active feed is granted without rescheduling, §B.3.2), otherwise
-//! the scheduler runs. The metric is the least total PDU capacity (all PDUs equal, each phase a
+//! it fits with phases within 20% (slack on a server's active feed is granted without
+//! rescheduling, §B.3.2), otherwise the scheduler runs. The metric is the least total PDU capacity (all PDUs equal, each phase a
 //! third) with zero throttling, with Power Routing and with the static assignment of §B.5.2.
 //! Invariant: the reported routed capacity ran the whole trace with no throttled watt, and so
 //! (by the schedule's invariant) with every PDU able to absorb any single PDU failure.
@@ -123,7 +123,10 @@ impl<'a> Setup<'a> {
             let budgets = self.budgets(t);
             out.requested_kw_min += budgets.iter().sum::<f64>();
             let loads = FeedLoads::new(&self.wiring, &active, budgets);
-            if loads.max_need() <= phase_cap_kw * (1.0 + 1e-9) {
+            // Keep the assignment while it fits and its phases stay balanced (§B.4).
+            let balanced =
+                loads.max_phase_imbalance_kw() <= schedule::PHASE_BALANCE * phase_cap_kw;
+            if balanced && loads.max_need() <= phase_cap_kw * (1.0 + 1e-9) {
                 out.max_phase_imbalance_kw =
                     out.max_phase_imbalance_kw.max(loads.max_phase_imbalance_kw());
                 continue;
