@@ -113,7 +113,8 @@ fn crah_flow_for(p: &CoolingParams, kappa: f64, heat_kw: f64, supply_f: f64, wat
     if heat_kw <= 0.0 {
         return 0.0;
     }
-    if dt_k <= 0.0 || excess(1.0) < 0.0 {
+    // The design point sits exactly at full flow: allow round-off there.
+    if dt_k <= 0.0 || excess(1.0) < -1e-9 * heat_kw {
         return f64::INFINITY;
     }
     // `excess` grows with f: bisect (60 halvings ≈ 1e-18 resolution).

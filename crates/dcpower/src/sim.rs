@@ -27,6 +27,8 @@ pub struct RouteSpec {
 }
 
 /// Capacities for one topology (one group of bars in Fig. B.7), all totals over the PDUs, kW.
+/// Every PDU gets the same capacity and each of its phases a third, so a total is 3N times the
+/// worst phase's need.
 #[derive(Clone, Debug, Serialize)]
 pub struct RouteResult {
     pub topology: Kind,
@@ -124,8 +126,7 @@ impl<'a> Setup<'a> {
             out.requested_kw_min += budgets.iter().sum::<f64>();
             let loads = FeedLoads::new(&self.wiring, &active, budgets);
             // Keep the assignment while it fits and its phases stay balanced (§B.4).
-            let balanced =
-                loads.max_phase_imbalance_kw() <= schedule::PHASE_BALANCE * phase_cap_kw;
+            let balanced = loads.max_phase_imbalance_kw() <= schedule::PHASE_BALANCE * phase_cap_kw;
             if balanced && loads.max_need() <= phase_cap_kw * (1.0 + 1e-9) {
                 out.max_phase_imbalance_kw =
                     out.max_phase_imbalance_kw.max(loads.max_phase_imbalance_kw());
