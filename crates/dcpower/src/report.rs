@@ -6,6 +6,7 @@
 use crate::cooling::chiller_power_kw;
 use crate::error::Result;
 use crate::model::{self, Breakdown, Facility, ModelParams, Scenario};
+use crate::schedule::Mix;
 use crate::sim::{self, RouteResult, RouteSpec};
 use crate::topology::Kind;
 use crate::trace::{TraceSpec, TraceStats};
@@ -310,6 +311,7 @@ pub struct RouteReport {
     pub trace: TraceSpec,
     pub trace_stats: TraceStats,
     pub servers_per_rack: usize,
+    pub mix: Mix,
     pub results: Vec<RouteResult>,
     /// Mean saving over the non-wrapped topologies evaluated (paper: 12%).
     pub average_saving_except_wrapped: Option<f64>,
@@ -326,12 +328,13 @@ pub fn route_report(
     kinds: &[Kind],
     pdus: usize,
     servers_per_rack: usize,
+    mix: Mix,
     trace: TraceSpec,
 ) -> Result<RouteReport> {
     let generated = trace.generate()?;
     let results = kinds
         .iter()
-        .map(|&k| sim::Setup::new(&generated, k, pdus, servers_per_rack)?.evaluate())
+        .map(|&k| sim::Setup::new(&generated, k, pdus, servers_per_rack, mix)?.evaluate())
         .collect::<Result<Vec<_>>>()?;
     let find = |k: Kind| results.iter().find(|r| r.topology == k);
     let shuffled: Vec<f64> =
@@ -362,6 +365,7 @@ pub fn route_report(
         paper_energy_proportional: energy_proportional.then_some([0.22, 0.29, 0.28, 0.47]),
         trace,
         servers_per_rack,
+        mix,
         results,
         average_saving_except_wrapped: average,
         serpentine_routed_vs_wrapped_static: serp,
@@ -376,12 +380,16 @@ pub fn route_text(r: &RouteReport) -> String {
     let _ = writeln!(
         s,
         "SYNTHETIC traces (the paper's production traces are not available): {} servers, {} min, \
-         idle {:.0}% of peak, seed {}; total power mean {:.1} kW, max {:.1} kW, sd {:.1} kW \
+         idle {:.0}% of peak, seed {}, pairs {}; total power mean {:.1} kW, max {:.1} kW, sd {:.1} kW \
          (paper's traces: {:.1} / {:.1} / {:.1})",
         r.trace.servers,
         r.trace.minutes,
         r.trace.idle_fraction * 100.0,
         r.trace.seed,
+        match r.mix {
+            Mix::PerRack => "per rack",
+            Mix::WithinRack => "mixed within racks",
+        },
         t.mean_kw,
         t.max_kw,
         t.sd_kw,

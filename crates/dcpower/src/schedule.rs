@@ -18,6 +18,16 @@ pub const PHASE_BALANCE: f64 = 0.2;
 /// Absolute slack, kW, allowed on capacity checks for LP round-off.
 const TOLERANCE_KW: f64 = 1e-6;
 
+/// How a zone's PDU pairs are spread over its servers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mix {
+    /// Every server of a rack on the rack's pair; racks take the zone's pairs in turn.
+    PerRack,
+    /// Servers of a rack cycle over all of the zone's pairs.
+    WithinRack,
+}
+
 /// Which feeds (PDU × phase, index `pdu * 3 + phase`) each server is wired to, and the servers
 /// grouped by feed pair (the `Power_{i,j}` of §B.4).
 #[derive(Clone, Debug)]
@@ -35,21 +45,38 @@ pub fn pdu_of(feed: usize) -> usize {
 
 impl Wiring {
     /// Lays `servers` (in cluster order) into racks of `servers_per_rack` and gives each
-    /// contiguous block of racks one of the topology's PDU pairs, as collocated servers of one
-    /// application share feeds in practice (§B.5.1). Within a rack, servers take phases round
-    /// robin: primary phase s mod 3, secondary ⌊s/3⌋ mod 3, covering all nine combinations.
-    pub fn layout(topology: &Topology, servers: usize, servers_per_rack: usize) -> Result<Self> {
+    /// contiguous block of racks one of the topology's zones, as collocated servers of one
+    /// application share a zone in practice (§B.5.1). Racks of a zone take its pairs in turn; a
+    /// rack's servers share their rack's pair (§B.5.1 varies only phases within a rack), or with
+    /// `Mix::WithinRack` cycle over the zone's pairs (the whips' mix of feed combinations,
+    /// §B.3.1). Each PDU hands out its phases round robin, so phases start balanced by count.
+    pub fn layout(
+        topology: &Topology,
+        servers: usize,
+        servers_per_rack: usize,
+        mix: Mix,
+    ) -> Result<Self> {
         if servers_per_rack == 0 || servers_per_rack > 200 {
             return Err(invalid("servers per rack", servers_per_rack, "must be in 1..=200"));
         }
         let racks = servers.div_ceil(servers_per_rack);
-        let pairs = topology.pairs.len();
+        let zones = &topology.zones;
+        let mut next_phase = vec![0usize; topology.pdus];
+        let mut phase_of = |pdu: usize| {
+            let phase = next_phase[pdu] % PHASES;
+            next_phase[pdu] += 1;
+            pdu * PHASES + phase
+        };
         let feeds = (0..servers)
             .map(|s| {
                 let rack = s / servers_per_rack;
-                let (a, b) = topology.pairs[rack * pairs / racks.max(1)];
-                let k = s % servers_per_rack;
-                [a * PHASES + k % PHASES, b * PHASES + (k / PHASES) % PHASES]
+                let zone = &zones[rack * zones.len() / racks.max(1)];
+                let slot = match mix {
+                    Mix::PerRack => rack,
+                    Mix::WithinRack => s % servers_per_rack + rack,
+                };
+                let (a, b) = zone[slot % zone.len()];
+                [phase_of(a), phase_of(b)]
             })
             .collect();
         Self::from_feeds(topology.pdus, feeds)

@@ -7,7 +7,7 @@
 //! (by the schedule's invariant) with every PDU able to absorb any single PDU failure.
 
 use crate::error::{invalid, Result};
-use crate::schedule::{self, FeedLoads, Wiring};
+use crate::schedule::{self, FeedLoads, Mix, Wiring};
 use crate::topology::{Kind, Topology, PHASES};
 use crate::trace::{Trace, TraceSpec};
 use serde::Serialize;
@@ -23,6 +23,7 @@ pub struct RouteSpec {
     pub topology: Kind,
     pub pdus: usize,
     pub servers_per_rack: usize,
+    pub mix: Mix,
     pub trace: TraceSpec,
 }
 
@@ -81,9 +82,15 @@ pub struct Setup<'a> {
 impl<'a> Setup<'a> {
     /// Wires the trace's servers and computes the static assignment: the scheduler's LP and
     /// rounding on each server's mean power (§B.5.2 assumes the mean is known a priori).
-    pub fn new(trace: &'a Trace, kind: Kind, pdus: usize, servers_per_rack: usize) -> Result<Self> {
+    pub fn new(
+        trace: &'a Trace,
+        kind: Kind,
+        pdus: usize,
+        servers_per_rack: usize,
+        mix: Mix,
+    ) -> Result<Self> {
         let topology = Topology::new(kind, pdus)?;
-        let wiring = Wiring::layout(&topology, trace.servers(), servers_per_rack)?;
+        let wiring = Wiring::layout(&topology, trace.servers(), servers_per_rack, mix)?;
         let minutes = trace.demand_kw.len() as f64;
         let mean: Vec<f64> = (0..trace.servers())
             .map(|s| trace.demand_kw.iter().map(|row| row[s]).sum::<f64>() / minutes)
@@ -209,5 +216,5 @@ impl<'a> Setup<'a> {
 /// Generates the trace and evaluates `spec.topology`.
 pub fn route(spec: &RouteSpec) -> Result<RouteResult> {
     let trace = spec.trace.generate()?;
-    Setup::new(&trace, spec.topology, spec.pdus, spec.servers_per_rack)?.evaluate()
+    Setup::new(&trace, spec.topology, spec.pdus, spec.servers_per_rack, spec.mix)?.evaluate()
 }

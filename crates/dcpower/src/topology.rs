@@ -1,5 +1,7 @@
-//! Shuffled power-distribution topologies — thesis app. B §B.3.1. A topology is the set of PDU
-//! pairs that feed some rack: each server is wired to one phase of each PDU of its rack's pair.
+//! Shuffled power-distribution topologies — thesis app. B §B.3.1. A topology is a list of zones
+//! (a wrapped cluster, an X-Y checkerboard square, a serpentine row, the whole fully-connected
+//! room), each with the PDU pairs whose busses reach its racks; a server is wired to one phase of
+//! each PDU of one of its zone's pairs.
 //! Invariant: every pair joins two distinct PDUs, no pair repeats, and every PDU is in some pair,
 //! so a single PDU failure always leaves every server a live feed.
 
@@ -78,7 +80,9 @@ impl FromStr for Kind {
 pub struct Topology {
     pub kind: Kind,
     pub pdus: usize,
-    /// PDU pairs (a < b) that feed racks, in rack-layout order.
+    /// Per zone, the PDU pairs (a < b) its racks' outlets offer, in floor order.
+    pub zones: Vec<Vec<(usize, usize)>>,
+    /// Every pair of some zone, each once.
     pub pairs: Vec<(usize, usize)>,
 }
 
@@ -92,34 +96,44 @@ impl Topology {
             ));
         }
         let n = pdus;
-        let mut pairs = Vec::new();
-        match kind {
-            Kind::Wrapped => pairs.extend((0..n).map(|i| (i, (i + 1) % n))),
-            Kind::Serpentine => {
-                for i in 0..n {
-                    pairs.push((i, (i + 1) % n));
-                    pairs.push((i, (i + 2) % n));
-                }
-            }
+        let ring = |i: usize, d: usize| (i + d) % n;
+        let zones: Vec<Vec<(usize, usize)>> = match kind {
+            Kind::Wrapped => (0..n).map(|i| vec![(i, ring(i, 1))]).collect(),
+            // Row k lies between the busses of PDUs k − 1, k, k + 1 and k + 2 (two per aisle);
+            // its outlets pair PDUs at most two apart on the ring.
+            Kind::Serpentine => (0..n)
+                .map(|k| {
+                    let prev = ring(k, n - 1);
+                    vec![
+                        (prev, k),
+                        (k, ring(k, 1)),
+                        (ring(k, 1), ring(k, 2)),
+                        (prev, ring(k, 1)),
+                        (k, ring(k, 2)),
+                    ]
+                })
+                .collect(),
             Kind::XY => {
                 let rows = n.div_ceil(2);
-                for r in 0..rows {
-                    pairs.extend((rows..n).map(|c| (r, c)));
-                }
+                (0..rows).flat_map(|r| (rows..n).map(move |c| vec![(r, c)])).collect()
             }
             Kind::FullyConnected => {
-                for a in 0..n {
-                    pairs.extend((a + 1..n).map(|b| (a, b)));
-                }
+                vec![(0..n).flat_map(|a| (a + 1..n).map(move |b| (a, b))).collect()]
             }
-        }
-        let mut seen = BTreeSet::new();
-        let pairs: Vec<_> = pairs
+        };
+        let zones: Vec<Vec<(usize, usize)>> = zones
             .into_iter()
-            .map(|(a, b)| (a.min(b), a.max(b)))
-            .filter(|p| seen.insert(*p))
+            .map(|z| {
+                let mut seen = BTreeSet::new();
+                z.into_iter()
+                    .map(|(a, b)| (a.min(b), a.max(b)))
+                    .filter(|p| seen.insert(*p))
+                    .collect()
+            })
             .collect();
-        let t = Self { kind, pdus, pairs };
+        let mut seen = BTreeSet::new();
+        let pairs: Vec<_> = zones.iter().flatten().copied().filter(|p| seen.insert(*p)).collect();
+        let t = Self { kind, pdus, zones, pairs };
         debug_assert!(t.pairs.iter().all(|&(a, b)| a < b && b < pdus));
         debug_assert!((0..pdus).all(|p| t.neighbours(p).next().is_some()));
         Ok(t)

@@ -2,7 +2,7 @@
 //! Would catch: a server wired twice to one PDU, a PDU with no fail-over partner, or the wrong
 //! fail-over connectivity (2, 3, 4, 5 for 6 PDUs in the paper).
 
-use dcpower::schedule::{pdu_of, Wiring};
+use dcpower::schedule::{pdu_of, Mix, Wiring};
 use dcpower::topology::{Kind, Topology};
 use std::collections::BTreeSet;
 
@@ -32,11 +32,12 @@ fn connectivity_across_pdu_counts() {
 
 #[test]
 fn every_server_is_on_two_distinct_pdus_and_every_topology_is_connected() {
-    for kind in Kind::ALL {
+    for (kind, mix) in Kind::ALL.into_iter().flat_map(|k| [(k, Mix::PerRack), (k, Mix::WithinRack)])
+    {
         for n in kind.min_pdus().max(4)..=8 {
             let t = Topology::new(kind, n).unwrap();
             assert!(t.is_connected(), "{kind} with {n} PDUs");
-            let w = Wiring::layout(&t, 1000, 20).unwrap();
+            let w = Wiring::layout(&t, 1000, 20, mix).unwrap();
             assert_eq!(w.feeds.len(), 1000);
             let mut used = BTreeSet::new();
             for f in &w.feeds {
@@ -45,6 +46,14 @@ fn every_server_is_on_two_distinct_pdus_and_every_topology_is_connected() {
             }
             let pairs: BTreeSet<_> = t.pairs.iter().copied().collect();
             assert_eq!(used, pairs, "{kind} {n}: the layout uses exactly the topology's pairs");
+            // Each PDU's phases differ by at most one server in count.
+            for pdu in 0..n {
+                let count =
+                    |ph: usize| w.feeds.iter().flatten().filter(|&&f| f == pdu * 3 + ph).count();
+                let counts: Vec<usize> = (0..3).map(count).collect();
+                let spread = counts.iter().max().unwrap() - counts.iter().min().unwrap();
+                assert!(spread <= 1, "{kind} {n} PDU {pdu}: {counts:?}");
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! A.10) and Power Routing of app. B (capacity with and without routing per topology, on
 //! synthetic traces). The work is in the `dcpower` crate; this module parses flags and prints.
 
+use dcpower::schedule::Mix;
 use dcpower::topology::Kind;
 use dcpower::trace::TraceSpec;
 use std::process::ExitCode;
@@ -52,6 +53,9 @@ pub struct RouteArgs {
     /// Servers per rack (a rack shares one PDU pair).
     #[arg(long, default_value_t = 20)]
     pub servers_per_rack: usize,
+    /// Servers of a rack cycle over their zone's PDU pairs (default: a rack shares one pair).
+    #[arg(long)]
+    pub mix_within_rack: bool,
     /// Trace generator seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -82,7 +86,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 idle_fraction: a.idle_fraction,
                 seed: a.seed,
             };
-            let report = dcpower::report::route_report(&kinds, a.pdus, a.servers_per_rack, trace)?;
+            let mix = if a.mix_within_rack { Mix::WithinRack } else { Mix::PerRack };
+            let report =
+                dcpower::report::route_report(&kinds, a.pdus, a.servers_per_rack, mix, trace)?;
             if a.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
