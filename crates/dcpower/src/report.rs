@@ -387,6 +387,7 @@ pub fn route_text(r: &RouteReport) -> String {
         r.trace.idle_fraction * 100.0,
         r.trace.seed,
         match r.mix {
+            Mix::Blocks => "in blocks of racks",
             Mix::PerRack => "per rack",
             Mix::WithinRack => "mixed within racks",
         },

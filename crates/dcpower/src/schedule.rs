@@ -22,6 +22,9 @@ const TOLERANCE_KW: f64 = 1e-6;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mix {
+    /// A zone's racks in contiguous blocks, one pair per block: one application's neighbouring
+    /// racks share few PDUs, the correlated placement §B.5.1 describes.
+    Blocks,
     /// Every server of a rack on the rack's pair; racks take the zone's pairs in turn.
     PerRack,
     /// Servers of a rack cycle over all of the zone's pairs.
@@ -46,10 +49,10 @@ pub fn pdu_of(feed: usize) -> usize {
 impl Wiring {
     /// Lays `servers` (in cluster order) into racks of `servers_per_rack` and gives each
     /// contiguous block of racks one of the topology's zones, as collocated servers of one
-    /// application share a zone in practice (§B.5.1). Racks of a zone take its pairs in turn; a
-    /// rack's servers share their rack's pair (§B.5.1 varies only phases within a rack), or with
-    /// `Mix::WithinRack` cycle over the zone's pairs (the whips' mix of feed combinations,
-    /// §B.3.1). Each PDU hands out its phases round robin, so phases start balanced by count.
+    /// application share a zone in practice (§B.5.1). Within a zone, `mix` spreads the zone's
+    /// pairs over racks or servers (§B.5.1 varies only phases within a rack; §B.3.1's whips can
+    /// mix feed combinations). Each PDU hands out its phases round robin, so its phases start
+    /// balanced by server count.
     pub fn layout(
         topology: &Topology,
         servers: usize,
@@ -61,6 +64,15 @@ impl Wiring {
         }
         let racks = servers.div_ceil(servers_per_rack);
         let zones = &topology.zones;
+        let zone_of = |rack: usize| rack * zones.len() / racks.max(1);
+        // First rack and rack count of each zone.
+        let mut first = vec![usize::MAX; zones.len()];
+        let mut count = vec![0usize; zones.len()];
+        for rack in 0..racks {
+            let z = zone_of(rack);
+            first[z] = first[z].min(rack);
+            count[z] += 1;
+        }
         let mut next_phase = vec![0usize; topology.pdus];
         let mut phase_of = |pdu: usize| {
             let phase = next_phase[pdu] % PHASES;
@@ -70,8 +82,10 @@ impl Wiring {
         let feeds = (0..servers)
             .map(|s| {
                 let rack = s / servers_per_rack;
-                let zone = &zones[rack * zones.len() / racks.max(1)];
+                let z = zone_of(rack);
+                let zone = &zones[z];
                 let slot = match mix {
+                    Mix::Blocks => (rack - first[z]) * zone.len() / count[z].max(1),
                     Mix::PerRack => rack,
                     Mix::WithinRack => s % servers_per_rack + rack,
                 };

@@ -31,8 +31,9 @@ fn assert_survives_every_failure(setup: &Setup, t: usize, phase_cap: f64) -> f64
 fn schedules_hold_the_reserve_at_and_below_the_needed_capacity() {
     let trace = small_trace();
     for (kind, mix) in [
-        (Kind::Wrapped, Mix::PerRack),
-        (Kind::XY, Mix::PerRack),
+        (Kind::Wrapped, Mix::Blocks),
+        (Kind::XY, Mix::Blocks),
+        (Kind::Serpentine, Mix::Blocks),
         (Kind::Serpentine, Mix::WithinRack),
         (Kind::FullyConnected, Mix::PerRack),
         (Kind::FullyConnected, Mix::WithinRack),

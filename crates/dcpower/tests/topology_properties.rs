@@ -32,7 +32,9 @@ fn connectivity_across_pdu_counts() {
 
 #[test]
 fn every_server_is_on_two_distinct_pdus_and_every_topology_is_connected() {
-    for (kind, mix) in Kind::ALL.into_iter().flat_map(|k| [(k, Mix::PerRack), (k, Mix::WithinRack)])
+    for (kind, mix) in Kind::ALL
+        .into_iter()
+        .flat_map(|k| [(k, Mix::Blocks), (k, Mix::PerRack), (k, Mix::WithinRack)])
     {
         for n in kind.min_pdus().max(4)..=8 {
             let t = Topology::new(kind, n).unwrap();

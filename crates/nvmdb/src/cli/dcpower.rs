@@ -53,9 +53,10 @@ pub struct RouteArgs {
     /// Servers per rack (a rack shares one PDU pair).
     #[arg(long, default_value_t = 20)]
     pub servers_per_rack: usize,
-    /// Servers of a rack cycle over their zone's PDU pairs (default: a rack shares one pair).
-    #[arg(long)]
-    pub mix_within_rack: bool,
+    /// How a zone's PDU pairs spread over its racks: blocks (neighbouring racks share a pair),
+    /// per-rack (racks take the pairs in turn) or within-rack (servers cycle over them).
+    #[arg(long, default_value = "blocks")]
+    pub layout: String,
     /// Trace generator seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -86,7 +87,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 idle_fraction: a.idle_fraction,
                 seed: a.seed,
             };
-            let mix = if a.mix_within_rack { Mix::WithinRack } else { Mix::PerRack };
+            let mix = match a.layout.as_str() {
+                "blocks" => Mix::Blocks,
+                "per-rack" => Mix::PerRack,
+                "within-rack" => Mix::WithinRack,
+                other => anyhow::bail!(
+                    "invalid layout = {other}: expected blocks, per-rack or within-rack"
+                ),
+            };
             let report =
                 dcpower::report::route_report(&kinds, a.pdus, a.servers_per_rack, mix, trace)?;
             if a.json {
