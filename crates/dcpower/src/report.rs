@@ -380,8 +380,8 @@ pub fn route_text(r: &RouteReport) -> String {
     let _ = writeln!(
         s,
         "SYNTHETIC traces (the paper's production traces are not available): {} servers, {} min, \
-         idle {:.0}% of peak, seed {}, pairs {}; total power mean {:.1} kW, max {:.1} kW, sd {:.1} kW \
-         (paper's traces: {:.1} / {:.1} / {:.1})",
+         idle {:.0}% of peak, seed {}, pairs {}; total power mean {:.1} kW, max {:.1} kW, \
+         sd {:.1} kW (paper's traces: {:.1} / {:.1} / {:.1})",
         r.trace.servers,
         r.trace.minutes,
         r.trace.idle_fraction * 100.0,

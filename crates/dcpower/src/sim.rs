@@ -1,8 +1,9 @@
 //! Trace-driven Power Routing simulator — thesis app. B §B.5.1–§B.5.3. Each minute a server's
 //! budget is its demand in the previous minute (§B.3.3); the current feed assignment stays while
 //! it fits with phases within 20% (slack on a server's active feed is granted without
-//! rescheduling, §B.3.2), otherwise the scheduler runs. The metric is the least total PDU capacity (all PDUs equal, each phase a
-//! third) with zero throttling, with Power Routing and with the static assignment of §B.5.2.
+//! rescheduling, §B.3.2), otherwise the scheduler runs. The metric is the least total PDU
+//! capacity (all PDUs equal, each phase a third) with zero throttling, with Power Routing and with
+//! the static assignment of §B.5.2.
 //! Invariant: the reported routed capacity ran the whole trace with no throttled watt, and so
 //! (by the schedule's invariant) with every PDU able to absorb any single PDU failure.
 
