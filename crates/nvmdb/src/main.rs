@@ -36,6 +36,8 @@ enum Command {
     Merge(cli::merge::Args),
     /// Figures, verdicts against the papers, index.html and report.md from a sweep's results.
     Report(cli::report::Args),
+    /// Data-centre power model (thesis app. A) and Power Routing (app. B).
+    Dcpower(cli::dcpower::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => cli::sweep::run(args),
         Command::Merge(args) => cli::merge::run(args),
         Command::Report(args) => cli::report::run(args),
+        Command::Dcpower(args) => cli::dcpower::run(args),
     };
     match result {
         Ok(code) => code,
