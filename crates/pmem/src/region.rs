@@ -247,6 +247,7 @@ struct Inner {
     created: bool,
     /// How a growable region extends its file (`None`: the mapping is all backed).
     grower: Option<Grower>,
+    file: Option<std::fs::File>,
     /// The exclusive lock on the region file (file media with a path). Declared last so that it
     /// is released after `map` is unmapped: no other opener maps the file while this one does.
     _lock: Option<FileLock>,
@@ -266,6 +267,8 @@ struct Opened {
     lock: Option<FileLock>,
     created: bool,
     grower: Option<Grower>,
+    /// The file behind a file-backed region (for [`Region::private_view`]).
+    file: Option<std::fs::File>,
 }
 
 /// The file behind a growable region: the mapping covers the maximum size, the file only
@@ -416,6 +419,7 @@ impl Region {
                 lock: None,
                 created: true,
                 grower: None,
+                file: None,
             },
             Medium::Shm | Medium::File | Medium::Dax => Self::map_file(options)?,
         };
@@ -448,7 +452,8 @@ impl Region {
         let map = Self::map_anonymous(image.len() as u64)?;
         // SAFETY: the mapping is exactly `image.len()` bytes and not yet shared.
         unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), map.base, image.len()) };
-        let opened = Opened { map, path: None, lock: None, created: false, grower: None };
+        let opened =
+            Opened { map, path: None, lock: None, created: false, grower: None, file: None };
         Ok(Self::finish(&options, opened, flush_kind, Some(image.to_vec())))
     }
 
@@ -473,8 +478,59 @@ impl Region {
         let map = Self::map_anonymous(contents.len() as u64)?;
         // SAFETY: the mapping is exactly `contents.len()` bytes and not yet shared.
         unsafe { std::ptr::copy_nonoverlapping(contents.as_ptr(), map.base, contents.len()) };
-        let opened = Opened { map, path: None, lock: None, created: false, grower: None };
+        let opened =
+            Opened { map, path: None, lock: None, created: false, grower: None, file: None };
         Ok(Self::finish(&options, opened, FlushKind::None, None))
+    }
+
+    /// A private copy-on-write view of `[offset, offset + len)` of this region's file, as a
+    /// `dram` region: its pages read the file until first written, then belong to the view
+    /// alone. A lazily loaded buffer pool / staging copy in O(1), where [`Region::dram_copy`]
+    /// copies everything. `None` when the region has no file (dram, sim) or `offset` is not
+    /// page-aligned.
+    pub fn private_view(
+        &self,
+        offset: u64,
+        len: u64,
+        options: &RegionOptions,
+    ) -> Option<Result<Region>> {
+        let file = self.inner.file.as_ref()?;
+        if len == 0 || !offset.is_multiple_of(4096) || offset + len > self.backed_len() {
+            return None;
+        }
+        let options = RegionOptions {
+            medium: Medium::Dram,
+            size_bytes: len,
+            path: None,
+            sync: SyncMode::Cache,
+            flush: None,
+            max_size_bytes: 0,
+            private: false,
+            ..options.clone()
+        };
+        if let Err(e) = options.validate() {
+            return Some(Err(e));
+        }
+        // SAFETY: a fresh private mapping of an open file at a page-aligned offset inside it;
+        // the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_NORESERVE,
+                file.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let cause = std::io::Error::last_os_error();
+            return Some(Err(PmemError::Map { size_bytes: len, cause }));
+        }
+        let map = Mapping { base: p.cast(), len };
+        let opened =
+            Opened { map, path: None, lock: None, created: false, grower: None, file: None };
+        Some(Ok(Self::finish(&options, opened, FlushKind::None, None)))
     }
 
     fn flush_kind_for(options: &RegionOptions, cpu: CpuFlushSupport) -> Result<FlushKind> {
@@ -490,7 +546,7 @@ impl Region {
         flush_kind: FlushKind,
         sim_image: Option<Vec<u8>>,
     ) -> Region {
-        let Opened { map, path, lock, created, grower } = opened;
+        let Opened { map, path, lock, created, grower, file } = opened;
         let len = map.len;
         Region {
             inner: Arc::new(Inner {
@@ -510,6 +566,7 @@ impl Region {
                 dirty: options.track_dirty.then(|| DirtyLines::new(len)),
                 observer: std::sync::OnceLock::new(),
                 grower,
+                file,
                 _lock: lock,
             }),
         }
@@ -618,6 +675,7 @@ impl Region {
                 PmemError::Map { size_bytes: len, cause: std::io::Error::from_raw_os_error(errno) }
             }
         });
+        let file = file.try_clone().ok();
         match base {
             // A file of length 0 had no contents: the mapping is all zeros, as a new file's.
             Ok(base) => Ok(Opened {
@@ -626,6 +684,7 @@ impl Region {
                 lock: Some(lock),
                 created: actual == 0,
                 grower,
+                file,
             }),
             Err(e) => {
                 undo(grown_from);
@@ -669,7 +728,7 @@ impl Region {
         let map = Mapping { base, len: map_len };
         let grower =
             Grower::new(&file, options.size_bytes, map_len, false).map_err(|e| io_err(&path, e))?;
-        Ok(Opened { map, path: None, lock: None, created: true, grower })
+        Ok(Opened { map, path: None, lock: None, created: true, grower, file: Some(file) })
     }
 
     #[inline(always)]

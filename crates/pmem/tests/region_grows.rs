@@ -88,3 +88,22 @@ fn growth_is_refused_on_anonymous_media_and_below_the_size() {
         Err(PmemError::InvalidOption(_))
     ));
 }
+
+#[test]
+fn a_private_view_reads_the_file_until_written_and_never_writes_it() {
+    let path = Scratch::new("view");
+    let region =
+        Region::open(&RegionOptions::new(Medium::Shm, 4 * MIB).with_path(&path.0)).unwrap();
+    region.write(8192 + 100, b"on file");
+    let view = region.private_view(8192, MIB, &RegionOptions::default()).unwrap().unwrap();
+    assert_eq!(view.read(100, 7), b"on file", "the view reads the file");
+    assert!(!view.created());
+    view.write(100, b"in view");
+    assert_eq!(region.read(8192 + 100, 7), b"on file", "the file never sees the view's stores");
+    // Untouched pages of the view follow the file.
+    region.write(8192 + 3 * 4096, b"later");
+    assert_eq!(view.read(3 * 4096, 5), b"later");
+    assert!(region.private_view(100, MIB, &RegionOptions::default()).is_none(), "unaligned");
+    let dram = Region::open(&RegionOptions::new(Medium::Dram, MIB)).unwrap();
+    assert!(dram.private_view(0, 4096, &RegionOptions::default()).is_none(), "no file");
+}

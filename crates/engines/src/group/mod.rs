@@ -144,13 +144,18 @@ impl Group {
                 ..staging_options
             })?
         } else {
-            Region::dram_copy(
-                nvram.read(log.layout.base(), image_bytes as usize),
-                &staging_options,
-            )?
+            // A file-backed region's image is mapped copy-on-write (pages load on first touch);
+            // anything else is copied.
+            let base = log.layout.base();
+            match nvram.private_view(base, image_bytes, &staging_options) {
+                Some(view) => view?,
+                None => {
+                    Region::dram_copy(nvram.read(base, image_bytes as usize), &staging_options)?
+                }
+            }
         };
         report.notes.push(format!(
-            "staging copy of {} MiB in {:.1} ms",
+            "staging copy of {} MiB set up in {:.1} ms",
             image_bytes >> 20,
             copy_started.elapsed().as_secs_f64() * 1e3
         ));

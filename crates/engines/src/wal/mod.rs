@@ -198,7 +198,14 @@ impl Wal {
                 ..staging_options
             })?
         } else {
-            Region::dram_copy(nvram.read(base, image_bytes as usize), &staging_options)?
+            // A file-backed region's image is mapped copy-on-write (pages load on first touch);
+            // anything else is copied.
+            match nvram.private_view(base, image_bytes, &staging_options) {
+                Some(view) => view?,
+                None => {
+                    Region::dram_copy(nvram.read(base, image_bytes as usize), &staging_options)?
+                }
+            }
         };
         let redo_from = nvram.read_u64(control(C_REDO));
         let redo_started = Instant::now();
