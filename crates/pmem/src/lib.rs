@@ -25,7 +25,7 @@ pub use error::{PmemError, Result};
 pub use flush::{line_span, CpuFlushSupport, FlushKind, LineSpan, CACHE_LINE};
 pub use lock::FileLock;
 pub use region::{filesystem_name, free_bytes, is_dax, Medium, Region, RegionOptions, SyncMode};
-pub use sim::{CrashEvent, CrashPoint, CrashPolicy, Sim};
+pub use sim::{CrashEvent, CrashPoint, CrashPolicy, MarkAim, Sim};
 pub use stats::{thread_id, Stats};
 pub use timing::{TimingOptions, Tsc};
 pub use trace::{TraceEvent, TraceKind};

@@ -14,6 +14,7 @@ pub mod alloc;
 pub mod btree;
 pub mod catalog;
 pub mod conformance;
+pub mod counters;
 pub mod engine;
 pub mod format;
 pub mod heap;
@@ -22,6 +23,7 @@ pub mod pages;
 pub mod systxn;
 pub mod undo;
 
+pub use counters::EngineCounters;
 pub use engine::{
     CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, RecoveryReport, Result,
     TableId, TableSpec, Txn,
