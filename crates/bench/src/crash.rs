@@ -75,6 +75,10 @@ pub const MAX_KEPT_VIOLATIONS: usize = 100;
 /// transactions (YCSB's reads issue no events), and a point past the end of a run is never
 /// reached. What runs after the cut costs nothing (the workers halt), so the slack is free.
 const RUN_SLACK: u64 = 2;
+/// An aimed point's run may go on for this many times the dry run's transactions: its
+/// iteration runs other transactions than the dry run that counted the structural event it aims
+/// at, and rare ones (merges) may come later.
+const AIM_RUN_SLACK: u64 = 6;
 
 // Salts that derive independent streams from an iteration's seed.
 const SALT_EVENT_KIND: u64 = 1;
@@ -967,7 +971,8 @@ impl Ctx<'_> {
         let Some(sim) = region.sim() else { return failed("not a sim region".into()) };
         sim.arm_aimed(case.aim, case.point, case.policy, derive(case.seed, SALT_IMAGE));
         let stop = AtomicBool::new(false);
-        let per_thread = self.options.txns_per_thread.saturating_mul(RUN_SLACK);
+        let slack = if case.aim.is_some() { AIM_RUN_SLACK } else { RUN_SLACK };
+        let per_thread = self.options.txns_per_thread.saturating_mul(slack);
         let limit = (self.options.threads as u64).saturating_mul(per_thread);
         let limit = usize::try_from(limit).unwrap_or(usize::MAX).saturating_add(1024);
         let sink = CutSink { sim, log: AckLog::new(limit), stop: &stop };
