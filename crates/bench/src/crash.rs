@@ -1233,7 +1233,7 @@ mod tests {
     fn cases_are_deterministic_and_inside_the_span() {
         let options = CrashOptions { crashes: 500, ..CrashOptions::default() };
         let span = Span { stores: 1000, fences: 10 };
-        let spans = Spans { load: Span::default(), runs: vec![span] };
+        let spans = Spans { load: Span::default(), runs: vec![span], counters: vec![None] };
         let mut kinds = [0u32; 2];
         for i in 0..500 {
             let case = options.case(i, &spans).unwrap();
@@ -1267,7 +1267,7 @@ mod tests {
         assert_eq!(CrashOptions::default().age_lengths(), vec![0]);
         let load = Span { stores: 50, fences: 5 };
         let runs = vec![Span { stores: 1000, fences: 10 }; 4];
-        let spans = Spans { load, runs };
+        let spans = Spans { load, runs, counters: vec![None; 4] };
         let mut bases = [0u32; 4];
         for i in 0..400 {
             let case = options.case(i, &spans).unwrap();
@@ -1280,6 +1280,24 @@ mod tests {
             }
         }
         assert!(bases.iter().all(|n| *n > 40), "every base is drawn: {bases:?}");
+    }
+
+    #[test]
+    fn aimed_cases_pick_an_event_the_dry_run_saw_and_a_point_just_after_it() {
+        let options = CrashOptions { aim_percent: 100, ..Default::default() };
+        let merges = EngineCounters { merges: 3, commits: 50, ..Default::default() };
+        let span = Span { stores: 1000, fences: 100 };
+        let spans = Spans { load: span, runs: vec![span], counters: vec![Some(merges)] };
+        for i in 0..200 {
+            let case = options.case(i, &spans).unwrap();
+            let aim = case.aim.expect("every run case is aimed");
+            assert_eq!(aim.tag, Event::Merge as u8, "commits are never aimed at");
+            assert!((1..=3).contains(&aim.nth), "{aim:?}");
+            assert!(case.point.count <= AIM_STORES.max(AIM_FENCES), "{case:?}");
+        }
+        // Without counters (an engine that keeps none) the points are uniform.
+        let spans = Spans { counters: vec![None], ..spans };
+        assert!((0..50).all(|i| options.case(i, &spans).unwrap().aim.is_none()));
     }
 
     #[test]
