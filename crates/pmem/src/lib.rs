@@ -12,6 +12,7 @@
 //! an access outside the region is an assertion failure, never undefined behaviour.
 
 pub mod calib;
+pub mod copy;
 pub mod error;
 pub mod flush;
 pub mod lock;
@@ -21,6 +22,7 @@ pub mod stats;
 pub mod timing;
 pub mod trace;
 
+pub use copy::copy_sparse;
 pub use error::{PmemError, Result};
 pub use flush::{line_span, CpuFlushSupport, FlushKind, LineSpan, CACHE_LINE};
 pub use lock::FileLock;

@@ -528,7 +528,8 @@ fn copy_path(source: &Path, target: &Path) -> std::io::Result<()> {
         }
         Ok(())
     } else {
-        std::fs::copy(source, target).map(|_| ())
+        // Region files are mostly holes; a plain copy would allocate them all.
+        pmem::copy_sparse(source, target)
     }
 }
 
