@@ -776,7 +776,10 @@ impl Ctx<'_> {
         };
         let engine = self.open(region.clone()).map_err(|e| setup("opening the engine", e))?;
         let workload = (self.target.workload)();
-        workload.load(&*engine, &|_, _| {}).map_err(|e| {
+        let loaded = workload
+            .load(&*engine, &|_, _| {})
+            .and_then(|()| crate::loaded::mark_loaded(&*engine, workload.name()));
+        loaded.map_err(|e| {
             let hint = match e {
                 DbError::RegionFull(_) => "; use a larger --size or a smaller database",
                 _ => "",

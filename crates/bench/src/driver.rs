@@ -271,12 +271,25 @@ fn prepare(
             let progress = |done: u64, total: u64| report(hooks, Stage::Load, done, total, 0);
             workload
                 .load(engine, &progress)
+                .and_then(|()| crate::loaded::mark_loaded(engine, &name))
                 .map_err(|source| BenchError::Load { workload: name, source })?;
         }
         Setup::Attach => {
-            workload
-                .attach(engine)
-                .map_err(|source| BenchError::Attach { workload: name, source })?;
+            let attach_error = |source| BenchError::Attach { workload: name.clone(), source };
+            match crate::loaded::load_state(engine) {
+                crate::loaded::LoadState::Complete(loaded) if loaded != name => {
+                    return Err(attach_error(DbError::Invalid(format!(
+                        "the database holds workload {loaded}, not {name}"
+                    ))));
+                }
+                crate::loaded::LoadState::Incomplete => {
+                    return Err(attach_error(DbError::Invalid(
+                        "the database is half-loaded (its load was interrupted)".into(),
+                    )));
+                }
+                _ => {}
+            }
+            workload.attach(engine).map_err(attach_error)?;
         }
     }
     Ok(started.elapsed())

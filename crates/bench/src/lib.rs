@@ -25,6 +25,7 @@ pub mod acks;
 pub mod crash;
 pub mod driver;
 pub mod kill;
+pub mod loaded;
 pub mod report;
 pub mod seed;
 pub mod units;

@@ -1,6 +1,8 @@
 //! `engines`: one module per storage and recovery method, all behind [`storage::Engine`]
 //! (DESIGN §4). Variants are options, not copies.
 
+mod gated;
+pub mod group;
 pub mod inplace;
 
 use pmem::Region;
@@ -8,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use storage::{DbError, Engine, Result};
 
 /// Engines this crate provides.
-pub const ENGINES: &[&str] = &["inplace"];
+pub const ENGINES: &[&str] = &["inplace", "group"];
 
 /// Options shared by the page-based engines. Defaults live here.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -25,6 +27,15 @@ pub struct EngineOptions {
     pub cache_pages: Option<u64>,
     /// Deliberate bugs, to prove the crash tester catches them. Never set outside tests.
     pub fault: Option<Fault>,
+    /// `group`: longest a batch stays open (Pelley's batch period).
+    pub batch_period_ms: u64,
+    /// `group`: threads that share a batch persist (thesis §4.3.2, Table 4.2); 0: one per
+    /// worker (concurrent batch persist by the quiesced workers).
+    pub persist_threads: u32,
+    /// `group`: bytes of staged (dirty) lines one batch may hold: the batch log's capacity.
+    pub staging_bytes: u64,
+    /// `group`: close a batch after this many commits too (0: by time and size only).
+    pub batch_txns: u64,
 }
 
 impl Default for EngineOptions {
@@ -36,6 +47,10 @@ impl Default for EngineOptions {
             node_capacity: storage::btree::MAX_NODE_ENTRIES as u32,
             cache_pages: None,
             fault: None,
+            batch_period_ms: 20,
+            persist_threads: 0,
+            staging_bytes: 32 << 20,
+            batch_txns: 0,
         }
     }
 }
@@ -53,12 +68,19 @@ pub enum Fault {
     /// Recovery frees a rolled-back transaction's undo log without persisting the restored
     /// bytes first.
     RecoveryRollbackNotPersisted,
+    /// `group`: no barrier between writing the batch log and marking it valid.
+    BatchSkipLogBarrier,
+    /// `group`: copy the staged lines in place before the batch log is written.
+    BatchCopyBeforeLog,
+    /// `group`: acknowledge a batch before its last barrier (the log's invalidation).
+    BatchAckEarly,
 }
 
 impl Fault {
     /// Every fault's name, for error messages.
     pub const NAMES: &'static str =
-        "update-before-undo, commit-before-data, free-before-commit, recovery-rollback-not-persisted";
+        "update-before-undo, commit-before-data, free-before-commit, recovery-rollback-not-persisted, \
+         batch-skip-log-barrier, batch-copy-before-log, batch-ack-early";
 
     pub fn parse(s: &str) -> Option<Fault> {
         match s {
@@ -66,6 +88,9 @@ impl Fault {
             "commit-before-data" => Some(Fault::CommitBeforeData),
             "free-before-commit" => Some(Fault::FreeBeforeCommit),
             "recovery-rollback-not-persisted" => Some(Fault::RecoveryRollbackNotPersisted),
+            "batch-skip-log-barrier" => Some(Fault::BatchSkipLogBarrier),
+            "batch-copy-before-log" => Some(Fault::BatchCopyBeforeLog),
+            "batch-ack-early" => Some(Fault::BatchAckEarly),
             _ => None,
         }
     }
@@ -94,13 +119,18 @@ pub struct Inspection {
 /// What opening `region` would do (superblock verdict, in-flight work), read without writing.
 /// A damaged superblock is an error.
 pub fn inspect(region: &Region) -> Result<Inspection> {
-    inplace::inspect(region)
+    let outer = inplace::inspect(region)?;
+    if outer.engine.as_deref() == Some(group::ENGINE_NAME) {
+        return group::inspect(region, outer);
+    }
+    Ok(outer)
 }
 
 /// Opens (formatting a blank region, recovering otherwise) engine `name` on `region`.
 pub fn open(name: &str, region: Region, options: &EngineOptions) -> Result<Box<dyn Engine>> {
     match name {
         "inplace" => Ok(Box::new(inplace::InPlace::open(region, options)?)),
+        "group" => Ok(Box::new(group::Group::open(region, options)?)),
         other => Err(DbError::Invalid(format!(
             "unknown engine `{other}` (this crate has: {})",
             ENGINES.join(", ")

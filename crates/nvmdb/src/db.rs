@@ -2,7 +2,7 @@
 //! nvmdb's engines and hands out transactions through the [`storage::Engine`] trait.
 
 use engines::EngineOptions;
-use pmem::{Region, RegionOptions};
+use pmem::RegionOptions;
 use serde::Serialize;
 use std::ops::Deref;
 use storage::{DbError, Engine, IntegrityReport, RecoveryReport, Result};
@@ -42,7 +42,7 @@ impl Db {
                 engines::ENGINES.join(", ")
             )));
         }
-        let region = Region::open(&options.region)?;
+        let region = storage::format::open_region(&options.region)?;
         let engine = engines::open(&options.engine, region, &options.engine_options)?;
         Ok(Db { engine })
     }

@@ -61,6 +61,12 @@ pub const ENGINES: &[EngineInfo] = &[
         stores_data: true,
     },
     EngineInfo {
+        name: "group",
+        kind: EngineKind::Region,
+        about: "NVRAM Group Commit (Pelley et al. VLDB 2014 §3.2): batches persisted atomically",
+        stores_data: true,
+    },
+    EngineInfo {
         name: "sqlite",
         kind: EngineKind::Peer,
         about: "SQLite, WAL journal, synchronous=FULL: one writer, readers never wait",
@@ -148,7 +154,7 @@ pub fn open_engine(
             })
         }
         EngineKind::Region => {
-            let region = Region::open(region)?;
+            let region = storage::format::open_region(region)?;
             open_region_engine(info, region, config)
         }
         EngineKind::Peer => match region.path.as_deref() {
@@ -160,6 +166,17 @@ pub fn open_engine(
 
 /// Engine options a region engine accepts through `--engine-opt`.
 const REGION_OPTS: &[&str] = &["undo_pages", "sys_undo_pages", "node_capacity", "fault"];
+/// What `group` accepts beyond [`REGION_OPTS`].
+const GROUP_OPTS: &[&str] = &[
+    "undo_pages",
+    "sys_undo_pages",
+    "node_capacity",
+    "fault",
+    "batch_period_ms",
+    "persist_threads",
+    "staging_bytes",
+    "batch_txns",
+];
 
 fn parse_opt<T: std::str::FromStr>(
     engine: &'static str,
@@ -178,7 +195,7 @@ pub fn region_engine_options(
     engine: &'static str,
     config: &EngineConfig,
 ) -> Result<engines::EngineOptions, RegistryError> {
-    reject_extra(engine, config, REGION_OPTS)?;
+    reject_extra(engine, config, if engine == "group" { GROUP_OPTS } else { REGION_OPTS })?;
     let mut o = engines::EngineOptions {
         workers: (config.workers.max(1)) as u32,
         cache_pages: config.cache_pages,
@@ -189,6 +206,14 @@ pub fn region_engine_options(
             "undo_pages" => o.undo_pages = parse_opt(engine, k, v)?,
             "sys_undo_pages" => o.sys_undo_pages = parse_opt(engine, k, v)?,
             "node_capacity" => o.node_capacity = parse_opt(engine, k, v)?,
+            "batch_period_ms" => o.batch_period_ms = parse_opt(engine, k, v)?,
+            "persist_threads" => o.persist_threads = parse_opt(engine, k, v)?,
+            "staging_bytes" => {
+                o.staging_bytes = bench::units::parse_bytes(v).map_err(|e| {
+                    RegistryError::Db(DbError::Invalid(format!("staging_bytes={v}: {e}")))
+                })?
+            }
+            "batch_txns" => o.batch_txns = parse_opt(engine, k, v)?,
             "fault" => {
                 o.fault = Some(engines::Fault::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!(

@@ -13,6 +13,7 @@
 
 pub mod calib;
 pub mod copy;
+pub mod dirty;
 pub mod error;
 pub mod flush;
 pub mod lock;
@@ -23,10 +24,13 @@ pub mod timing;
 pub mod trace;
 
 pub use copy::copy_sparse;
+pub use dirty::DirtyLines;
 pub use error::{PmemError, Result};
 pub use flush::{line_span, CpuFlushSupport, FlushKind, LineSpan, CACHE_LINE};
 pub use lock::FileLock;
-pub use region::{filesystem_name, free_bytes, is_dax, Medium, Region, RegionOptions, SyncMode};
+pub use region::{
+    filesystem_name, free_bytes, is_dax, Medium, Region, RegionOptions, StoreObserver, SyncMode,
+};
 pub use sim::{CrashEvent, CrashPoint, CrashPolicy, MarkAim, Sim};
 pub use stats::{thread_id, Stats};
 pub use timing::{TimingOptions, Tsc};

@@ -1,5 +1,6 @@
 //! `Region`: a byte range of persistent memory addressed by `u64` offsets, on one medium.
 
+use crate::dirty::DirtyLines;
 use crate::error::{PmemError, Result};
 use crate::flush::{flush_line, line_span, select_flush, store_fence, CpuFlushSupport, FlushKind};
 use crate::flush::{LineSpan, CACHE_LINE};
@@ -122,6 +123,8 @@ pub struct RegionOptions {
     pub wear: bool,
     /// Record a persist trace.
     pub trace: bool,
+    /// Track written lines in a [`DirtyLines`] set (the staging copy of NVRAM Group Commit).
+    pub track_dirty: bool,
     /// Largest size the region may grow to (file media): the mapping is this long from the
     /// start, the file only `size_bytes`, and [`Region::ensure_backed`] extends the file as the
     /// engine allocates further. 0: the region stays at its size.
@@ -144,6 +147,7 @@ impl Default for RegionOptions {
             timing: TimingOptions::default(),
             wear: false,
             trace: false,
+            track_dirty: false,
             max_size_bytes: 0,
             private: false,
         }
@@ -237,6 +241,8 @@ struct Inner {
     wear: Option<WearMap>,
     tracer: Option<Tracer>,
     sim: Option<Sim>,
+    dirty: Option<DirtyLines>,
+    observer: std::sync::OnceLock<Arc<dyn StoreObserver>>,
     /// This open produced brand-new zeroed contents (see [`Region::created`]).
     created: bool,
     /// How a growable region extends its file (`None`: the mapping is all backed).
@@ -244,6 +250,13 @@ struct Inner {
     /// The exclusive lock on the region file (file media with a path). Declared last so that it
     /// is released after `map` is unmapped: no other opener maps the file while this one does.
     _lock: Option<FileLock>,
+}
+
+/// Sees every store to a region, in the storing thread, just before the bytes are stored and
+/// inside whatever critical section the writer holds: stores to the same bytes are observed in
+/// the order they are made.
+pub trait StoreObserver: Send + Sync {
+    fn on_store(&self, offset: u64, bytes: &[u8]);
 }
 
 /// What opening a medium produced, before the region's bookkeeping is added.
@@ -439,6 +452,31 @@ impl Region {
         Ok(Self::finish(&options, opened, flush_kind, Some(image.to_vec())))
     }
 
+    /// A `dram` region holding a copy of `contents` (not marked dirty, not [`Region::created`]):
+    /// the volatile staging copy of a persistent region (NVRAM Group Commit's "replicate to
+    /// DRAM"). Only the size, statistics and dirty-tracking options apply.
+    pub fn dram_copy(contents: &[u8], options: &RegionOptions) -> Result<Region> {
+        if contents.is_empty() {
+            return Err(PmemError::InvalidOption("empty staging copy".into()));
+        }
+        let options = RegionOptions {
+            medium: Medium::Dram,
+            size_bytes: contents.len() as u64,
+            path: None,
+            sync: SyncMode::Cache,
+            flush: None,
+            max_size_bytes: 0,
+            private: false,
+            ..options.clone()
+        };
+        options.validate()?;
+        let map = Self::map_anonymous(contents.len() as u64)?;
+        // SAFETY: the mapping is exactly `contents.len()` bytes and not yet shared.
+        unsafe { std::ptr::copy_nonoverlapping(contents.as_ptr(), map.base, contents.len()) };
+        let opened = Opened { map, path: None, lock: None, created: false, grower: None };
+        Ok(Self::finish(&options, opened, FlushKind::None, None))
+    }
+
     fn flush_kind_for(options: &RegionOptions, cpu: CpuFlushSupport) -> Result<FlushKind> {
         match (options.medium, options.flush) {
             (Medium::Dram, None) => Ok(FlushKind::None),
@@ -469,6 +507,8 @@ impl Region {
                 wear: options.wear.then(|| WearMap::new(len)),
                 tracer: options.trace.then(Tracer::default),
                 sim: sim_image.map(|img| Sim::new(&img, options.eadr)),
+                dirty: options.track_dirty.then(|| DirtyLines::new(len)),
+                observer: std::sync::OnceLock::new(),
                 grower,
                 _lock: lock,
             }),
@@ -551,7 +591,13 @@ impl Region {
             }
             actual
         };
-        let flags = if options.private { libc::MAP_PRIVATE } else { map_flags(options.medium) };
+        // A private mapping reserves no swap for its copy-on-write pages: a growable region maps far
+        // more than it will ever touch, and the kernel would refuse the whole reservation.
+        let flags = if options.private {
+            libc::MAP_PRIVATE | libc::MAP_NORESERVE
+        } else {
+            map_flags(options.medium)
+        };
         // A growable region maps its maximum size now (addresses never move); the file covers
         // only `len` bytes until the engine needs more.
         let backed = len;
@@ -782,6 +828,9 @@ impl Region {
     pub fn write(&self, offset: u64, bytes: &[u8]) {
         self.check(offset, bytes.len() as u64);
         let inner = &*self.inner;
+        if let Some(o) = inner.observer.get() {
+            o.on_store(offset, bytes);
+        }
         // SAFETY: bounds checked; callers serialise writers of the same bytes.
         let copy = || unsafe {
             std::ptr::copy_nonoverlapping(
@@ -795,6 +844,9 @@ impl Region {
             None => copy(),
         }
         inner.stats.add2(Counter::Stores, 1, Some((Counter::BytesWritten, bytes.len() as u64)));
+        if let Some(d) = &inner.dirty {
+            d.mark(offset, bytes.len() as u64);
+        }
         if let Some(t) = &inner.tracer {
             t.record(TraceKind::Store, offset, bytes.len() as u64);
         }
@@ -806,6 +858,9 @@ impl Region {
         self.check(offset, 8);
         assert!(offset.is_multiple_of(8), "write_u64 at unaligned offset {offset}");
         let inner = &*self.inner;
+        if let Some(o) = inner.observer.get() {
+            o.on_store(offset, &value.to_le_bytes());
+        }
         // SAFETY: in bounds and 8-aligned; AtomicU64 has the layout of u64.
         let a = unsafe { &*(inner.map.base.add(offset as usize) as *const StdAtomicU64) };
         match &inner.sim {
@@ -815,6 +870,9 @@ impl Region {
             None => a.store(value, Ordering::Release),
         }
         inner.stats.add2(Counter::Stores, 1, Some((Counter::BytesWritten, 8)));
+        if let Some(d) = &inner.dirty {
+            d.mark(offset, 8);
+        }
         if let Some(t) = &inner.tracer {
             t.record(TraceKind::Store, offset, 8);
         }
@@ -983,6 +1041,17 @@ impl Region {
     /// Takes the recorded trace and the count of events dropped over the limit.
     pub fn take_trace(&self) -> Option<(Vec<TraceEvent>, u64)> {
         self.inner.tracer.as_ref().map(Tracer::take)
+    }
+
+    /// Installs the observer of every later store (once per region): how a write-ahead log
+    /// captures the stores made to a volatile buffer-pool copy. Returns false if one is set.
+    pub fn set_observer(&self, observer: Arc<dyn StoreObserver>) -> bool {
+        self.inner.observer.set(observer).is_ok()
+    }
+
+    /// The lines written since the set was last cleared (regions opened with `track_dirty`).
+    pub fn dirty(&self) -> Option<&DirtyLines> {
+        self.inner.dirty.as_ref()
     }
 
     /// The crash simulator, on the `sim` medium.

@@ -445,6 +445,41 @@ pub fn get_u16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
 }
 
+/// Opens a region; an existing file is mapped at least at the size its superblock describes.
+/// A region that grows (`--max-size`) is formatted for its maximum size while its file holds only
+/// what is in use, so every opener must map that maximum or the superblock would look truncated.
+pub fn open_region(options: &pmem::RegionOptions) -> pmem::Result<Region> {
+    let file_medium =
+        matches!(options.medium, pmem::Medium::Shm | pmem::Medium::File | pmem::Medium::Dax);
+    let described = options.path.as_deref().filter(|_| file_medium).and_then(|path| {
+        let mut first = vec![0u8; 2 * PAGE_SIZE];
+        let mut file = std::fs::File::open(path).ok()?;
+        std::io::Read::read_exact(&mut file, &mut first).ok()?;
+        region_bytes_in(&first)
+    });
+    match described {
+        Some(bytes) if bytes > options.max_size_bytes.max(options.size_bytes) => {
+            let options = pmem::RegionOptions { max_size_bytes: bytes, ..options.clone() };
+            Region::open(&options)
+        }
+        _ => Region::open(options),
+    }
+}
+
+/// The size a region file's superblock (or its copy) says the region has, read from the file's
+/// first bytes without mapping it: a growing region must be mapped at that size on reopen.
+pub fn region_bytes_in(first_pages: &[u8]) -> Option<u64> {
+    for page in [0, SUPERBLOCK_COPY_PAGE] {
+        let at = page_offset(page) as usize;
+        if let Some(slot) = first_pages.get(at..at + SUPERBLOCK_BYTES) {
+            if let SlotState::Valid(sb) = Superblock::classify(slot) {
+                return Some(sb.layout.page_count * PAGE_SIZE_U64);
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,18 +570,4 @@ mod tests {
         r.write_u64(page_offset(CATALOG_PAGE), 1);
         assert!(Superblock::verdict(&r, false).is_err());
     }
-}
-
-/// The size a region file's superblock (or its copy) says the region has, read from the file's
-/// first bytes without mapping it: a growing region must be mapped at that size on reopen.
-pub fn region_bytes_in(first_pages: &[u8]) -> Option<u64> {
-    for page in [0, SUPERBLOCK_COPY_PAGE] {
-        let at = page_offset(page) as usize;
-        if let Some(slot) = first_pages.get(at..at + SUPERBLOCK_BYTES) {
-            if let SlotState::Valid(sb) = Superblock::classify(slot) {
-                return Some(sb.layout.page_count * PAGE_SIZE_U64);
-            }
-        }
-    }
-    None
 }

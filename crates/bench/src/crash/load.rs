@@ -6,13 +6,15 @@
 //! load (page allocation on every insert, splits on every few).
 //!
 //! One iteration: a blank `sim` region with a crash armed at a point of the load's span; the
-//! engine formats it and the workload's loader runs through [`LoadAcks`], which records each
-//! table created and each insert committed (durably) before the cut, and refuses further work
-//! after it. The cut image must then open (blank or recovered), every acknowledged table must
-//! exist with at least its acknowledged rows, and the engine's integrity check must pass; a
-//! region cut before its first table was created must load afresh and pass the workload's
-//! checker. The image is also cut right after recovery and verified again.
+//! engine formats it and the workload's loader, then the driver's load-complete mark
+//! ([`crate::loaded`]), run through [`LoadAcks`], which records each table created and each
+//! insert committed (durably) before the cut, and refuses further work after it. The cut image
+//! must then open (blank or recovered), every acknowledged table must exist with at least its
+//! acknowledged rows, and the engine's integrity check must pass. By the mark: a completed load
+//! must pass the workload's checker; a region cut before its first table must load afresh and
+//! pass it. The image is also cut right after recovery and verified again.
 
+use crate::loaded::LoadState;
 use super::{
     derive, describe_violation, panic_message, Checked, Ctx, Outcome, Phase, Replay, Span,
     ViolationKind, SALT_AFTER_RECOVERY, SALT_IMAGE,
@@ -107,7 +109,9 @@ impl Ctx<'_> {
             Err(e) => return failed(format!("formatting a blank region: {e}")),
         };
         let loader = LoadAcks { inner: &*engine, sim, acked: Mutex::new(Acked::new()) };
-        let loaded = workload.load(&loader, &|_, _| {});
+        let loaded = workload
+            .load(&loader, &|_, _| {})
+            .and_then(|()| crate::loaded::mark_loaded(&loader, workload.name()));
         let run_error = match loaded {
             Err(e) if !sim.cut_taken() => Some(format!("loading before the crash: {e}")),
             _ => None,
@@ -165,16 +169,33 @@ impl Ctx<'_> {
             out.after = region.crash_image(policy, seed);
         }
         out.failures.extend(check_loaded(&*engine, acked));
-        if out.failures.is_empty() && engine.tables().is_empty() {
+        if !out.failures.is_empty() {
+            return;
+        }
+        match crate::loaded::load_state(&*engine) {
             // Cut before the first table: the region must be as good as blank.
-            if let Err(e) = workload.load(&*engine, &|_, _| {}) {
-                let message = format!("loading afresh after a crash before any table: {e}");
-                return out.failures.push((ViolationKind::Recovery, message));
+            LoadState::Empty => {
+                if let Err(e) = workload.load(&*engine, &|_, _| {}) {
+                    let message = format!("loading afresh after a crash before any table: {e}");
+                    return out.failures.push((ViolationKind::Recovery, message));
+                }
+                if let Err(e) = workload.check(&*engine) {
+                    let message = format!("after loading afresh: {e}");
+                    out.failures.push((ViolationKind::Consistency, message));
+                }
             }
-            if let Err(e) = workload.check(&*engine) {
-                let message = format!("after loading afresh: {e}");
-                out.failures.push((ViolationKind::Consistency, message));
+            // The whole load committed: the database must be the workload's.
+            LoadState::Complete(_) => {
+                if let Err(e) = workload.attach(&*engine) {
+                    let message = format!("a completed load does not attach: {e}");
+                    return out.failures.push((ViolationKind::Recovery, message));
+                }
+                if let Err(e) = workload.check(&*engine) {
+                    out.failures.push((ViolationKind::Consistency, e));
+                }
             }
+            // Half loaded: what was acknowledged is there (checked above), nothing more holds.
+            LoadState::Incomplete => {}
         }
     }
 }

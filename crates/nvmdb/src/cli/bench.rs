@@ -240,7 +240,14 @@ fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow
 
 fn explain_run_error(e: bench::BenchError, plan: &Plan) -> anyhow::Error {
     if e.is_region_full() {
-        let size = units::format_bytes(plan.region.size_bytes);
+        // Reopening an existing file gives no --size: name the size the file has.
+        let file_bytes =
+            || plan.region.path.as_deref().and_then(|p| std::fs::metadata(p).ok()).map(|m| m.len());
+        let bytes = match plan.region.size_bytes {
+            0 => file_bytes().unwrap_or(0),
+            n => n,
+        };
+        let size = units::format_bytes(bytes.max(plan.region.max_size_bytes));
         return anyhow::anyhow!(
             "the {} workload at this scale does not fit the {size} region ({e}); \
              use a larger --size / --max-size or a smaller --scale/--records",

@@ -6,7 +6,7 @@
 //! arguments or not an nvmdb region.
 
 use anyhow::Context;
-use pmem::{Medium, Region, RegionOptions};
+use pmem::{Medium, RegionOptions};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +36,8 @@ struct Output {
     /// Why the region cannot be opened, if it cannot.
     error: Option<String>,
     recovery: Option<storage::RecoveryReport>,
+    /// `complete` (with the workload), `incomplete` (a load was interrupted) or `empty`.
+    load: Option<String>,
     check: Option<nvmdb::CheckReport>,
     ok: bool,
 }
@@ -49,8 +51,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         private: !args.repair,
         ..RegionOptions::default()
     };
-    let region =
-        Region::open(&options).with_context(|| format!("opening {}", args.path.display()))?;
+    let region = storage::format::open_region(&options)
+        .with_context(|| format!("opening {}", args.path.display()))?;
     let mut out = Output {
         path: args.path.clone(),
         size_bytes: region.len(),
@@ -58,6 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         inspection: None,
         error: None,
         recovery: None,
+        load: None,
         check: None,
         ok: false,
     };
@@ -79,6 +82,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match engines::open(&engine, region, &engines::EngineOptions::default()) {
             Ok(db) => {
                 out.recovery = Some(db.recovery_report());
+                out.load = Some(match bench::loaded::load_state(&*db) {
+                    bench::loaded::LoadState::Empty => "empty".into(),
+                    bench::loaded::LoadState::Complete(w) => format!("complete ({w})"),
+                    bench::loaded::LoadState::Incomplete => {
+                        "incomplete: a load was interrupted; its data is not a whole workload"
+                            .into()
+                    }
+                });
                 match nvmdb::check_engine(&*db) {
                     Ok(report) => {
                         out.ok = report.ok();
@@ -124,6 +135,9 @@ fn human(o: &Output) -> String {
     }
     if let Some(r) = &o.recovery {
         line("recovered in", format!("{:.3} ms", r.duration.as_secs_f64() * 1e3));
+    }
+    if let Some(l) = &o.load {
+        line("load", l.clone());
     }
     if let Some(c) = &o.check {
         match &c.integrity {

@@ -605,7 +605,10 @@ fn load_base(plan: &Plan, region: &RegionOptions) -> anyhow::Result<()> {
             format!("creating {}", region.path.as_deref().unwrap_or(Path::new("")).display())
         })?;
     let workload = make_workload(plan);
-    workload.load(&*engine, &|_, _| {}).map_err(|e| {
+    let loaded = workload
+        .load(&*engine, &|_, _| {})
+        .and_then(|()| bench::loaded::mark_loaded(&*engine, workload.name()));
+    loaded.map_err(|e| {
         let hint = match e {
             storage::DbError::RegionFull(_) => "; use a larger --size or a smaller database",
             _ => "",
