@@ -7,21 +7,22 @@
 //!
 //! One iteration: a blank `sim` region with a crash armed at a point of the load's span; the
 //! engine formats it and the workload's loader, then the driver's load-complete mark
-//! ([`crate::loaded`]), run through [`LoadAcks`], which records each table created and each
-//! insert committed (durably) before the cut, and refuses further work after it. The cut image
+//! ([`crate::loaded`]), run through [`LoadAcks`], which records each insert whose commit was
+//! observed durable before the cut, and each table created before such a commit (group commit
+//! makes a creation durable with the batch that follows it), and refuses work after the cut. The cut image
 //! must then open (blank or recovered), every acknowledged table must exist with at least its
 //! acknowledged rows, and the engine's integrity check must pass. By the mark: a completed load
 //! must pass the workload's checker; a region cut before its first table must load afresh and
 //! pass it. The image is also cut right after recovery and verified again.
 
-use crate::loaded::LoadState;
 use super::{
     derive, describe_violation, panic_message, Checked, Ctx, Outcome, Phase, Replay, Span,
     ViolationKind, SALT_AFTER_RECOVERY, SALT_IMAGE,
 };
+use crate::loaded::LoadState;
 use parking_lot::Mutex;
 use pmem::{CrashPolicy, Region, Sim};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 use storage::{
@@ -108,7 +109,7 @@ impl Ctx<'_> {
             }
             Err(e) => return failed(format!("formatting a blank region: {e}")),
         };
-        let loader = LoadAcks { inner: &*engine, sim, acked: Mutex::new(Acked::new()) };
+        let loader = LoadAcks { inner: &*engine, sim, state: Mutex::new(AckState::default()) };
         let loaded = workload
             .load(&loader, &|_, _| {})
             .and_then(|()| crate::loaded::mark_loaded(&loader, workload.name()));
@@ -118,7 +119,7 @@ impl Ctx<'_> {
         };
         let window = engine.counters();
         let image = sim.take_image();
-        let acked = loader.acked.into_inner();
+        let acked = loader.state.into_inner().acked;
         drop(engine);
         LoadCut { image, acked, window, run_error }
     }
@@ -246,7 +247,17 @@ fn count_rows(engine: &dyn Engine, table: TableId) -> Result<u64> {
 struct LoadAcks<'a> {
     inner: &'a dyn Engine,
     sim: &'a Sim,
-    acked: Mutex<Acked>,
+    state: Mutex<AckState>,
+}
+
+#[derive(Default)]
+struct AckState {
+    acked: Acked,
+    /// Tables created so far, in order.
+    tables: Vec<String>,
+    /// Commits not yet observed durable, in commit order: the token, the tables created before
+    /// the commit, and the rows it inserted per table.
+    pending: VecDeque<(CommitToken, usize, Vec<(String, u64)>)>,
 }
 
 impl LoadAcks<'_> {
@@ -255,6 +266,26 @@ impl LoadAcks<'_> {
             return Err(DbError::Invalid("the load halted at the crash cut".into()));
         }
         Ok(())
+    }
+
+    /// Acknowledges the pending commits that are durable now, oldest first (tokens become
+    /// durable in commit order). The ack ordering rule: durability observed while the cut was
+    /// not yet taken held at the cut (the flag only goes from false to true).
+    fn sweep(&self) {
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        while let Some((token, _, _)) = state.pending.front() {
+            if !self.inner.is_durable(*token) || self.sim.cut_taken() {
+                return;
+            }
+            let Some((_, tables, rows)) = state.pending.pop_front() else { return };
+            for name in &state.tables[..tables] {
+                state.acked.entry(name.clone()).or_insert(0);
+            }
+            for (name, n) in rows {
+                *state.acked.entry(name).or_insert(0) += n;
+            }
+        }
     }
 }
 
@@ -266,10 +297,7 @@ impl Engine for LoadAcks<'_> {
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.halted()?;
         let id = self.inner.create_table(spec)?;
-        // Returned before the cut: the table must survive it.
-        if !self.sim.cut_taken() {
-            self.acked.lock().insert(spec.name.clone(), 0);
-        }
+        self.state.lock().tables.push(spec.name.clone());
         Ok(id)
     }
 
@@ -292,7 +320,9 @@ impl Engine for LoadAcks<'_> {
     }
 
     fn wait_durable(&self, token: CommitToken) -> Result<()> {
-        self.inner.wait_durable(token)
+        self.inner.wait_durable(token)?;
+        self.sweep();
+        Ok(())
     }
 
     fn recovery_report(&self) -> RecoveryReport {
@@ -364,16 +394,17 @@ impl Txn for LoadTxn<'_> {
     fn commit(self: Box<Self>) -> Result<CommitToken> {
         let LoadTxn { inner, owner, inserted } = *self;
         let token = inner.commit()?;
-        // The ack ordering rule: durable and observed before the cut, so durable at the cut.
-        if owner.inner.is_durable(token) && !owner.sim.cut_taken() {
-            let tables = owner.inner.tables();
-            let mut acked = owner.acked.lock();
-            for (table, rows) in inserted {
-                if let Some(spec) = tables.get(table as usize) {
-                    *acked.entry(spec.name.clone()).or_insert(0) += rows;
-                }
-            }
+        let specs = owner.inner.tables();
+        let rows = inserted
+            .into_iter()
+            .filter_map(|(table, n)| specs.get(table as usize).map(|s| (s.name.clone(), n)))
+            .collect();
+        {
+            let mut state = owner.state.lock();
+            let tables = state.tables.len();
+            state.pending.push_back((token, tables, rows));
         }
+        owner.sweep();
         Ok(token)
     }
 
