@@ -250,14 +250,17 @@ struct LoadAcks<'a> {
     state: Mutex<AckState>,
 }
 
+/// A commit not yet observed durable: its token, the tables created before it, and the rows it
+/// inserted per table.
+type PendingCommit = (CommitToken, usize, Vec<(String, u64)>);
+
 #[derive(Default)]
 struct AckState {
     acked: Acked,
     /// Tables created so far, in order.
     tables: Vec<String>,
-    /// Commits not yet observed durable, in commit order: the token, the tables created before
-    /// the commit, and the rows it inserted per table.
-    pending: VecDeque<(CommitToken, usize, Vec<(String, u64)>)>,
+    /// Commits not yet observed durable, in commit order.
+    pending: VecDeque<PendingCommit>,
 }
 
 impl LoadAcks<'_> {
