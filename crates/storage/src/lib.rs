@@ -5,7 +5,8 @@
 //! engine's recovery method (the seam that lets one B+tree serve In-Place Updates, WAL and Group
 //! Commit, as one Shore-MT served all three of Pelley et al., VLDB 2014, §3.2); the [`btree`]; the
 //! [`heap`] of fixed-size rows; the [`catalog`]; the key-level [`lock`] manager; the persistent
-//! page allocator ([`alloc`]); undo logs ([`undo`]) and system transactions ([`systxn`]).
+//! page allocator ([`alloc`]); undo logs ([`undo`]) and system transactions ([`systxn`]); event
+//! [`counters`] (splits, merges, frees, ...) that crash campaigns report their coverage with.
 //!
 //! Invariant: every persistent change goes through a `pmem::Region` and, for structures shared
 //! by engines, through a `PageWriter`, so the recovery method sees every write.
