@@ -7,10 +7,15 @@
 //! allocator left inconsistent, and recovery that fails, panics, or breaks when it crashes itself.
 //!
 //! One campaign: the workload is loaded once on a `sim` region and shut down cleanly; that
-//! persisted image is the *base*. A dry run on the base measures how many stores and fences a
-//! run of the workload issues (its *span*). Then every iteration:
-//! 1. opens the engine on a fresh copy of the base and arms a crash at a random store or fence
-//!    of the span, under a crash policy (`persisted`, `evict`, `torn`);
+//! persisted image, aged by `history` (up to `ages` random-length prefixes of transactions,
+//! each shut down cleanly), gives the *bases*: crash windows then fall in a database that has
+//! grown and reorganised for a while, not only right after a clean load. A dry run on each base
+//! measures how many stores and fences a run of the workload issues (its *span*). Then every
+//! iteration (every `load_every`-th one instead crashes while formatting and loading, see
+//! [`load`]):
+//! 1. opens the engine on a fresh copy of a base drawn from its seed and arms a crash at a
+//!    random store or fence of that base's span, under a crash policy (`persisted`, `evict`,
+//!    `torn`);
 //! 2. runs the workload through the benchmark driver ([`crate::run`]); the ack sink records a
 //!    transaction's acks only while the cut has not been taken (the ack ordering rule: a commit
 //!    observed durable before the cut was durable before it); the workers halt at the cut (what
@@ -25,25 +30,34 @@
 //!    recovery of the previous image (as long as that recovery issues events), and verifies
 //!    each recovered image the same way.
 //!
-//! Determinism: iteration `i` runs with [`iteration_seed`]`(seed, i)`, which fixes its
-//! transactions, its crash point, the image's random choices and its recovery cuts. With one
-//! worker thread a [`Replay`] of `(seed, point, policy)` reruns exactly that case; with more,
-//! thread interleavings make a replay only likely to reproduce.
+//! Coverage: the engine's counters ([`Engine::counters`], stopped by the `sim` region at its
+//! cut) are sampled at the start of the run that is cut; the difference is what the crash
+//! window held (splits, merges, heap growths, page frees, deletes, commits), summed in
+//! [`Summary::coverage`]. A campaign whose windows hold no split has not tested a crash in one.
+//!
+//! Determinism: iteration `i` runs with [`iteration_seed`]`(seed, i)`, which fixes its base,
+//! its transactions, its crash point, the image's random choices and its recovery cuts; the
+//! bases depend on the campaign's seed, history and ages, aged by one thread. With one worker
+//! thread a [`Replay`] of `(seed, point, policy)` (under the same campaign flags) reruns exactly
+//! that case; with more, thread interleavings make a replay only likely to reproduce.
 //!
 //! Invariant: a violation is only ever reported against facts that held before the cut: acks
 //! recorded while `Sim::cut_taken()` was false, and the workload's own invariants.
+
+mod load;
 
 use crate::acks::{AckLog, DurableSink, DurableTxn};
 use crate::driver::{BenchError, Hooks, RunLength, RunOptions, Setup, MAX_THREADS};
 use crate::seed::splitmix64;
 use parking_lot::Mutex;
-use pmem::{CrashEvent, CrashPoint, CrashPolicy, Medium, Region, RegionOptions, Sim};
+use pmem::{CrashEvent, CrashPoint, CrashPolicy, MarkAim, Medium, Region, RegionOptions, Sim};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use storage::{DbError, Engine};
+use storage::counters::Event;
+use storage::{DbError, Engine, EngineCounters};
 use workloads::{Ack, TxnDone, Worker, Workload};
 
 /// Most iterations one campaign runs.
@@ -61,6 +75,10 @@ pub const MAX_KEPT_VIOLATIONS: usize = 100;
 /// transactions (YCSB's reads issue no events), and a point past the end of a run is never
 /// reached. What runs after the cut costs nothing (the workers halt), so the slack is free.
 const RUN_SLACK: u64 = 2;
+/// An aimed point's run may go on for this many times the dry run's transactions: its
+/// iteration runs other transactions than the dry run that counted the structural event it aims
+/// at, and rare ones (merges) may come later.
+const AIM_RUN_SLACK: u64 = 6;
 
 // Salts that derive independent streams from an iteration's seed.
 const SALT_EVENT_KIND: u64 = 1;
@@ -69,6 +87,21 @@ const SALT_IMAGE: u64 = 3;
 const SALT_DRY_RUN: u64 = 4;
 const SALT_RECOVERY: u64 = 0x100;
 const SALT_AFTER_RECOVERY: u64 = 5;
+const SALT_AGE: u64 = 6;
+const SALT_AGES: u64 = 0x200;
+const SALT_AGING_RUN: u64 = 0x300;
+const SALT_AIM: u64 = 0x400;
+
+/// The structural events crash points are aimed at (commits are everywhere already).
+const AIMED_EVENTS: [Event; 5] =
+    [Event::Split, Event::Merge, Event::HeapGrowth, Event::PageFree, Event::Delete];
+/// An aimed point falls within this many fences, or stores, after its event: a structure
+/// modification persists in a handful of barriers (undo record, data, free mark, frees).
+const AIM_FENCES: u64 = 5;
+const AIM_STORES: u64 = 24;
+
+/// Most aged bases one campaign keeps (each is a region-sized image in memory).
+pub const MAX_AGES: u32 = 16;
 
 /// Which events crash points count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -167,20 +200,39 @@ pub struct Violation {
     pub message: String,
 }
 
+/// Where in a campaign's life a crash falls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// In a run of the workload on a loaded (and aged) base.
+    Run,
+    /// While a blank region is formatted, its tables created and the workload loaded.
+    Load,
+}
+
 /// A simulated crash: the seed that fixes everything random, the point and the policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Replay {
     pub seed: u64,
     pub point: CrashPoint,
     pub policy: CrashPolicy,
+    pub phase: Phase,
+    /// `point` counts from this structural event of the run on (see [`MarkAim`]); a reached
+    /// aimed point is reported as the plain point it fell on.
+    pub aim: Option<MarkAim>,
 }
 
 impl Replay {
-    /// `SEED:EVENT:COUNT` (e.g. `1234:fence:56`); the seed may be hexadecimal (`0x...`).
+    /// `SEED:EVENT:COUNT` (e.g. `1234:fence:56`), prefixed `load:` for a crash while loading;
+    /// the seed may be hexadecimal (`0x...`).
     pub fn parse(text: &str, policy: CrashPolicy) -> Result<Replay, String> {
-        let parts: Vec<&str> = text.split(':').collect();
+        let (phase, rest) = match text.strip_prefix("load:") {
+            Some(rest) => (Phase::Load, rest),
+            None => (Phase::Run, text),
+        };
+        let parts: Vec<&str> = rest.split(':').collect();
         let [seed, event, count] = parts.as_slice() else {
-            return Err(format!("`{text}` is not SEED:EVENT:COUNT (e.g. 1234:fence:56)"));
+            return Err(format!("`{text}` is not [load:]SEED:EVENT:COUNT (e.g. 1234:fence:56)"));
         };
         let seed = parse_u64(seed).ok_or_else(|| format!("`{seed}` is not a seed"))?;
         let event = match *event {
@@ -191,30 +243,42 @@ impl Replay {
         let count = parse_u64(count)
             .filter(|c| *c > 0)
             .ok_or_else(|| format!("`{count}` is not an event count (1 or more)"))?;
-        Ok(Replay { seed, point: CrashPoint { event, count }, policy })
+        Ok(Replay { seed, point: CrashPoint { event, count }, policy, phase, aim: None })
     }
 
-    /// `seed S event fence:N policy P`.
+    /// `seed S event fence:N policy P`, plus ` while loading` for a load crash.
     pub fn describe(&self) -> String {
+        let aim = match self.aim {
+            Some(a) => format!(" after {} #{}", event_of_tag(a.tag), a.nth),
+            None => String::new(),
+        };
         format!(
-            "seed {} event {}:{} policy {}",
+            "seed {} event {}:{}{aim} policy {}{}",
             self.seed,
             event_name(self.point.event),
             self.point.count,
-            self.policy.name()
+            self.policy.name(),
+            if self.phase == Phase::Load { " while loading" } else { "" }
         )
     }
 
-    /// The command-line arguments that rerun this case.
+    /// The command-line arguments that rerun this case (with the campaign's other flags,
+    /// `--seed`, `--history` and `--ages` included: they fix the aged bases).
     pub fn args(&self) -> String {
         format!(
-            "--replay {}:{}:{} --policy {}",
+            "--replay {}{}:{}:{} --policy {}",
+            if self.phase == Phase::Load { "load:" } else { "" },
             self.seed,
             event_name(self.point.event),
             self.point.count,
             self.policy.name()
         )
     }
+}
+
+/// The name of a structural event by its mark tag.
+fn event_of_tag(tag: u8) -> &'static str {
+    Event::ALL.get(tag as usize).map_or("event", |e| e.name())
 }
 
 fn parse_u64(s: &str) -> Option<u64> {
@@ -246,6 +310,11 @@ pub struct Outcome {
     /// Crashes taken inside recovery.
     pub recovery_crashes: u32,
     pub violations: Vec<Violation>,
+    pub phase: Option<Phase>,
+    /// The crash point was aimed at a structural event of the run.
+    pub aimed: bool,
+    /// What the engine did between the start of the run that was cut and the cut.
+    pub window: Option<EngineCounters>,
 }
 
 /// A campaign's totals.
@@ -267,8 +336,22 @@ pub struct Summary {
     pub kept: Vec<Violation>,
     /// Every verified recovery's wall time in milliseconds, sorted (after [`Summary::finish`]).
     pub recovery_ms: Vec<f64>,
-    /// The dry run's span (simulated crashes).
+    /// The dry run's span on the first base (simulated crashes).
     pub span: Option<Span>,
+    /// The format-and-load span that load crashes are drawn from.
+    pub load_span: Option<Span>,
+    /// Transactions per thread that aged each base before its crash windows.
+    pub ages: Vec<u64>,
+    /// Crash points reached while formatting and loading.
+    pub load_crashes: u64,
+    /// Crash points reached that were aimed at a structural event.
+    pub aimed_crashes: u64,
+    /// Reached crash windows whose engine reported counters.
+    pub windows: u64,
+    /// Events inside the crash windows, summed.
+    pub coverage: EngineCounters,
+    /// Per kind of event, the crash windows that held at least one.
+    pub windows_with: EngineCounters,
     pub elapsed: Duration,
     kept_order: Vec<(u64, Violation)>,
 }
@@ -278,6 +361,24 @@ impl Summary {
         self.iterations += 1;
         if outcome.reached {
             self.crashes += 1;
+            if outcome.phase == Some(Phase::Load) {
+                self.load_crashes += 1;
+            }
+            self.aimed_crashes += u64::from(outcome.aimed);
+            if let Some(w) = &outcome.window {
+                self.windows += 1;
+                self.coverage = self.coverage.plus(w);
+                let any = |n: u64| u64::from(n > 0);
+                let hit = EngineCounters {
+                    splits: any(w.splits),
+                    merges: any(w.merges),
+                    heap_growths: any(w.heap_growths),
+                    page_frees: any(w.page_frees),
+                    deletes: any(w.deletes),
+                    commits: any(w.commits),
+                };
+                self.windows_with = self.windows_with.plus(&hit);
+            }
         } else if outcome.violations.is_empty() {
             self.unreached += 1;
         }
@@ -364,6 +465,20 @@ pub struct CrashOptions {
     pub max_pending: usize,
     /// Run only this case (one iteration, no dry run).
     pub replay: Option<Replay>,
+    /// Longest history (transactions per thread) that ages a base before its crash windows:
+    /// crash windows then fall in a database that has grown, split and merged for a while,
+    /// not only in the first transactions after a clean load. 0: windows start at the load.
+    pub history: u64,
+    /// Aged bases: base `j` is aged by a random length in the `j`-th of `ages` equal slices of
+    /// `1..=history` (each iteration draws its base).
+    pub ages: u32,
+    /// Every `load_every`-th iteration crashes while a blank region is formatted and loaded
+    /// instead (0: never).
+    pub load_every: u64,
+    /// Of every 100 run crash points, this many are aimed at the few events after a
+    /// structural change (split, merge, heap growth, page free, delete) that the base's dry
+    /// run made: uniform points almost never land in those short windows.
+    pub aim_percent: u32,
 }
 
 impl Default for CrashOptions {
@@ -379,6 +494,10 @@ impl Default for CrashOptions {
             jobs: 1,
             max_pending: crate::driver::DEFAULT_MAX_PENDING,
             replay: None,
+            history: 0,
+            ages: 1,
+            load_every: 0,
+            aim_percent: 0,
         }
     }
 }
@@ -410,6 +529,18 @@ impl CrashOptions {
         if self.jobs == 0 || self.jobs > MAX_JOBS {
             return bad(format!("jobs must be 1..={MAX_JOBS}, got {}", self.jobs));
         }
+        if self.history > MAX_TXNS_PER_THREAD {
+            return bad(format!(
+                "history must be 0..={MAX_TXNS_PER_THREAD} transactions per thread, got {}",
+                self.history
+            ));
+        }
+        if self.ages == 0 || self.ages > MAX_AGES {
+            return bad(format!("ages must be 1..={MAX_AGES}, got {}", self.ages));
+        }
+        if self.aim_percent > 100 {
+            return bad(format!("aim must be a percentage, 0..=100, got {}", self.aim_percent));
+        }
         Ok(())
     }
 
@@ -424,14 +555,79 @@ impl CrashOptions {
         }
     }
 
-    /// The case iteration `index` runs, given the dry run's span (`None` if the span has no
-    /// events of the kind asked for).
-    pub fn case(&self, index: u64, span: Span) -> Option<Replay> {
+    /// The case iteration `index` runs, given the spans of the load and of a run on each aged
+    /// base (`None` if a span has no events of the kind asked for).
+    pub fn case(&self, index: u64, spans: &Spans) -> Option<Replay> {
         let seed = iteration_seed(self.seed, index);
         let policy = self.policies[(index % self.policies.len() as u64) as usize];
+        if self.load_every > 0 && index % self.load_every == self.load_every - 1 {
+            let point = pick_point(self.event, spans.load, seed)?;
+            return Some(Replay { seed, point, policy, phase: Phase::Load, aim: None });
+        }
+        let base = age_index(seed, spans.runs.len());
+        let span = *spans.runs.get(base)?;
+        let counters = spans.counters.get(base).copied().flatten();
+        if let Some((aim, point)) = self.aim(seed, span, counters) {
+            return Some(Replay { seed, point, policy, phase: Phase::Run, aim: Some(aim) });
+        }
         let point = pick_point(self.event, span, seed)?;
-        Some(Replay { seed, point, policy })
+        Some(Replay { seed, point, policy, phase: Phase::Run, aim: None })
     }
+
+    /// For an aimed case: a structural event kind the dry run saw (each kind equally likely,
+    /// rare ones included), which of its occurrences, and a point a few events after it.
+    fn aim(
+        &self,
+        seed: u64,
+        span: Span,
+        counters: Option<EngineCounters>,
+    ) -> Option<(MarkAim, CrashPoint)> {
+        if derive(seed, SALT_AIM) % 100 >= u64::from(self.aim_percent) {
+            return None;
+        }
+        let counters = counters?;
+        let seen: Vec<Event> = AIMED_EVENTS.into_iter().filter(|e| counters.get(*e) > 0).collect();
+        let kind = *seen.get((derive(seed, SALT_AIM + 1) % seen.len().max(1) as u64) as usize)?;
+        let nth = 1 + derive(seed, SALT_AIM + 2) % counters.get(kind);
+        let mut point = pick_point(self.event, span, seed)?;
+        let reach = match point.event {
+            CrashEvent::Fence => AIM_FENCES,
+            CrashEvent::Store => AIM_STORES,
+        };
+        point.count = 1 + derive(seed, SALT_AIM + 3) % reach;
+        Some((MarkAim { tag: kind as u8, nth }, point))
+    }
+
+    /// Transactions per thread that age each base: one random length in each of `ages` equal
+    /// slices of `1..=history`, ascending (just `[0]` without a history).
+    pub fn age_lengths(&self) -> Vec<u64> {
+        if self.history == 0 {
+            return vec![0];
+        }
+        let k = u64::from(self.ages).min(self.history);
+        (0..k)
+            .map(|j| {
+                let (low, high) = (j * self.history / k, (j + 1) * self.history / k);
+                low + 1 + derive(self.seed, SALT_AGES + j) % (high - low).max(1)
+            })
+            .collect()
+    }
+}
+
+/// The spans crash points are drawn from.
+#[derive(Clone, Debug, Default)]
+pub struct Spans {
+    /// Formatting the region, creating the tables and loading the workload.
+    pub load: Span,
+    /// A dry run on each aged base.
+    pub runs: Vec<Span>,
+    /// What each dry run did (for aimed points), if the engine counts.
+    pub counters: Vec<Option<EngineCounters>>,
+}
+
+/// Which aged base (of `bases`) an iteration with seed `seed` crashes on.
+fn age_index(seed: u64, bases: usize) -> usize {
+    (derive(seed, SALT_AGE) % bases.max(1) as u64) as usize
 }
 
 /// A random point among `span`'s events of the chosen kind.
@@ -477,18 +673,25 @@ pub fn run_sim(
     let region = RegionOptions { medium: Medium::Sim, ..target.region.clone() };
     let ctx = Ctx { target, region, options };
     observer.setup("loading");
-    let base = ctx.load_base()?;
-    let mut summary = Summary::default();
+    let (loaded, load_span) = ctx.load_base()?;
+    let mut summary = Summary { load_span: Some(load_span), ..Summary::default() };
+    let ages = options.age_lengths();
+    observer.setup("ageing");
+    let bases = ctx.age_bases(loaded, &ages)?;
+    summary.ages = ages;
     let cases: Vec<Replay> = match options.replay {
         Some(replay) => vec![replay],
         None => {
             observer.setup("dry run");
-            let span = ctx.dry_run(&base)?;
-            summary.span = Some(span);
+            let dry = bases.iter().map(|b| ctx.dry_run(b)).collect::<Result<Vec<_>, _>>()?;
+            let (runs, counters): (Vec<Span>, Vec<_>) = dry.into_iter().unzip();
+            summary.span = runs.first().copied();
+            let spans = Spans { load: load_span, runs, counters };
             (0..options.crashes)
-                .map(|i| options.case(i, span))
+                .map(|i| options.case(i, &spans))
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| {
+                    let span = summary.span.unwrap_or_default();
                     CrashError::Setup(format!(
                         "a run of the workload issues no {} events to crash at ({} stores, {} \
                          fences): use more --txns or another --event",
@@ -508,7 +711,13 @@ pub fn run_sim(
         loop {
             let index = next.fetch_add(1, Ordering::Relaxed);
             let Some(case) = cases.get(index as usize) else { break };
-            let outcome = ctx.iteration(&base, &*workload, index, case);
+            let outcome = match case.phase {
+                Phase::Run => {
+                    let base = &bases[age_index(case.seed, bases.len())];
+                    ctx.iteration(base, &*workload, index, case)
+                }
+                Phase::Load => ctx.load_iteration(&*workload, index, case),
+            };
             summary.lock().add(&outcome);
             let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
             observer.finished(&outcome, finished, total);
@@ -557,11 +766,14 @@ impl Ctx<'_> {
     }
 
     /// Loads the workload on a blank `sim` region, shuts down cleanly, and returns the
-    /// persisted image, after checking that it verifies.
-    fn load_base(&self) -> Result<Vec<u8>, CrashError> {
+    /// persisted image, after checking that it verifies, and the span of formatting and loading.
+    fn load_base(&self) -> Result<(Vec<u8>, Span), CrashError> {
         let setup = |what: &str, e: String| CrashError::Setup(format!("{what}: {e}"));
         let region =
             Region::open(&self.region).map_err(|e| setup("opening a sim region", e.to_string()))?;
+        let Some(sim) = region.sim() else {
+            return Err(CrashError::Setup("the region is not a sim region".into()));
+        };
         let engine = self.open(region.clone()).map_err(|e| setup("opening the engine", e))?;
         let workload = (self.target.workload)();
         let loaded = workload
@@ -574,6 +786,7 @@ impl Ctx<'_> {
             };
             setup("loading the workload", format!("{e}{hint}"))
         })?;
+        let load_span = Span::since(sim, (0, 0));
         engine.shutdown().map_err(|e| setup("shutting down after loading", e.to_string()))?;
         drop(engine);
         let Some(image) = region.crash_image(CrashPolicy::Persisted, 0) else {
@@ -587,12 +800,52 @@ impl Ctx<'_> {
                 kind.name()
             )));
         }
-        Ok(image)
+        Ok((image, load_span))
     }
 
-    /// Runs the workload once on the base without a crash: its span, and a sanity check that
-    /// the workload passes its checker on this engine at all.
-    fn dry_run(&self, base: &[u8]) -> Result<Span, CrashError> {
+    /// The bases crash windows start from: the loaded image aged by each of `ages`
+    /// transactions per thread (incrementally: each base continues the previous one's history).
+    fn age_bases(&self, loaded: Vec<u8>, ages: &[u64]) -> Result<Vec<Vec<u8>>, CrashError> {
+        let mut bases = Vec::with_capacity(ages.len());
+        let (mut image, mut done) = (loaded, 0u64);
+        for (j, &age) in ages.iter().enumerate() {
+            if age > done {
+                let txns = (age - done).saturating_mul(self.options.threads as u64);
+                let seed = derive(self.options.seed, SALT_AGING_RUN + j as u64);
+                image = self.age(&image, txns, seed)?;
+                done = age;
+            }
+            bases.push(image.clone());
+        }
+        Ok(bases)
+    }
+
+    /// Runs `txns` transactions on `image` without a crash and shuts down cleanly.
+    fn age(&self, image: &[u8], txns: u64, seed: u64) -> Result<Vec<u8>, CrashError> {
+        let setup = |e: String| CrashError::Setup(format!("ageing the base: {e}"));
+        let region = self.image_region(image).map_err(setup)?;
+        let engine = self.open(region.clone()).map_err(setup)?;
+        let workload = (self.target.workload)();
+        // One thread: the aged image is then the same on every run of the campaign, so a
+        // replay finds the base its case crashed on.
+        let options = RunOptions { threads: 1, ..self.options.run_options(seed, txns, false) };
+        crate::run(&*engine, &*workload, &options, &Hooks::default()).map_err(|e| {
+            if e.is_region_full() {
+                setup(format!("{e}; use a larger --size or a shorter --history"))
+            } else {
+                CrashError::Bench(e)
+            }
+        })?;
+        engine.shutdown().map_err(|e| setup(e.to_string()))?;
+        drop(engine);
+        region
+            .crash_image(CrashPolicy::Persisted, 0)
+            .ok_or_else(|| setup("not a sim region".into()))
+    }
+
+    /// Runs the workload once on the base without a crash: its span and what the engine did,
+    /// and a sanity check that the workload passes its checker on this engine at all.
+    fn dry_run(&self, base: &[u8]) -> Result<(Span, Option<EngineCounters>), CrashError> {
         let setup = |e: String| CrashError::Setup(format!("dry run: {e}"));
         let region = self.image_region(base).map_err(setup)?;
         let engine = self.open(region.clone()).map_err(setup)?;
@@ -601,6 +854,7 @@ impl Ctx<'_> {
         };
         let workload = (self.target.workload)();
         let before = sim.event_counts();
+        let counters_before = engine.counters();
         let seed = derive(self.options.seed, SALT_DRY_RUN);
         let result = crate::run(
             &*engine,
@@ -609,13 +863,14 @@ impl Ctx<'_> {
             &Hooks::default(),
         )?;
         let span = Span::since(sim, before);
+        let counters = engine.counters().zip(counters_before).map(|(a, b)| a.since(&b));
         if !result.checker.passed() {
             return Err(setup(format!(
                 "the workload's checker fails on a run without any crash: {}",
                 result.checker
             )));
         }
-        Ok(span)
+        Ok((span, counters))
     }
 
     fn iteration(
@@ -625,18 +880,25 @@ impl Ctx<'_> {
         index: u64,
         case: &Replay,
     ) -> Outcome {
-        let mut outcome = Outcome { index, ..Outcome::default() };
-        let violation = |kind, cuts: &[CrashPoint], message: String| {
-            describe_violation(case, kind, cuts, message)
-        };
+        let mut outcome = Outcome { index, phase: Some(Phase::Run), ..Outcome::default() };
         let run = catch_unwind(AssertUnwindSafe(|| self.crash_run(base, workload, case)));
         let cut = match run {
             Ok(cut) => cut,
             Err(payload) => {
                 let message = format!("during the run: {}", panic_message(&*payload));
-                outcome.violations.push(violation(ViolationKind::Panic, &[], message));
+                let v = describe_violation(case, ViolationKind::Panic, &[], message);
+                outcome.violations.push(v);
                 return outcome;
             }
+        };
+        // An aimed point is reported (and replays) as the plain point it fell on.
+        let aimed = case.aim.is_some();
+        let case = &match (case.aim, cut.point) {
+            (Some(_), Some(point)) => Replay { point, aim: None, ..*case },
+            _ => *case,
+        };
+        let violation = |kind, cuts: &[CrashPoint], message: String| {
+            describe_violation(case, kind, cuts, message)
         };
         if let Some(e) = cut.run_error {
             outcome.violations.push(violation(ViolationKind::Run, &[], e));
@@ -644,6 +906,8 @@ impl Ctx<'_> {
         let Some(mut image) = cut.image else { return outcome };
         let acks = cut.acks;
         outcome.reached = true;
+        outcome.window = cut.window;
+        outcome.aimed = aimed;
         outcome.acks = acks.len() as u64;
         let mut cuts: Vec<CrashPoint> = Vec::new();
         let after = Some((case.policy, derive(case.seed, SALT_AFTER_RECOVERY)));
@@ -692,7 +956,13 @@ impl Ctx<'_> {
     /// Runs the workload on a copy of `base` with `case` armed; returns the cut image and the
     /// acks recorded before the cut.
     fn crash_run(&self, base: &[u8], workload: &dyn Workload, case: &Replay) -> CutRun {
-        let failed = |e: String| CutRun { image: None, acks: Vec::new(), run_error: Some(e) };
+        let failed = |e: String| CutRun {
+            image: None,
+            acks: Vec::new(),
+            run_error: Some(e),
+            window: None,
+            point: None,
+        };
         let region = match self.image_region(base) {
             Ok(region) => region,
             Err(e) => return failed(e),
@@ -702,19 +972,29 @@ impl Ctx<'_> {
             Err(e) => return failed(format!("opening the base image: {e}")),
         };
         let Some(sim) = region.sim() else { return failed("not a sim region".into()) };
-        sim.arm(case.point, case.policy, derive(case.seed, SALT_IMAGE));
+        sim.arm_aimed(case.aim, case.point, case.policy, derive(case.seed, SALT_IMAGE));
         let stop = AtomicBool::new(false);
-        let per_thread = self.options.txns_per_thread.saturating_mul(RUN_SLACK);
+        let slack = if case.aim.is_some() { AIM_RUN_SLACK } else { RUN_SLACK };
+        let per_thread = self.options.txns_per_thread.saturating_mul(slack);
         let limit = (self.options.threads as u64).saturating_mul(per_thread);
         let limit = usize::try_from(limit).unwrap_or(usize::MAX).saturating_add(1024);
         let sink = CutSink { sim, log: AckLog::new(limit), stop: &stop };
         let halting = Halting { inner: workload, region: region.clone() };
         let hooks = Hooks { progress: None, sink: Some(&sink), stop: Some(&stop) };
         let options = self.options.run_options(case.seed, per_thread, false);
+        let before = engine.counters();
         let result = crate::run(&*engine, &halting, &options, &hooks);
+        // The counters stopped at the cut: this is what the crash window held.
+        let window = engine.counters().zip(before).map(|(after, before)| after.since(&before));
         let image = sim.take_image();
         drop(engine);
-        CutRun { image, acks: sink.log.acks(), run_error: result.err().map(|e| e.to_string()) }
+        CutRun {
+            image,
+            acks: sink.log.acks(),
+            run_error: result.err().map(|e| e.to_string()),
+            window,
+            point: sim.cut_point(),
+        }
     }
 
     /// Recovers `image` with a crash armed at `point` inside the recovery; the cut image.
@@ -821,6 +1101,10 @@ struct CutRun {
     acks: Vec<Ack>,
     /// The driver's error, if the run failed.
     run_error: Option<String>,
+    /// The engine's counters from the start of the run to the cut.
+    window: Option<EngineCounters>,
+    /// Where the cut fell, counted from arming.
+    point: Option<CrashPoint>,
 }
 
 /// Records durable transactions while the cut has not been taken; after it, asks the run to
@@ -909,7 +1193,10 @@ fn describe_violation(
             cuts.iter().map(|p| format!("{}:{}", event_name(p.event), p.count)).collect();
         crash.push_str(&format!(" then in recovery at {}", points.join(", ")));
     }
-    Violation { kind, crash, replay: Some(case.args()), message }
+    // An aimed case that was not turned into a plain point (it failed before any cut) has no
+    // `--replay` form.
+    let replay = case.aim.is_none().then(|| case.args());
+    Violation { kind, crash, replay, message }
 }
 
 /// The text of a panic payload.
@@ -930,12 +1217,16 @@ mod tests {
     #[test]
     fn replay_parses_and_round_trips() {
         let r = Replay::parse("1234:fence:56", CrashPolicy::Torn).unwrap();
-        assert_eq!(r.seed, 1234);
+        assert_eq!((r.seed, r.phase), (1234, Phase::Run));
         assert_eq!(r.point, CrashPoint { event: CrashEvent::Fence, count: 56 });
         assert_eq!(r.describe(), "seed 1234 event fence:56 policy torn");
         assert_eq!(r.args(), "--replay 1234:fence:56 --policy torn");
         let hex = Replay::parse("0x10:store:1", CrashPolicy::Evict).unwrap();
         assert_eq!((hex.seed, hex.point.event), (16, CrashEvent::Store));
+        let load = Replay::parse("load:7:store:9", CrashPolicy::Evict).unwrap();
+        assert_eq!((load.seed, load.phase, load.point.count), (7, Phase::Load, 9));
+        assert_eq!(load.args(), "--replay load:7:store:9 --policy evict");
+        assert!(load.describe().ends_with(" while loading"));
         for bad in ["", "1:fence", "x:fence:1", "1:flush:1", "1:fence:0", "1:fence:1:2"] {
             assert!(Replay::parse(bad, CrashPolicy::Torn).is_err(), "{bad}");
         }
@@ -945,10 +1236,12 @@ mod tests {
     fn cases_are_deterministic_and_inside_the_span() {
         let options = CrashOptions { crashes: 500, ..CrashOptions::default() };
         let span = Span { stores: 1000, fences: 10 };
+        let spans = Spans { load: Span::default(), runs: vec![span], counters: vec![None] };
         let mut kinds = [0u32; 2];
         for i in 0..500 {
-            let case = options.case(i, span).unwrap();
-            assert_eq!(options.case(i, span), Some(case));
+            let case = options.case(i, &spans).unwrap();
+            assert_eq!(options.case(i, &spans), Some(case));
+            assert_eq!(case.phase, Phase::Run);
             assert_eq!(case.policy, CrashPolicy::ALL[(i % 3) as usize]);
             assert!((1..=span.of(case.point.event)).contains(&case.point.count), "{case:?}");
             kinds[(case.point.event == CrashEvent::Store) as usize] += 1;
@@ -966,6 +1259,51 @@ mod tests {
     }
 
     #[test]
+    fn ages_are_ascending_slices_and_load_crashes_come_every_kth() {
+        let options = CrashOptions { history: 1000, ages: 4, load_every: 5, ..Default::default() };
+        let ages = options.age_lengths();
+        assert_eq!(ages.len(), 4);
+        for (j, age) in ages.iter().enumerate() {
+            let j = j as u64;
+            assert!((j * 250 + 1..=(j + 1) * 250).contains(age), "{ages:?}");
+        }
+        assert_eq!(CrashOptions::default().age_lengths(), vec![0]);
+        let load = Span { stores: 50, fences: 5 };
+        let runs = vec![Span { stores: 1000, fences: 10 }; 4];
+        let spans = Spans { load, runs, counters: vec![None; 4] };
+        let mut bases = [0u32; 4];
+        for i in 0..400 {
+            let case = options.case(i, &spans).unwrap();
+            if i % 5 == 4 {
+                assert_eq!(case.phase, Phase::Load);
+                assert!(case.point.count <= load.of(case.point.event));
+            } else {
+                assert_eq!(case.phase, Phase::Run);
+                bases[age_index(case.seed, 4)] += 1;
+            }
+        }
+        assert!(bases.iter().all(|n| *n > 40), "every base is drawn: {bases:?}");
+    }
+
+    #[test]
+    fn aimed_cases_pick_an_event_the_dry_run_saw_and_a_point_just_after_it() {
+        let options = CrashOptions { aim_percent: 100, ..Default::default() };
+        let merges = EngineCounters { merges: 3, commits: 50, ..Default::default() };
+        let span = Span { stores: 1000, fences: 100 };
+        let spans = Spans { load: span, runs: vec![span], counters: vec![Some(merges)] };
+        for i in 0..200 {
+            let case = options.case(i, &spans).unwrap();
+            let aim = case.aim.expect("every run case is aimed");
+            assert_eq!(aim.tag, Event::Merge as u8, "commits are never aimed at");
+            assert!((1..=3).contains(&aim.nth), "{aim:?}");
+            assert!(case.point.count <= AIM_STORES.max(AIM_FENCES), "{case:?}");
+        }
+        // Without counters (an engine that keeps none) the points are uniform.
+        let spans = Spans { counters: vec![None], ..spans };
+        assert!((0..50).all(|i| options.case(i, &spans).unwrap().aim.is_none()));
+    }
+
+    #[test]
     fn summary_counts_and_percentiles() {
         let mut s = Summary::default();
         let violation = Violation {
@@ -979,6 +1317,7 @@ mod tests {
             reached: true,
             acks: 3,
             recovery_ms: vec![2.0, 1.0],
+            window: Some(EngineCounters { splits: 2, commits: 3, ..Default::default() }),
             ..Default::default()
         });
         s.add(&Outcome { index: 0, reached: false, ..Default::default() });
@@ -998,5 +1337,7 @@ mod tests {
         assert_eq!(s.violations_by_kind[&ViolationKind::Durability], 1);
         assert_eq!((s.recovery_ms_p50(), s.recovery_ms_max()), (2.0, 3.0));
         assert_eq!(s.kept.len(), 2);
+        assert_eq!((s.windows, s.coverage.splits, s.coverage.commits), (1, 2, 3));
+        assert_eq!((s.windows_with.splits, s.windows_with.merges), (1, 0));
     }
 }

@@ -12,6 +12,7 @@
 //! an access outside the region is an assertion failure, never undefined behaviour.
 
 pub mod calib;
+pub mod copy;
 pub mod dirty;
 pub mod error;
 pub mod flush;
@@ -22,6 +23,7 @@ pub mod stats;
 pub mod timing;
 pub mod trace;
 
+pub use copy::copy_sparse;
 pub use dirty::DirtyLines;
 pub use error::{PmemError, Result};
 pub use flush::{line_span, CpuFlushSupport, FlushKind, LineSpan, CACHE_LINE};
@@ -29,7 +31,7 @@ pub use lock::FileLock;
 pub use region::{
     filesystem_name, free_bytes, is_dax, Medium, Region, RegionOptions, StoreObserver, SyncMode,
 };
-pub use sim::{CrashEvent, CrashPoint, CrashPolicy, Sim};
+pub use sim::{CrashEvent, CrashPoint, CrashPolicy, MarkAim, Sim};
 pub use stats::{thread_id, Stats};
 pub use timing::{TimingOptions, Tsc};
 pub use trace::{TraceEvent, TraceKind};

@@ -94,6 +94,16 @@ pub struct CrashPoint {
     pub count: u64,
 }
 
+/// "Start counting a crash point's events at the `nth` [`Sim::mark`] with tag `tag`": aims a
+/// crash at the few events after a rare structural change (a B+tree merge, a page free) that a
+/// point drawn uniformly from a whole run almost never hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MarkAim {
+    pub tag: u8,
+    /// Counted from 1.
+    pub nth: u64,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum LineState {
     Clean,
@@ -148,6 +158,10 @@ struct Armed {
     policy: CrashPolicy,
     seed: u64,
     seen: u64,
+    /// Events of `point.event` since arming, aimed or not (the cut's absolute point).
+    seen_total: u64,
+    /// While set, `seen` does not count: the aimed mark and the marks of its tag seen so far.
+    aim: Option<(MarkAim, u64)>,
 }
 
 struct SimInner {
@@ -162,12 +176,16 @@ struct SimInner {
     fences: u64,
     armed: Option<Armed>,
     image: Option<Vec<u8>>,
+    /// Where the last cut fell, counted from arming (what a plain [`Sim::arm`] replays).
+    cut_point: Option<CrashPoint>,
 }
 
 /// Crash-simulation state of one `sim` region.
 pub struct Sim {
     inner: Mutex<SimInner>,
     cut_taken: AtomicBool,
+    /// Armed with an aim not yet reached: [`Sim::mark`] must look (otherwise it returns at once).
+    aiming: AtomicBool,
     events: AtomicU64,
     /// Durable caches: every completed store survives a crash.
     eadr: bool,
@@ -187,8 +205,10 @@ impl Sim {
                 fences: 0,
                 armed: None,
                 image: None,
+                cut_point: None,
             }),
             cut_taken: AtomicBool::new(false),
+            aiming: AtomicBool::new(false),
             events: AtomicU64::new(0),
             eadr,
         }
@@ -263,11 +283,16 @@ impl Sim {
         if armed.point.event != event {
             return;
         }
+        armed.seen_total += 1;
+        if armed.aim.is_some() {
+            return;
+        }
         armed.seen += 1;
         if armed.seen < armed.point.count {
             return;
         }
         let (policy, seed) = (armed.policy, armed.seed);
+        g.cut_point = Some(CrashPoint { event, count: armed.seen_total });
         g.armed = None;
         g.image = Some(self.image_of(g, current, policy, seed));
         self.cut_taken.store(true, Ordering::Release);
@@ -276,10 +301,50 @@ impl Sim {
     /// Arms a crash point; the image is cut just before that event and kept for
     /// [`Sim::take_image`]. Re-arming discards an earlier image. A count of 0 behaves as 1.
     pub fn arm(&self, point: CrashPoint, policy: CrashPolicy, seed: u64) {
+        self.arm_aimed(None, point, policy, seed);
+    }
+
+    /// Like [`Sim::arm`], but `point.count` counts from the aimed mark on (the cut falls just
+    /// before the `count`-th event of its kind after that mark); never reached if the mark never
+    /// comes. [`Sim::cut_point`] then says where the cut fell, counted from arming.
+    pub fn arm_aimed(
+        &self,
+        aim: Option<MarkAim>,
+        point: CrashPoint,
+        policy: CrashPolicy,
+        seed: u64,
+    ) {
         let mut g = self.inner.lock();
         g.image = None;
+        g.cut_point = None;
         self.cut_taken.store(false, Ordering::Release);
-        g.armed = Some(Armed { point, policy, seed, seen: 0 });
+        self.aiming.store(aim.is_some(), Ordering::Release);
+        let aim = aim.map(|a| (a, 0));
+        g.armed = Some(Armed { point, policy, seed, seen: 0, seen_total: 0, aim });
+    }
+
+    /// Records a structural change with an engine-chosen tag (storage's counters call it), for
+    /// crash points aimed with [`Sim::arm_aimed`]. Free unless such a point is armed.
+    pub fn mark(&self, tag: u8) {
+        if !self.aiming.load(Ordering::Acquire) {
+            return;
+        }
+        let mut g = self.inner.lock();
+        let Some(armed) = g.armed.as_mut() else { return };
+        let Some((aim, seen)) = armed.aim.as_mut() else { return };
+        if aim.tag != tag {
+            return;
+        }
+        *seen += 1;
+        if *seen >= aim.nth {
+            armed.aim = None;
+            self.aiming.store(false, Ordering::Release);
+        }
+    }
+
+    /// Where the last cut fell, counted from arming: `arm` at this point reruns it.
+    pub fn cut_point(&self) -> Option<CrashPoint> {
+        self.inner.lock().cut_point
     }
 
     /// Whether the armed crash point has been reached. A commit acknowledged while this is still

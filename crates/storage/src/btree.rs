@@ -453,6 +453,7 @@ impl<'a> BTree<'a> {
         // (another worker's run) on every insert; any other key splits the node in half.
         let continues_run = pos > 0 && es[pos - 1].0.checked_add(1) == Some(key);
         let mid = if continues_run { (pos + 1).min(es.len() - 1) } else { es.len() / 2 };
+        store.counters().split();
         let right = w.alloc_page()?;
         let id = NodeId::of(n);
         write_node(w, right, id, &es[mid..], sibling(n), 0)?;
@@ -491,6 +492,7 @@ impl<'a> BTree<'a> {
                 return Ok(true);
             }
             let mid = es.len() / 2;
+            store.counters().split();
             let right = w.alloc_page()?;
             let id = NodeId::of(n);
             write_node(w, right, id, &es[mid + 1..], 0, es[mid].1)?;
@@ -590,6 +592,7 @@ impl<'a> BTree<'a> {
                 self.redistribute(w, parent, sep, (left, ln), (right, rn))?;
                 return Ok(Some(value));
             }
+            store.counters().merge();
             let mut es = entries(ln);
             let from = es.len();
             let (sib, lm) = if kind(ln) == LEAF {

@@ -150,6 +150,12 @@ pub trait Engine: Send + Sync {
     fn describe_offset(&self, _offset: u64) -> Option<String> {
         None
     }
+
+    /// Counts of structural events since the engine opened (splits, merges, heap growth, page
+    /// frees, deletes, commits), for crash-test coverage. `None` if the engine keeps none.
+    fn counters(&self) -> Option<crate::counters::EngineCounters> {
+        None
+    }
 }
 
 /// A transaction. Reads and writes take key-level locks held until commit or abort (strict 2PL);

@@ -103,6 +103,8 @@ pub struct PageStore {
     latches: Box<[LatchChunk]>,
     cache: Option<CacheSim>,
     charge_reads: bool,
+    /// Structural events (splits, merges, frees, ...) for crash-test coverage reports.
+    counters: crate::counters::Counters,
 }
 
 impl PageStore {
@@ -117,6 +119,7 @@ impl PageStore {
             latches: (0..chunks).map(|_| OnceLock::new()).collect(),
             cache: cache_pages.filter(|_| charge_reads).map(CacheSim::new),
             charge_reads,
+            counters: crate::counters::Counters::new(region),
         }
     }
 
@@ -144,6 +147,11 @@ impl PageStore {
 
     pub fn page_count(&self) -> u64 {
         self.page_count
+    }
+
+    /// The event counters of the engine this store belongs to.
+    pub fn counters(&self) -> &crate::counters::Counters {
+        &self.counters
     }
 
     /// The current contents of a page. The caller holds the page's latch (or otherwise knows the

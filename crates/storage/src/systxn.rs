@@ -240,6 +240,7 @@ impl PageWriter for SysTxn<'_> {
     }
 
     fn free_page(&mut self, page: PageId) -> Result<()> {
+        self.store.counters().page_free();
         self.log.append(&[(REC_PAGE_FREE, &page.to_le_bytes())], &self.dirty)?;
         self.dirty.clear();
         if self.free_early {

@@ -300,6 +300,7 @@ impl InPlace {
                 t.spec.name
             )));
         }
+        self.store.counters().heap_growth();
         let mut sys = self.sys_txn(sys_log);
         let result = (|| {
             let page = storage::pages::PageWriter::alloc_page(&mut sys)?;
@@ -475,6 +476,10 @@ impl Engine for InPlace {
 
     fn describe_offset(&self, offset: u64) -> Option<String> {
         Some(describe(self, offset))
+    }
+
+    fn counters(&self) -> Option<storage::EngineCounters> {
+        Some(self.store.counters().snapshot())
     }
 
     fn shutdown(&self) -> Result<()> {

@@ -193,6 +193,7 @@ impl Txn for InPlaceTxn<'_> {
             return Err(DbError::Corrupt(format!("key {key} changed under an exclusive lock")));
         }
         self.to_free.push((table, rid));
+        db.store.counters().delete();
         Ok(true)
     }
 
@@ -224,6 +225,7 @@ impl Txn for InPlaceTxn<'_> {
 
     fn commit(mut self: Box<Self>) -> Result<CommitToken> {
         let db = self.db;
+        db.store.counters().commit();
         if !self.logs.user.is_active() {
             self.release();
             return Ok(CommitToken::DURABLE);

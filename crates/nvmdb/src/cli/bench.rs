@@ -8,6 +8,10 @@
 //! The region file: a run on `--medium shm|file|dax --path P` reopens P if it exists (recovery,
 //! then the workload attaches to the database in it) and creates it otherwise; a file this run
 //! created is removed afterwards unless `--keep`.
+//!
+//! Ctrl-C: the first SIGINT ends the run through the driver's stop flag, as if its time were
+//! up: the results so far are printed (and the checker runs) and the file is removed as after
+//! any run. A second SIGINT exits at once (code 130), removing a file this run created.
 
 use anyhow::Context;
 use bench::units::{self, TimeUnit};
@@ -18,6 +22,7 @@ use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 use storage::Engine;
 use workloads::{Workload, WorkloadOptions};
@@ -30,6 +35,13 @@ const MAX_LATENCY_NS: u64 = 1_000_000_000;
 const MIN_BANDWIDTH: u64 = 64;
 /// Transactions `--acks` keeps in memory before it counts the rest as dropped.
 const ACK_LOG_LIMIT: usize = 10_000_000;
+
+/// Set by the first Ctrl-C; the driver polls it and ends the run (`Hooks::stop`).
+static STOP: AtomicBool = AtomicBool::new(false);
+/// Ctrl-Cs received so far.
+static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
+/// The region file this run created and will remove, for the second Ctrl-C to remove too.
+static REMOVE_ON_EXIT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -171,6 +183,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let plan = plan(&args)?;
     let workload = build_workload(&plan.workload)?;
+    install_interrupt(removable_file(&plan));
     let engine = registry::open_engine(&plan.engine, &plan.region, &plan.engine_config)?;
     let outcome = run_plan(&plan, &*engine, &*workload);
     let shutdown = engine.shutdown();
@@ -192,7 +205,7 @@ fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow
     let hooks = Hooks {
         progress: bar.as_ref().map(|b| b as &dyn bench::Progress),
         sink: ack_log.as_ref().map(|l| l as &dyn bench::DurableSink),
-        stop: None,
+        stop: Some(&STOP),
     };
     let result = bench::run(engine, workload, &options, &hooks);
     if let Some(bar) = &bar {
@@ -204,6 +217,13 @@ fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow
     }
     let report = Report::new(&result, recovery_ms, config_json(plan));
     print_report(&report, plan.output)?;
+    if STOP.load(Ordering::Relaxed) {
+        eprintln!(
+            "interrupted: the run stopped after {:.1} s of measurement; the results above cover \
+             what ran",
+            result.measured.as_secs_f64()
+        );
+    }
     if let Some(why) = &result.region_full {
         eprintln!(
             "warning: the run stopped after {:.1} s of the requested time because the region is \
@@ -515,16 +535,55 @@ fn write_acks(path: &std::path::Path, log: &AckLog) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Removes the region file this run created, unless `--keep`.
-fn remove_created_file(plan: &Plan) -> anyhow::Result<()> {
-    let Some(path) = &plan.region.path else { return Ok(()) };
+/// The region file this run will create and remove afterwards (not with `--keep`, not one that
+/// existed before the run, not a peer's directory).
+fn removable_file(plan: &Plan) -> Option<PathBuf> {
+    let path = plan.region.path.as_ref()?;
     let is_region_medium = matches!(plan.region.medium, Medium::Shm | Medium::File | Medium::Dax);
     let is_region_engine =
         registry::lookup(&plan.engine).is_some_and(|e| e.kind == registry::EngineKind::Region);
-    if plan.keep || plan.path_existed || !is_region_medium || !is_region_engine || !path.is_file() {
+    (!plan.keep && !plan.path_existed && is_region_medium && is_region_engine).then(|| path.clone())
+}
+
+/// Ctrl-C handling (see the module doc). The handler runs on a thread of its own, not in
+/// signal context, so it may lock and print.
+fn install_interrupt(remove: Option<PathBuf>) {
+    if let Ok(mut r) = REMOVE_ON_EXIT.lock() {
+        *r = remove;
+    }
+    let installed = ctrlc::set_handler(|| {
+        if INTERRUPTS.fetch_add(1, Ordering::SeqCst) == 0 {
+            STOP.store(true, Ordering::SeqCst);
+            eprintln!(
+                "\ninterrupted: ending the run and reporting what it measured (Ctrl-C again to \
+                 exit at once)"
+            );
+            return;
+        }
+        // Leave at once, but not a temporary region file behind (unlinking a mapped file is
+        // safe: the mapping lives until the process ends).
+        if let Ok(mut r) = REMOVE_ON_EXIT.lock() {
+            if let Some(path) = r.take() {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        std::process::exit(130);
+    });
+    if let Err(e) = installed {
+        eprintln!("warning: Ctrl-C will end the process without results: {e}");
+    }
+}
+
+/// Removes the region file this run created, unless `--keep`.
+fn remove_created_file(plan: &Plan) -> anyhow::Result<()> {
+    let Some(path) = removable_file(plan) else { return Ok(()) };
+    if !path.is_file() {
         return Ok(());
     }
-    std::fs::remove_file(path).with_context(|| {
+    if let Ok(mut r) = REMOVE_ON_EXIT.lock() {
+        *r = None;
+    }
+    std::fs::remove_file(&path).with_context(|| {
         format!("removing the region file {} (keep it with --keep)", path.display())
     })
 }

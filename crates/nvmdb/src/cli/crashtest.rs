@@ -8,8 +8,16 @@
 //! reached; 2 for a bad option or a setup failure (one line on stderr).
 //!
 //! Databases are small unless told otherwise (YCSB 1,000 records, TPC-B 1,000 accounts per
-//! branch, an 8 MiB region) so that an iteration takes milliseconds; every workload option of
-//! `nvmdb bench` is accepted.
+//! branch, TPC-C 1,000 items and 30 customers per district, TATP 1,000 subscribers; an 8 MiB
+//! region, 16 MiB for TPC-C and TATP)
+//! so that an iteration takes milliseconds; every workload option of `nvmdb bench` is accepted.
+//!
+//! Simulated campaigns cover the engine by default: B+tree nodes of 16 entries
+//! (`--engine-opt node_capacity=N` overrides), so splits and merges happen inside crash windows;
+//! bases aged by up to `--history` transactions per thread, so windows fall in a grown
+//! database; and every `--load-every`-th crash while formatting and loading. The summary says
+//! how many splits, merges, heap growths, page frees, deletes and commits fell inside the crash
+//! windows.
 
 use anyhow::Context;
 use bench::crash::{self, CrashOptions, EventChoice, Observer, Outcome, Replay, Summary};
@@ -30,6 +38,26 @@ use workloads::{Workload, WorkloadOptions};
 
 /// Region size when `--size` is not given.
 const DEFAULT_SIZE: &str = "8MiB";
+/// TPC-C's and TATP's region size when `--size` is not given: TPC-C's orders grow through the
+/// history, and TATP's four tables have an index each.
+const DEFAULT_LARGER_SIZE: &str = "16MiB";
+/// TATP subscribers when neither `--records` nor `--scale` is given.
+const DEFAULT_TATP_RECORDS: u64 = 1_000;
+/// TPC-C items and customers per district unless given: a small, spec-shaped database.
+const DEFAULT_TPCC_ITEMS: u32 = 1_000;
+const DEFAULT_TPCC_CUSTOMERS: u32 = 30;
+/// B+tree node capacity of simulated campaigns unless `--engine-opt node_capacity=N`: small
+/// enough that a window of 50 transactions holds splits (and, with deletes, merges).
+const DEFAULT_SIM_NODE_CAPACITY: &str = "16";
+/// Transactions per thread that age the bases of a simulated campaign, at most.
+const DEFAULT_HISTORY: u64 = 1_000;
+/// Aged bases of a simulated campaign.
+const DEFAULT_AGES: u32 = 4;
+/// Every this many simulated crashes, one falls while formatting and loading.
+const DEFAULT_LOAD_EVERY: u64 = 10;
+/// Percent of simulated run crashes aimed just after a split, merge, heap growth, page free or
+/// delete (uniform points almost never land in those few events).
+const DEFAULT_AIM_PERCENT: u32 = 50;
 /// YCSB records when neither `--records` nor `--scale` is given.
 const DEFAULT_YCSB_RECORDS: u64 = 1_000;
 /// TPC-B accounts per branch unless `--workload-opt accounts_per_branch=N`.
@@ -77,6 +105,21 @@ pub struct Args {
     /// iteration's run halts at its crash, and may go on to twice as many to reach it).
     #[arg(long, default_value_t = 50)]
     pub txns: u64,
+    /// Age the base by up to this many transactions per thread before the crash windows (a
+    /// random length per aged base; 0: windows start right after the load). Default: 1000.
+    #[arg(long)]
+    pub history: Option<u64>,
+    /// Aged bases, each aged by a random length in its slice of 1..=--history. Default: 4.
+    #[arg(long)]
+    pub ages: Option<u32>,
+    /// Every N-th crash falls while formatting the region, creating tables and loading
+    /// (1: only there; 0: never). Default: 10.
+    #[arg(long)]
+    pub load_every: Option<u64>,
+    /// Percent of crash points aimed a few events after a structural change (split, merge,
+    /// heap growth, page free, delete) that the dry run made; the rest are uniform. Default: 50.
+    #[arg(long, value_name = "PERCENT")]
+    pub aim: Option<u32>,
     /// Per iteration, crash this many times more inside recovery (a chain: each cut falls in
     /// the recovery of the previous crash's image), verifying after each. Default: 0.
     #[arg(long)]
@@ -213,16 +256,26 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
     if args.crashes == 0 {
         return Err(invalid("crashes", "must be at least 1").into());
     }
-    let size_bytes = units::parse_bytes(args.size.as_deref().unwrap_or(DEFAULT_SIZE))
+    let default_size = match args.workload.to_ascii_lowercase().as_str() {
+        "tpcc" | "tpc-c" | "tatp" => DEFAULT_LARGER_SIZE,
+        _ => DEFAULT_SIZE,
+    };
+    let size_bytes = units::parse_bytes(args.size.as_deref().unwrap_or(default_size))
         .map_err(|e| invalid("size", e.to_string()))?;
     if size_bytes == 0 {
         return Err(invalid("size", "must be larger than zero").into());
     }
-    let config = EngineConfig {
+    let mut config = EngineConfig {
         workers: args.threads,
         cache_pages: None,
         extra: key_values("engine-opt", &args.engine_opt)?,
     };
+    if engine.kind == EngineKind::Region && !args.kill {
+        config
+            .extra
+            .entry("node_capacity".into())
+            .or_insert_with(|| DEFAULT_SIM_NODE_CAPACITY.into());
+    }
     if engine.kind == EngineKind::Region {
         registry::region_engine_options(engine.name, &config)
             .map_err(|e| invalid("engine-opt", e.to_string()))?;
@@ -303,6 +356,10 @@ fn sim_mode(args: &Args) -> Result<Mode, Invalid> {
         jobs: args.jobs.unwrap_or_else(default_jobs),
         max_pending: args.max_pending,
         replay,
+        history: args.history.unwrap_or(DEFAULT_HISTORY),
+        ages: args.ages.unwrap_or(DEFAULT_AGES),
+        load_every: args.load_every.unwrap_or(DEFAULT_LOAD_EVERY),
+        aim_percent: args.aim.unwrap_or(DEFAULT_AIM_PERCENT),
     };
     options.validate().map_err(|e| invalid("crashes", e.to_string()))?;
     Ok(Mode::Sim { options, eadr: args.eadr })
@@ -314,6 +371,10 @@ fn kill_mode(args: &Args) -> Result<Mode, Invalid> {
         ("event", args.event.is_some()),
         ("recovery-crashes", args.recovery_crashes.is_some()),
         ("replay", args.replay.is_some()),
+        ("history", args.history.is_some()),
+        ("ages", args.ages.is_some()),
+        ("load-every", args.load_every.is_some()),
+        ("aim", args.aim.is_some()),
         ("jobs", args.jobs.is_some()),
         ("eadr", args.eadr),
     ] {
@@ -366,6 +427,13 @@ fn workload_options(workload: &str, f: &WorkloadFlags) -> Result<WorkloadOptions
     }
     if matches!(name.as_str(), "tpcb" | "tpc-b") && options.accounts_per_branch.is_none() {
         options.accounts_per_branch = Some(DEFAULT_TPCB_ACCOUNTS);
+    }
+    if name == "tatp" && options.records.is_none() && options.scale.is_none() {
+        options.records = Some(DEFAULT_TATP_RECORDS);
+    }
+    if matches!(name.as_str(), "tpcc" | "tpc-c") {
+        options.items.get_or_insert(DEFAULT_TPCC_ITEMS);
+        options.customers_per_district.get_or_insert(DEFAULT_TPCC_CUSTOMERS);
     }
     Ok(options)
 }
@@ -460,7 +528,8 @@ fn copy_path(source: &Path, target: &Path) -> std::io::Result<()> {
         }
         Ok(())
     } else {
-        std::fs::copy(source, target).map(|_| ())
+        // Region files are mostly holes; a plain copy would allocate them all.
+        pmem::copy_sparse(source, target)
     }
 }
 
@@ -660,9 +729,10 @@ impl Observer for Display<'_> {
     }
 }
 
-/// This process's command line with the iteration-selecting flags replaced by `replay`.
+/// This process's command line with the iteration-selecting flags replaced by `replay`
+/// (`--seed` stays: with `--history` it fixes the aged base the case crashed on).
 fn rerun_command(replay: &str) -> String {
-    const DROP: &[&str] = &["--crashes", "--seed", "--policy", "--replay", "--jobs", "--json"];
+    const DROP: &[&str] = &["--crashes", "--policy", "--replay", "--jobs", "--json"];
     let mut words = vec!["nvmdb".to_string()];
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -712,6 +782,26 @@ fn print_summary(plan: &Plan, s: &Summary) -> anyhow::Result<()> {
         }
         if let Some(span) = s.span {
             writeln!(out, "  run span         {} stores, {} fences", span.stores, span.fences)?;
+        }
+        let ages: Vec<String> = s.ages.iter().map(u64::to_string).collect();
+        writeln!(
+            out,
+            "  crash windows    {} in runs on bases aged by {} txns/thread ({} aimed just after \
+             a structural change), {} in format/load",
+            s.crashes - s.load_crashes,
+            ages.join("/"),
+            s.aimed_crashes,
+            s.load_crashes
+        )?;
+        if s.windows > 0 {
+            let events: Vec<String> = s
+                .coverage
+                .fields()
+                .iter()
+                .zip(s.windows_with.fields())
+                .map(|((name, n), (_, w))| format!("{} {n} (in {w})", name.replace('_', " ")))
+                .collect();
+            writeln!(out, "  in the windows   {}", events.join(", "))?;
         }
     }
     writeln!(out, "  acks verified    {}", s.acks_verified)?;
@@ -801,6 +891,18 @@ fn summary_json(plan: &Plan, s: &Summary) -> serde_json::Value {
             json["txns"] = options.txns_per_thread.into();
             json["eadr"] = (*eadr).into();
             json["span"] = serde_json::to_value(s.span).unwrap_or_default();
+            json["load_span"] = serde_json::to_value(s.load_span).unwrap_or_default();
+            json["history"] = options.history.into();
+            json["ages"] = s.ages.clone().into();
+            json["load_every"] = options.load_every.into();
+            json["load_crashes"] = s.load_crashes.into();
+            json["aim_percent"] = options.aim_percent.into();
+            json["aimed_crashes"] = s.aimed_crashes.into();
+            json["coverage"] = serde_json::json!({
+                "windows": s.windows,
+                "events": s.coverage,
+                "windows_with": s.windows_with,
+            });
         }
         Mode::Kill { options, medium, threads, .. } => {
             json["medium"] = medium.name().into();
