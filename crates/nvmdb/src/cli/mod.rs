@@ -6,6 +6,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod check;
 pub mod crashtest;
+pub mod fuzz;
 pub mod info;
 pub mod merge;
 pub mod report;
