@@ -26,7 +26,7 @@ const _: () = assert!(PAGE_SIZE.is_multiple_of(pmem::CACHE_LINE as usize));
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NVMDB\0sb");
 /// Offset 0 while formatting: the region holds nothing committed and may be formatted again.
 pub const MAGIC_FORMATTING: u64 = u64::from_le_bytes(*b"NVMDB\0fm");
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 pub const SUPERBLOCK_BYTES: usize = 256;
 
 pub type PageId = u64;
