@@ -53,7 +53,7 @@ pub const MAX_HANGS: u64 = 8;
 /// Cases kept with their details per class; later ones are only counted.
 pub const MAX_KEPT_PER_CLASS: usize = 20;
 /// Size of every base region: small, so a case copies little.
-pub const REGION_BYTES: u64 = 4 << 20;
+pub const REGION_BYTES: u64 = 3 << 20;
 /// Worker slots the base regions are formatted for (the workload uses 0 and 1).
 pub const WORKERS: usize = 2;
 /// B+tree node capacity of the base regions: small, so trees have several levels.
@@ -374,11 +374,11 @@ fn setup_err(what: &str) -> impl Fn(DbError) -> String + '_ {
 pub fn build_bases(open: &OpenEngine, seed: u64) -> Result<Vec<Base>, String> {
     let tpcb = WorkloadOptions {
         scale: Some(1),
-        accounts_per_branch: Some(1500),
+        accounts_per_branch: Some(600),
         ..WorkloadOptions::default()
     };
     let ycsb = WorkloadOptions {
-        records: Some(1200),
+        records: Some(500),
         field_count: Some(4),
         field_length: Some(24),
         ..WorkloadOptions::default()
@@ -442,11 +442,17 @@ fn inflight_image(open: &OpenEngine, base: &[u8], seed: u64) -> Result<Vec<u8>, 
         let tables = table_ids(&*engine);
         for _ in 0..4 {
             let (name, id) = rng.pick(&tables).clone();
-            let rows = &model[&name];
-            let key = rows.keys().next_back().copied().unwrap_or(0) + 1 + rng.below(1000);
-            let len = rows.values().next().map_or(8, |r| r.len());
+            let rows = model.entry(name).or_default();
+            let key = new_key(&mut rng, rows);
+            let len = engine
+                .tables()
+                .into_iter()
+                .find(|s| engine.table(&s.name) == Some(id))
+                .map_or(8, |s| s.row_bytes as usize);
             let row: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
             open_txn.insert(id, key, &row).map_err(setup_err("in-flight insert"))?;
+            // Never committed: the model keeps it only so that later keys differ.
+            rows.insert(key, row);
         }
         let Some(sim) = region.sim() else { return Err("not a sim region".into()) };
         let point = CrashPoint { event: CrashEvent::Store, count: 20 + rng.below(400) };
@@ -652,6 +658,34 @@ impl Churn<'_> {
     fn one(&mut self, tables: &[(String, TableId, usize)], worker: usize) -> storage::Result<()> {
         let mut txn = self.engine.begin(worker)?;
         let mut undo = Undo::new();
+        let result = self.ops(&mut *txn, &mut undo, tables);
+        let abort = match result {
+            // Another worker's open transaction holds the key (the in-flight images).
+            Err(DbError::Conflict { .. }) => true,
+            Err(e) => return Err(e),
+            Ok(()) => self.rng.chance(10),
+        };
+        if abort {
+            txn.abort()?;
+            for (name, key, before) in undo.into_iter().rev() {
+                let rows = self.model.entry(name).or_default();
+                match before {
+                    Some(r) => rows.insert(key, r),
+                    None => rows.remove(&key),
+                };
+            }
+            return Ok(());
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    fn ops(
+        &mut self,
+        txn: &mut dyn storage::Txn,
+        undo: &mut Undo,
+        tables: &[(String, TableId, usize)],
+    ) -> storage::Result<()> {
         let ops = 1 + self.rng.below(4);
         for _ in 0..ops {
             let (name, id, row_len) = self.rng.pick(tables).clone();
@@ -661,22 +695,35 @@ impl Churn<'_> {
             let current = existing.and_then(|k| rows.get(&k).cloned());
             match self.rng.below(10) {
                 0..=2 => {
-                    let key = fresh;
-                    let row: Vec<u8> = (0..row_len).map(|_| self.rng.next() as u8).collect();
-                    match txn.insert(id, key, &row) {
-                        Ok(()) => self.set(&mut undo, &name, key, Some(row)),
-                        Err(DbError::Duplicate { .. }) => {
-                            self.note(|| format!("table {name}: absent key {key} is a duplicate"))
+                    // A quarter of the time a run of ascending keys (splits at the same place).
+                    let run = if self.rng.chance(25) { 1 + self.rng.below(8) } else { 1 };
+                    for key in fresh..fresh.saturating_add(run) {
+                        if self.model[&name].contains_key(&key) {
+                            break;
                         }
-                        Err(e) => return Err(e),
+                        let row: Vec<u8> = (0..row_len).map(|_| self.rng.next() as u8).collect();
+                        match txn.insert(id, key, &row) {
+                            Ok(()) => self.set(undo, &name, key, Some(row)),
+                            Err(DbError::Duplicate { .. }) => self
+                                .note(|| format!("table {name}: absent key {key} is a duplicate")),
+                            Err(e) => return Err(e),
+                        }
                     }
                 }
                 3..=4 => {
                     let Some(key) = existing else { continue };
-                    if txn.delete(id, key)? {
-                        self.set(&mut undo, &name, key, None);
-                    } else {
-                        self.note(|| format!("table {name}: delete of present key {key}: absent"));
+                    // A quarter of the time a run of neighbours: empties leaves, so nodes merge.
+                    let run = if self.rng.chance(25) { 1 + self.rng.below(8) as usize } else { 1 };
+                    let keys: Vec<u64> =
+                        self.model[&name].range(key..).take(run).map(|e| *e.0).collect();
+                    for key in keys {
+                        if txn.delete(id, key)? {
+                            self.set(undo, &name, key, None);
+                        } else {
+                            self.note(|| {
+                                format!("table {name}: delete of present key {key}: absent")
+                            });
+                        }
                     }
                 }
                 5..=6 => {
@@ -688,7 +735,7 @@ impl Churn<'_> {
                         if row.len() >= off + len {
                             row[off..off + len].copy_from_slice(&bytes);
                         }
-                        self.set(&mut undo, &name, key, Some(row));
+                        self.set(undo, &name, key, Some(row));
                     } else {
                         self.note(|| format!("table {name}: update of present key {key}: absent"));
                     }
@@ -720,18 +767,6 @@ impl Churn<'_> {
                 }
             }
         }
-        if self.rng.chance(10) {
-            txn.abort()?;
-            for (name, key, before) in undo.into_iter().rev() {
-                let rows = self.model.entry(name).or_default();
-                match before {
-                    Some(r) => rows.insert(key, r),
-                    None => rows.remove(&key),
-                };
-            }
-            return Ok(());
-        }
-        txn.commit()?;
         Ok(())
     }
 }
@@ -871,7 +906,15 @@ pub fn damage(bases: &[Base], seed: u64, case: u64) -> (usize, Plan, Vec<u8>) {
         DamageKind::Words => {
             for _ in 0..1 + rng.below(3) {
                 let at = (start + offset_in_page(&mut rng, base, target, start)) / 8 * 8;
-                let value = nasty_value(&mut rng, page_count, page, &near);
+                let value = if rng.chance(30) {
+                    // Another word of the same page at the same position in its 16-byte entry
+                    // (for a B+tree node: a duplicated child pointer or key).
+                    let within = (at - start) % 16 + 16 * rng.below(16);
+                    let from = (start + within) as usize;
+                    u64::from_le_bytes(image[from..from + 8].try_into().unwrap_or([0; 8]))
+                } else {
+                    nasty_value(&mut rng, page_count, page, &near)
+                };
                 image[at as usize..at as usize + 8].copy_from_slice(&value.to_le_bytes());
                 what.push(format!("word at {at} = {value:#x}"));
             }
