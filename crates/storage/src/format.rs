@@ -445,6 +445,20 @@ pub fn get_u16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
 }
 
+/// The size a region file's superblock (or its copy) says the region has, read from the file's
+/// first bytes without mapping it: a growing region must be mapped at that size on reopen.
+pub fn region_bytes_in(first_pages: &[u8]) -> Option<u64> {
+    for page in [0, SUPERBLOCK_COPY_PAGE] {
+        let at = page_offset(page) as usize;
+        if let Some(slot) = first_pages.get(at..at + SUPERBLOCK_BYTES) {
+            if let SlotState::Valid(sb) = Superblock::classify(slot) {
+                return Some(sb.layout.page_count * PAGE_SIZE_U64);
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,18 +549,4 @@ mod tests {
         r.write_u64(page_offset(CATALOG_PAGE), 1);
         assert!(Superblock::verdict(&r, false).is_err());
     }
-}
-
-/// The size a region file's superblock (or its copy) says the region has, read from the file's
-/// first bytes without mapping it: a growing region must be mapped at that size on reopen.
-pub fn region_bytes_in(first_pages: &[u8]) -> Option<u64> {
-    for page in [0, SUPERBLOCK_COPY_PAGE] {
-        let at = page_offset(page) as usize;
-        if let Some(slot) = first_pages.get(at..at + SUPERBLOCK_BYTES) {
-            if let SlotState::Valid(sb) = Superblock::classify(slot) {
-                return Some(sb.layout.page_count * PAGE_SIZE_U64);
-            }
-        }
-    }
-    None
 }

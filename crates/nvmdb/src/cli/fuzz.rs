@@ -82,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         {
             eprintln!("{}", describe(o, args.seed));
         }
-        if progress && (done % 500 == 0 || done == total) {
+        if progress && (done.is_multiple_of(500) || done == total) {
             eprint!("\r  {done}/{total} cases");
             if done == total {
                 eprintln!();
