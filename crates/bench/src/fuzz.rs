@@ -53,7 +53,7 @@ pub const MAX_HANGS: u64 = 8;
 /// Cases kept with their details per class; later ones are only counted.
 pub const MAX_KEPT_PER_CLASS: usize = 20;
 /// Size of every base region: small, so a case copies little.
-pub const REGION_BYTES: u64 = 3 << 20;
+pub const REGION_BYTES: u64 = 2 << 20;
 /// Worker slots the base regions are formatted for (the workload uses 0 and 1).
 pub const WORKERS: usize = 2;
 /// B+tree node capacity of the base regions: small, so trees have several levels.
@@ -374,11 +374,11 @@ fn setup_err(what: &str) -> impl Fn(DbError) -> String + '_ {
 pub fn build_bases(open: &OpenEngine, seed: u64) -> Result<Vec<Base>, String> {
     let tpcb = WorkloadOptions {
         scale: Some(1),
-        accounts_per_branch: Some(600),
+        accounts_per_branch: Some(400),
         ..WorkloadOptions::default()
     };
     let ycsb = WorkloadOptions {
-        records: Some(500),
+        records: Some(400),
         field_count: Some(4),
         field_length: Some(24),
         ..WorkloadOptions::default()
@@ -417,7 +417,7 @@ fn loaded_image(
     let mut model = scan_contents(&*engine).map_err(setup_err("scanning"))?;
     let mut rng = Rng::new(seed);
     let mut churn = Churn { engine: &*engine, model: &mut model, rng: &mut rng, different: None };
-    churn.run(600, 0).map_err(setup_err("churning"))?;
+    churn.run(300, 0).map_err(setup_err("churning"))?;
     if let Some(d) = churn.different {
         return Err(format!("building base images: the engine disagrees with the model: {d}"));
     }
@@ -842,16 +842,48 @@ fn offset_in_page(rng: &mut Rng, base: &Base, target: Target, page_start: u64) -
     }
 }
 
-/// Derives case `case`'s damage and applies it to a copy of its base image.
-pub fn damage(bases: &[Base], seed: u64, case: u64) -> (usize, Plan, Vec<u8>) {
+/// A damaged image as its base plus replaced pages (copying whole images per case cost more
+/// than running the case).
+#[derive(Clone, Debug)]
+pub struct Patch {
+    /// The image's length (shorter than the base when truncated).
+    pub len: usize,
+    /// Pages whose contents replace the base's.
+    pub pages: BTreeMap<u64, Vec<u8>>,
+}
+
+impl Patch {
+    /// The damaged image in full.
+    pub fn apply(&self, base: &[u8]) -> Vec<u8> {
+        let mut image = base[..self.len].to_vec();
+        for (page, bytes) in &self.pages {
+            let at = (page * storage::format::PAGE_SIZE_U64) as usize;
+            image[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+        image
+    }
+
+    /// The bytes of `page` as damaged so far, copied from `base` on first change.
+    fn page_mut(&mut self, base: &[u8], page: u64) -> &mut Vec<u8> {
+        let size = storage::format::PAGE_SIZE;
+        self.pages.entry(page).or_insert_with(|| {
+            let at = page as usize * size;
+            base[at..at + size].to_vec()
+        })
+    }
+}
+
+/// Derives case `case`'s damage to its base image.
+pub fn damage(bases: &[Base], seed: u64, case: u64) -> (usize, Plan, Patch) {
     let mut rng = Rng::new(derive(seed, case, SALT_PLAN));
     let b = rng.below(bases.len() as u64) as usize;
     let base = &bases[b];
     let mut targets: Vec<Target> = base.pages.keys().copied().collect();
     targets.push(Target::Truncation);
     let target = *rng.pick(&targets);
-    let mut image = base.image.clone();
+    let image = &base.image;
     let len = image.len() as u64;
+    let mut patch = Patch { len: image.len(), pages: BTreeMap::new() };
     let page_bytes = storage::format::PAGE_SIZE_U64;
     let page_count = len / page_bytes;
     let plan =
@@ -860,9 +892,9 @@ pub fn damage(bases: &[Base], seed: u64, case: u64) -> (usize, Plan, Vec<u8>) {
         // Truncation: half the time at a page boundary.
         let cut = if rng.chance(50) { rng.below(page_count) * page_bytes } else { rng.below(len) };
         let cut = cut.max(1);
-        image.truncate(cut as usize);
+        patch.len = cut as usize;
         let what = format!("image truncated to {cut} of {len} bytes");
-        return (b, plan(DamageKind::Truncate, cut, what), image);
+        return (b, plan(DamageKind::Truncate, cut, what), patch);
     };
     let page = *rng.pick(pages);
     let start = page * page_bytes;
@@ -877,82 +909,78 @@ pub fn damage(bases: &[Base], seed: u64, case: u64) -> (usize, Plan, Vec<u8>) {
         .flatten()
         .copied()
         .collect();
+    let ps = page_bytes as usize;
     match kind {
         DamageKind::BitFlips => {
             // Sometimes the same bits of both allocator copies: damage the mirror cannot reveal.
             let twin =
                 match (base.pages.get(&Target::Bitmap), base.pages.get(&Target::BitmapMirror)) {
                     (Some(b), Some(m)) if rng.chance(30) => match target {
-                        Target::Bitmap => Some((m[0] as i64 - b[0] as i64) * page_bytes as i64),
-                        Target::BitmapMirror => {
-                            Some((b[0] as i64 - m[0] as i64) * page_bytes as i64)
-                        }
+                        Target::Bitmap => Some(m[0]),
+                        Target::BitmapMirror => Some(b[0]),
                         _ => None,
                     },
                     _ => None,
                 };
             for _ in 0..1 + rng.below(4) {
-                let at = start + offset_in_page(&mut rng, base, target, start);
+                let within = offset_in_page(&mut rng, base, target, start) as usize;
                 let bit = rng.below(8);
-                image[at as usize] ^= 1 << bit;
-                what.push(format!("bit {bit} of byte {at}"));
-                if let Some(delta) = twin {
-                    let other = (at as i64 + delta) as usize;
-                    image[other] ^= 1 << bit;
-                    what.push(format!("and of byte {other}"));
+                patch.page_mut(image, page)[within] ^= 1 << bit;
+                what.push(format!("bit {bit} of byte {}", start as usize + within));
+                if let Some(other) = twin {
+                    patch.page_mut(image, other)[within] ^= 1 << bit;
+                    what.push(format!("and of page {other}"));
                 }
             }
         }
         DamageKind::Words => {
             for _ in 0..1 + rng.below(3) {
-                let at = (start + offset_in_page(&mut rng, base, target, start)) / 8 * 8;
+                let within = offset_in_page(&mut rng, base, target, start) as usize / 8 * 8;
+                let bytes = patch.page_mut(image, page);
                 let value = if rng.chance(30) {
                     // Another word of the same page at the same position in its 16-byte entry
                     // (for a B+tree node: a duplicated child pointer or key).
-                    let within = (at - start) % 16 + 16 * rng.below(16);
-                    let from = (start + within) as usize;
-                    u64::from_le_bytes(image[from..from + 8].try_into().unwrap_or([0; 8]))
+                    let from = within % 16 + 16 * rng.below(16) as usize;
+                    u64::from_le_bytes(bytes[from..from + 8].try_into().unwrap_or([0; 8]))
                 } else {
                     nasty_value(&mut rng, page_count, page, &near)
                 };
-                image[at as usize..at as usize + 8].copy_from_slice(&value.to_le_bytes());
-                what.push(format!("word at {at} = {value:#x}"));
+                bytes[within..within + 8].copy_from_slice(&value.to_le_bytes());
+                what.push(format!("word at {} = {value:#x}", start as usize + within));
             }
         }
         DamageKind::ZeroPage => {
-            image[start as usize..(start + page_bytes) as usize].fill(0);
+            patch.page_mut(image, page).fill(0);
             what.push(format!("page {page} zeroed"));
         }
         DamageKind::StalePage | DamageKind::Truncate => {
-            let from_older = &base.older[start as usize..(start + page_bytes) as usize];
-            if rng.chance(40) && from_older != &image[start as usize..(start + page_bytes) as usize]
-            {
+            let at = start as usize;
+            let from_older = &base.older[at..at + ps];
+            let source = if rng.chance(40) && from_older != &image[at..at + ps] {
                 // A lost write: the page as it was in the older image.
-                let older = from_older.to_vec();
-                image[start as usize..(start + page_bytes) as usize].copy_from_slice(&older);
                 what.push(format!("page {page} as in the older image"));
-                let what = format!("{} page {page}: {}", target.name(), what.join(", "));
-                return (b, plan(kind, page, what), image);
-            }
-            // Another page of the same kind most of the time (a stale node over a live one).
-            let same: Vec<u64> = pages.iter().copied().filter(|p| *p != page).collect();
-            let source = if !same.is_empty() && rng.chance(70) {
-                *rng.pick(&same)
+                from_older
             } else {
-                let other = rng.below(page_count - 1);
-                if other >= page {
-                    other + 1
+                // Another page of the same kind most of the time (a stale node over a live one).
+                let same: Vec<u64> = pages.iter().copied().filter(|p| *p != page).collect();
+                let source = if !same.is_empty() && rng.chance(70) {
+                    *rng.pick(&same)
                 } else {
-                    other
-                }
+                    let other = rng.below(page_count - 1);
+                    if other >= page {
+                        other + 1
+                    } else {
+                        other
+                    }
+                };
+                what.push(format!("page {source} copied over page {page}"));
+                &image[source as usize * ps..(source as usize + 1) * ps]
             };
-            let from = (source * page_bytes) as usize;
-            image.copy_within(from..from + page_bytes as usize, start as usize);
-            what.push(format!("page {source} copied over page {page}"));
+            patch.pages.insert(page, source.to_vec());
         }
     }
     let what = format!("{} page {page}: {}", target.name(), what.join(", "));
-    (b, plan(kind, page, what), image)
+    (b, plan(kind, page, what), patch)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1030,7 +1058,7 @@ struct CaseInput {
     open: OpenEngine,
     bases: Arc<Vec<Base>>,
     base: usize,
-    image: Vec<u8>,
+    patch: Patch,
     seed: u64,
     case: u64,
     txns: u32,
@@ -1045,10 +1073,15 @@ fn execute(input: &CaseInput, progress: &Progress) -> Verdict {
 fn execute_steps(input: &CaseInput, progress: &Progress) -> Result<Verdict, Verdict> {
     let base = &input.bases[input.base];
     let open = &input.open;
-    let region = match Region::from_image(&input.image, &region_options()) {
+    let region = match Region::from_image(&base.image[..input.patch.len], &region_options()) {
         Ok(r) => r,
         Err(e) => return Ok((Class::Rejected, "map", e.to_string())),
     };
+    // The damage is written through the region (on `sim` the lines count as written, not
+    // persisted, which nothing here looks at).
+    for (page, bytes) in &input.patch.pages {
+        region.write(page * storage::format::PAGE_SIZE_U64, bytes);
+    }
     let engine = match step(progress, "open", || open(region.clone()))? {
         Ok(engine) => engine,
         Err(e) => return Ok(on_error(&e, "open", true)),
@@ -1120,12 +1153,12 @@ fn run_case(
     options: &FuzzOptions,
     case: u64,
 ) -> Outcome {
-    let (base, plan, image) = damage(bases, options.seed, case);
+    let (base, plan, patch) = damage(bases, options.seed, case);
     let input = CaseInput {
         open: open.clone(),
         bases: bases.clone(),
         base,
-        image,
+        patch,
         seed: options.seed,
         case,
         txns: options.txns,
