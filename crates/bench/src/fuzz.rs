@@ -13,7 +13,8 @@
 //! `(seed, k)` a base, a target (superblock, its copy, catalog, allocator bitmap or mirror, user
 //! or system undo log, B+tree root, inner node or leaf, heap page, free page, or truncation),
 //! a page of that target and a damage (bit flips, overwritten words, a zeroed page, a stale
-//! copy of another page), and runs these steps, each under `catch_unwind` and a watchdog:
+//! copy of another page, or the page as an older image held it: a lost write), and runs these
+//! steps, each under `catch_unwind` and a watchdog:
 //! open; scan every table (compared with the reference); a short workload of transactions
 //! checked against a model of the contents; `check_integrity`; a final scan against the model;
 //! a reopen with another integrity check.
