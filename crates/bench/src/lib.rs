@@ -24,6 +24,7 @@
 pub mod acks;
 pub mod crash;
 pub mod driver;
+pub mod fuzz;
 pub mod kill;
 pub mod loaded;
 pub mod report;

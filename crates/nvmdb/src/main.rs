@@ -30,6 +30,9 @@ enum Command {
     /// Inspect a region file without changing it: superblock, pending recovery, integrity,
     /// tables and row counts (`--repair` lets recovery write).
     Check(cli::check::Args),
+    /// Damage populated regions (bit flips, zeroed and stale pages, truncation) and check the
+    /// engine rejects or detects it: never a panic, a hang or a reformat.
+    Fuzz(cli::fuzz::Args),
     /// Run experiment specs (the papers' figures): a grid of bench runs, resumable, shardable.
     Sweep(cli::sweep::Args),
     /// Join the output directories of sharded sweeps.
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cli::bench::run(*args),
         Command::Crashtest(args) => cli::crashtest::run(*args),
         Command::Check(args) => cli::check::run(args),
+        Command::Fuzz(args) => cli::fuzz::run(args),
         Command::Sweep(args) => cli::sweep::run(args),
         Command::Merge(args) => cli::merge::run(args),
         Command::Report(args) => cli::report::run(args),

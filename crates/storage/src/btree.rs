@@ -314,8 +314,8 @@ impl<'a> BTree<'a> {
         while kind(n) != LEAF {
             store.touch(page, search_lines(n));
             let c = child(n, child_slot(n, low));
-            if !store.is_data_page(c) {
-                return Err(self.corrupt(page, format_args!("child pointer {c} out of range")));
+            if !store.is_data_page(c) || c == page {
+                return Err(self.corrupt(page, format_args!("bad child pointer {c}")));
             }
             let g = store.latch_shared(c);
             let child = self.node(c, Self::below(n))?;
@@ -350,7 +350,9 @@ impl<'a> BTree<'a> {
                 return Ok(());
             }
             hops += 1;
-            if !store.is_data_page(next) || hops > store.page_count() {
+            // A link to the leaf itself would take its latch twice (a shared latch taken again
+            // waits behind a queued writer: a deadlock).
+            if !store.is_data_page(next) || next == page || hops > store.page_count() {
                 return Err(self.corrupt(page, format_args!("bad right sibling {next}")));
             }
             let g = store.latch_shared(next);
@@ -394,16 +396,22 @@ impl<'a> BTree<'a> {
         Ok((root, self.node(root, None)?))
     }
 
-    /// Latches and validates child `slot` of the internal node `n` (at `page`).
+    /// Latches and validates child `slot` of the internal node `n` (at `page`). `held`: the
+    /// pages this operation has latched; a damaged pointer to one of them is refused before it
+    /// is latched a second time (which would deadlock: the level check comes after the latch).
     fn latch_child<'l>(
         &'l self,
         page: PageId,
         n: &[u8],
         slot: usize,
+        held: &[Held<'_>],
     ) -> Result<(PageId, RwLockWriteGuard<'l, ()>, &'a [u8])> {
         let c = child(n, slot);
         if !self.store.is_data_page(c) {
             return Err(self.corrupt(page, format_args!("child pointer {c} out of range")));
+        }
+        if held.iter().any(|h| h.page == c) {
+            return Err(self.corrupt(page, format_args!("child pointer {c} leads back up")));
         }
         let g = self.store.latch_exclusive(c);
         let cn = self.node(c, Self::below(n))?;
@@ -426,7 +434,7 @@ impl<'a> BTree<'a> {
         while kind(n) != LEAF {
             store.touch(page, search_lines(n));
             let slot = child_slot(n, key);
-            let (c, g, cn) = self.latch_child(page, n, slot)?;
+            let (c, g, cn) = self.latch_child(page, n, slot, &latches.path)?;
             if count(cn) < self.capacity {
                 latches.path.clear();
                 latches.root = None;
@@ -526,7 +534,7 @@ impl<'a> BTree<'a> {
         let (mut page, mut n) = (root, rn);
         while kind(n) != LEAF {
             let slot = child_slot(n, key);
-            let (c, g, cn) = self.latch_child(page, n, slot)?;
+            let (c, g, cn) = self.latch_child(page, n, slot, &latches.path)?;
             if count(cn) > min {
                 latches.path.clear();
                 latches.root = None;
@@ -580,6 +588,15 @@ impl<'a> BTree<'a> {
                         self.corrupt(parent, format_args!("child pointer {p} out of range"))
                     );
                 }
+            }
+            // Damaged pointers naming the node itself (as its sibling) or a latched ancestor
+            // would latch a page twice: a deadlock.
+            let sibling_page = if left == page { right } else { left };
+            if left == right || path.iter().any(|h| h.page == sibling_page) {
+                return Err(self.corrupt(
+                    parent,
+                    format_args!("children {left} and {right} repeat a node on the path"),
+                ));
             }
             // Kept until the modification completes (see `finish`), like the path.
             if left != page {

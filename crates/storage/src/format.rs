@@ -26,7 +26,7 @@ const _: () = assert!(PAGE_SIZE.is_multiple_of(pmem::CACHE_LINE as usize));
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NVMDB\0sb");
 /// Offset 0 while formatting: the region holds nothing committed and may be formatted again.
 pub const MAGIC_FORMATTING: u64 = u64::from_le_bytes(*b"NVMDB\0fm");
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 pub const SUPERBLOCK_BYTES: usize = 256;
 
 pub type PageId = u64;
@@ -323,7 +323,16 @@ impl Superblock {
                 fits(&sb)?;
                 Ok(Verdict::Open { sb, repair_primary: true, repair_copy: false })
             }
-            (SlotState::Formatting, _) => Ok(Verdict::Format),
+            (SlotState::Formatting, _) if created || unfinished_format_is_blank(region) => {
+                Ok(Verdict::Format)
+            }
+            // A format only ever starts on a blank region and never writes a data page, so an
+            // unfinished format over data is damage (page 0 overwritten), never formatted over.
+            (SlotState::Formatting, _) => Err(DbError::Corrupt(
+                "page 0 says a format was interrupted, but the region holds data; refusing to \
+                 format over it"
+                    .into(),
+            )),
             (SlotState::Zero, SlotState::Zero) => {
                 if created || region_is_blank(region) {
                     Ok(Verdict::Format)
@@ -406,6 +415,18 @@ impl Superblock {
 /// Whether every byte of the region is zero.
 pub fn region_is_blank(region: &Region) -> bool {
     all_zero(region, 0)
+}
+
+/// Whether a region whose page 0 holds the *formatting* magic has blank data pages (as every
+/// interrupted format leaves them). The body under that magic gives the layout; a body that
+/// does not decode (its first write tore) leaves only page 0 written.
+fn unfinished_format_is_blank(region: &Region) -> bool {
+    let mut body = region.read(0, SUPERBLOCK_BYTES).to_vec();
+    body[SB_MAGIC..SB_MAGIC + 8].copy_from_slice(&MAGIC.to_le_bytes());
+    match Superblock::classify(&body) {
+        SlotState::Valid(sb) => all_zero(region, page_offset(sb.layout.first_data_page())),
+        _ => all_zero(region, page_offset(SUPERBLOCK_COPY_PAGE + 1)),
+    }
 }
 
 fn region_is_blank_after_page0(region: &Region) -> bool {
@@ -559,6 +580,23 @@ mod tests {
         r.write(0, &[0u8; SUPERBLOCK_BYTES]);
         r.write(page_offset(SUPERBLOCK_COPY_PAGE), &[0u8; SUPERBLOCK_BYTES]);
         assert!(matches!(Superblock::verdict(&r, false), Err(DbError::Corrupt(_))));
+    }
+
+    /// Found while reviewing reformat paths for the damaged-region fuzzer (its random damage
+    /// cannot forge the magic): page 0 overwritten with the formatting magic over a populated
+    /// region made open format it.
+    #[test]
+    fn an_unfinished_format_over_data_is_corrupt_not_formatted() {
+        let r = region(512);
+        let s = small();
+        s.begin_format(&r);
+        assert_eq!(Superblock::verdict(&r, false).unwrap(), Verdict::Format, "interrupted");
+        s.publish(&r);
+        r.write_u64(page_offset(s.layout.first_data_page() + 3), 42); // a data page in use
+        r.write_u64(0, MAGIC_FORMATTING);
+        assert!(matches!(Superblock::verdict(&r, false), Err(DbError::Corrupt(_))));
+        r.write_u64(page_offset(s.layout.first_data_page() + 3), 0);
+        assert_eq!(Superblock::verdict(&r, false).unwrap(), Verdict::Format, "nothing written");
     }
 
     #[test]

@@ -3,11 +3,12 @@
 //! §3.2 *In-Place Updates* distributes ARIES undo logs by transaction; this is that log.
 //!
 //! Layout (offsets from the log's first byte; see `docs/format.md`):
-//! * `HEADER_SLOTS` header words, one per cache line: `state | generation << 8` (state 0 free,
-//!   1 active, 2 committed with post-commit work pending). Generation *g* lives in slot
-//!   `g % HEADER_SLOTS`; the slot with the highest generation is the log's header. 8 aligned
-//!   bytes persist atomically, so the state changes atomically: that word *is* the commit
-//!   record.
+//! * `HEADER_SLOTS` header words, one per cache line: `state | check << 2 | generation << 8`
+//!   (state 0 free, 1 active, 2 committed with post-commit work pending; `check` 6 bits of
+//!   CRC-32C over state and generation, so a damaged header is `Corrupt`; 0 = never used).
+//!   Generation *g* lives in slot `g % HEADER_SLOTS`; the slot with the highest generation is
+//!   the log's header. 8 aligned bytes persist atomically, so the state changes atomically:
+//!   that word *is* the commit record.
 //! * records, circular, from byte `HEADER_SLOTS * 64`: generation *g* starts at a position that
 //!   moves with *g* (`start_of`), records follow back to back and wrap to the first record byte
 //!   when the next one does not fit before the end. Record: `[u32 payload_len][u8 kind][3 pad]
@@ -41,23 +42,41 @@ pub enum LogState {
     Committed,
 }
 
+/// A 6-bit check of a header word's state and generation, kept in bits 2..8 of the word: a
+/// damaged header (a free log read as active would roll a committed transaction back over live
+/// data) fails it, except by a 1-in-64 chance. It rides in the same atomic 8-byte store.
+fn header_check(state_bits: u64, generation: u64) -> u64 {
+    (crc(&(state_bits | generation << 8).to_le_bytes()) & 0x3f) as u64
+}
+
 fn encode_header(state: LogState, generation: u64) -> u64 {
     let s = match state {
         LogState::Free => 0,
         LogState::Active => 1,
         LogState::Committed => 2,
     };
-    s | generation << 8
+    // A never-used slot is all zero (a blank region is all zero).
+    if s == 0 && generation == 0 {
+        return 0;
+    }
+    s | header_check(s, generation) << 2 | generation << 8
 }
 
 fn decode_header(word: u64) -> Option<(LogState, u64)> {
-    let state = match word & 0xff {
+    if word == 0 {
+        return Some((LogState::Free, 0));
+    }
+    let (s, generation) = (word & 3, word >> 8);
+    if (word >> 2) & 0x3f != header_check(s, generation) {
+        return None;
+    }
+    let state = match s {
         0 => LogState::Free,
         1 => LogState::Active,
         2 => LogState::Committed,
         _ => return None,
     };
-    Some((state, word >> 8))
+    Some((state, generation))
 }
 
 /// One undo log in the region.
@@ -409,6 +428,34 @@ mod tests {
             let idle = UndoLog::attach(&r, 0, cap).unwrap();
             assert_eq!((idle.state(), idle.generation), (LogState::Free, g + 1));
         }
+    }
+
+    /// A damaged header word is refused, not read as another state: a free log whose state
+    /// bit flips to active would otherwise roll a committed transaction back.
+    #[test]
+    fn a_damaged_header_word_is_corrupt() {
+        let r = region();
+        UndoLog::format(&r, 0);
+        let mut log = UndoLog::attach(&r, 0, 4096).unwrap();
+        log.append(&[(1, b"x")], &[]).unwrap();
+        log.finish(&[]);
+        let slot = log.header_offset(log.generation);
+        let word = r.read_u64(slot);
+        let mut missed = 0;
+        for bit in 0..64 {
+            r.write_u64(slot, word ^ 1 << bit);
+            match UndoLog::attach(&r, 0, 4096) {
+                Err(DbError::Corrupt(_)) => {}
+                Ok(l) => {
+                    assert_eq!(l.state(), LogState::Free, "bit {bit} made the log {:?}", l.state());
+                    missed += 1;
+                }
+                Err(e) => panic!("bit {bit}: {e}"),
+            }
+        }
+        assert!(missed <= 2, "{missed} single-bit flips went unnoticed");
+        r.write_u64(slot, word);
+        assert_eq!(UndoLog::attach(&r, 0, 4096).unwrap().state(), LogState::Free);
     }
 
     /// The commit word moves among the header slots: 1,000 transactions write no header line

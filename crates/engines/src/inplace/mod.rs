@@ -365,6 +365,10 @@ fn describe(db: &InPlace, offset: u64) -> String {
         };
         return format!("{kind} undo log of worker {w}, {part}");
     }
+    // A freed page keeps its old contents: the bitmap says whether they still mean anything.
+    if let Ok(false) = db.alloc.is_allocated(page) {
+        return "free page".into();
+    }
     let bytes = db.store.page(page);
     let kind = storage::format::get_u16(bytes, 0);
     let table = |id: u32| {

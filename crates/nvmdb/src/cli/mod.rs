@@ -7,6 +7,7 @@ pub mod calibrate;
 pub mod check;
 pub mod crashtest;
 pub mod dcpower;
+pub mod fuzz;
 pub mod info;
 pub mod merge;
 pub mod report;
