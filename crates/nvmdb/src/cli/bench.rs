@@ -247,9 +247,15 @@ fn explain_run_error(e: bench::BenchError, plan: &Plan) -> anyhow::Error {
             0 => file_bytes().unwrap_or(0),
             n => n,
         };
-        let size = units::format_bytes(bytes.max(plan.region.max_size_bytes));
+        let mut size = units::format_bytes(bytes);
+        if plan.region.max_size_bytes > bytes {
+            let max = units::format_bytes(plan.region.max_size_bytes);
+            size = format!("{size} region, grown up to {max},");
+        } else {
+            size += " region";
+        }
         return anyhow::anyhow!(
-            "the {} workload at this scale does not fit the {size} region ({e}); \
+            "the {} workload at this scale does not fit the {size} ({e}); \
              use a larger --size / --max-size or a smaller --scale/--records",
             plan.workload.name
         );
