@@ -62,7 +62,7 @@ impl Default for EngineOptions {
             staging_bytes: 32 << 20,
             batch_txns: 0,
             log_bytes: 64 << 20,
-            max_dirty_pages: 4096,
+            max_dirty_pages: 16384,
             page_flush: wal::PageFlush::Paper,
             io: wal::Io::Nvm,
         }

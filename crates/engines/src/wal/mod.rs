@@ -9,7 +9,8 @@
 //! the write-ahead log ([`log`]). Commit forces the log with `persist_wal` (2 barriers; concurrent
 //! commits share one force: group commit). A page flusher writes dirty pages back with
 //! `persist_page` (page log, 4 barriers per page, as in the paper; `page_flush=direct` writes the
-//! dirty lines in place under one barrier instead, which our physical redo makes safe), after
+//! dirty pages in place under one barrier, without the page log, which our physical redo makes
+//! safe), after
 //! forcing the log past their changes (the WAL rule), and then advances the checkpoint's redo
 //! point, which truncates the log. `max_dirty_pages` is the flush-rate knob of Pelley's Fig. 1.
 //!
@@ -66,7 +67,7 @@ const C_CRC: u64 = 40;
 pub enum PageFlush {
     /// Pelley's `persist_page`: each page through a persistent page log, 4 barriers per page.
     Paper,
-    /// The dirty lines in place, one barrier for all of them (physical redo repairs a torn page).
+    /// The dirty pages in place, one barrier for all of them (physical redo repairs a torn page).
     Direct,
 }
 
