@@ -4,6 +4,7 @@
 mod gated;
 pub mod group;
 pub mod inplace;
+mod staging;
 pub mod wal;
 
 use pmem::Region;

@@ -30,7 +30,7 @@ use crate::inplace::InPlace;
 use crate::{EngineOptions, Fault};
 use batch::{BatchLog, LogLayout, MAX_CAPACITY_LINES};
 use parking_lot::{Condvar, Mutex, RwLock};
-use pmem::{Medium, Region, RegionOptions, CACHE_LINE};
+use pmem::{Region, CACHE_LINE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -136,24 +136,7 @@ impl Group {
             report.notes.push(format!("rolled back batch {} ({} lines)", r.batch, r.lines));
         }
         let copy_started = Instant::now();
-        let staging_options = RegionOptions { track_dirty: true, ..RegionOptions::default() };
-        let staging = if formatted {
-            Region::open(&RegionOptions {
-                medium: Medium::Dram,
-                size_bytes: image_bytes,
-                ..staging_options
-            })?
-        } else {
-            // A file-backed region's image is mapped copy-on-write (pages load on first touch);
-            // anything else is copied.
-            let base = log.layout.base();
-            match nvram.private_view(base, image_bytes, &staging_options) {
-                Some(view) => view?,
-                None => {
-                    Region::dram_copy(nvram.read(base, image_bytes as usize), &staging_options)?
-                }
-            }
-        };
+        let staging = crate::staging::copy_of(&nvram, log.layout.base(), image_bytes, formatted)?;
         report.notes.push(format!(
             "staging copy of {} MiB set up in {:.1} ms",
             image_bytes >> 20,
@@ -161,13 +144,7 @@ impl Group {
         ));
         let inner_options = EngineOptions { fault: None, ..options.clone() };
         let inner = InPlace::open(staging.clone(), &inner_options)?;
-        let inner_report = inner.recovery_report();
-        report.formatted = formatted;
-        report.txns_rolled_back = inner_report.txns_rolled_back;
-        report.system_txns_rolled_back = inner_report.system_txns_rolled_back;
-        report.txns_completed = inner_report.txns_completed;
-        report.records_applied += inner_report.records_applied;
-        report.notes.extend(inner_report.notes);
+        crate::staging::merge_report(&mut report, inner.recovery_report(), formatted);
         let shared = Arc::new(Shared {
             nvram,
             staging,
@@ -526,7 +503,7 @@ impl Engine for Group {
 /// What opening `region` would do, found on a private copy: a valid batch log is rolled back
 /// there first, then the image is inspected as `inplace` would recover it. `outer` is the
 /// superblock's inspection of the whole region.
-pub fn inspect(region: &Region, mut outer: crate::Inspection) -> Result<crate::Inspection> {
+pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspection> {
     let copy =
         Region::dram_copy(region.read(0, region.backed_len() as usize), &Default::default())?;
     let log = BatchLog::open(&copy, outer.page_count, None)?;
@@ -534,18 +511,12 @@ pub fn inspect(region: &Region, mut outer: crate::Inspection) -> Result<crate::I
     let rolled_back = log.restore(image_bytes)?;
     let image =
         Region::dram_copy(copy.read(log.layout.base(), image_bytes as usize), &Default::default())?;
-    let inner = crate::inplace::inspect(&image)?;
-    outer.workers = inner.workers;
-    outer.txns_to_roll_back = inner.txns_to_roll_back;
-    outer.system_txns_to_roll_back = inner.system_txns_to_roll_back;
-    outer.txns_to_complete = inner.txns_to_complete;
-    outer.undo_records = inner.undo_records;
+    let lines = rolled_back.as_ref().map_or(0, |r| r.lines);
+    let mut outer = crate::staging::inspect_image(outer, &image, lines)?;
     if let Some(r) = rolled_back {
         outer.verdict +=
             &format!("; batch {} was interrupted: {} lines would be rolled back", r.batch, r.lines);
-        outer.undo_records += r.lines;
     }
-    outer.verdict += &format!("; image: {}", inner.verdict);
     Ok(outer)
 }
 

@@ -40,7 +40,7 @@ use crate::inplace::InPlace;
 use crate::{EngineOptions, Fault};
 use log::{Capture, Log};
 use parking_lot::{Condvar, Mutex, RwLock};
-use pmem::{Medium, Region, RegionOptions, CACHE_LINE};
+use pmem::{Region, RegionOptions, CACHE_LINE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -191,23 +191,7 @@ impl Wal {
             report.notes.push(format!("page log: page {page} rewritten"));
         }
         // Analysis + redo into the buffer pool.
-        let staging_options = RegionOptions { track_dirty: true, ..RegionOptions::default() };
-        let staging = if formatted {
-            Region::open(&RegionOptions {
-                medium: Medium::Dram,
-                size_bytes: image_bytes,
-                ..staging_options
-            })?
-        } else {
-            // A file-backed region's image is mapped copy-on-write (pages load on first touch);
-            // anything else is copied.
-            match nvram.private_view(base, image_bytes, &staging_options) {
-                Some(view) => view?,
-                None => {
-                    Region::dram_copy(nvram.read(base, image_bytes as usize), &staging_options)?
-                }
-            }
-        };
+        let staging = crate::staging::copy_of(&nvram, base, image_bytes, formatted)?;
         let redo_from = nvram.read_u64(control(C_REDO));
         let redo_started = Instant::now();
         let (end, records) = log::scan(&nvram, log_area, capacity, redo_from, image_bytes, |r| {
@@ -226,13 +210,7 @@ impl Wal {
         // Undo: inplace recovery on the redone image; its writes are logged.
         let inner_options = EngineOptions { fault: None, ..options.clone() };
         let inner = InPlace::open(staging.clone(), &inner_options)?;
-        let r = inner.recovery_report();
-        report.formatted = formatted;
-        report.txns_rolled_back = r.txns_rolled_back;
-        report.system_txns_rolled_back = r.system_txns_rolled_back;
-        report.txns_completed = r.txns_completed;
-        report.records_applied += r.records_applied;
-        report.notes.extend(r.notes);
+        crate::staging::merge_report(&mut report, inner.recovery_report(), formatted);
         let fault = match options.fault {
             Some(Fault::WalSkipLogBarrier) => Some(WalFault::SkipLogBarrier),
             Some(Fault::WalPageBeforeLog) => Some(WalFault::PageBeforeLog),
@@ -635,7 +613,7 @@ impl Engine for Wal {
 
 /// What opening `region` would do, on a private copy: the image after redo, as `inplace` would
 /// recover it. `outer` is the superblock's inspection of the whole region.
-pub fn inspect(region: &Region, mut outer: crate::Inspection) -> Result<crate::Inspection> {
+pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspection> {
     let (capacity, base_page) = read_control(region, outer.page_count)?;
     let image_bytes = page_offset(outer.page_count - base_page);
     let image = Region::dram_copy(
@@ -647,16 +625,7 @@ pub fn inspect(region: &Region, mut outer: crate::Inspection) -> Result<crate::I
     let (end, records) = log::scan(region, log_area, capacity, redo_from, image_bytes, |r| {
         image.write(r.offset, r.bytes)
     })?;
-    let inner = crate::inplace::inspect(&image)?;
-    outer.workers = inner.workers;
-    outer.txns_to_roll_back = inner.txns_to_roll_back;
-    outer.system_txns_to_roll_back = inner.system_txns_to_roll_back;
-    outer.txns_to_complete = inner.txns_to_complete;
-    outer.undo_records = inner.undo_records + records;
-    outer.verdict += &format!(
-        "; {records} log records ({} KiB) to redo; image: {}",
-        (end - redo_from) >> 10,
-        inner.verdict
-    );
+    let mut outer = crate::staging::inspect_image(outer, &image, records)?;
+    outer.verdict += &format!("; {records} log records ({} KiB) to redo", (end - redo_from) >> 10);
     Ok(outer)
 }
