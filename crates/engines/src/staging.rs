@@ -47,3 +47,51 @@ pub(crate) fn inspect_image(
     outer.verdict += &format!("; image: {}", inner.verdict);
     Ok(outer)
 }
+
+/// The crash-atomic format of a region that holds an engine area (a log) of pages
+/// `2..base_page` before an `inplace` image: superblock under the formatting magic,
+/// `write_area` (which persists the engine's control line), then the published superblock. The
+/// image itself is formatted in the staging copy later and reaches NVRAM through the engine's
+/// own protocol, so a crash before that leaves a blank image. `area` names the engine area and
+/// the option that sizes it, for the error when the region is too small.
+pub(crate) fn format_region(
+    nvram: &Region,
+    engine: &str,
+    options: &crate::EngineOptions,
+    pages: u64,
+    base_page: u64,
+    area: (&str, &str, u64),
+    write_area: impl FnOnce(&Region),
+) -> Result<()> {
+    let layout = storage::format::Layout {
+        page_count: pages,
+        workers: options.workers + 1,
+        undo_pages: options.undo_pages,
+        sys_undo_pages: options.sys_undo_pages,
+        node_capacity: options.node_capacity,
+    };
+    layout.validate()?;
+    let needed = base_page + layout.first_data_page() + 64;
+    if pages < needed {
+        let (what, option, bytes) = area;
+        return Err(storage::DbError::RegionFull(format!(
+            "a region of {pages} pages cannot hold a {} MiB {what} and the database (needs at \
+             least {needed} pages); use a larger --size or a smaller {option}",
+            bytes >> 20
+        )));
+    }
+    let sb = storage::format::Superblock { engine: engine.into(), layout };
+    sb.begin_format(nvram);
+    write_area(nvram);
+    sb.publish(nvram);
+    Ok(())
+}
+
+/// Checksum of an engine control line's fixed parameters and magic.
+pub(crate) fn params_crc(a: u64, b: u64, magic: u64) -> u64 {
+    let mut bytes = [0u8; 24];
+    bytes[0..8].copy_from_slice(&a.to_le_bytes());
+    bytes[8..16].copy_from_slice(&b.to_le_bytes());
+    bytes[16..24].copy_from_slice(&magic.to_le_bytes());
+    u64::from(storage::format::crc(&bytes))
+}

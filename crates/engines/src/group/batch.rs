@@ -108,11 +108,7 @@ fn control(field: u64) -> u64 {
 }
 
 fn params_crc(capacity_lines: u64, base_page: u64) -> u64 {
-    let mut b = [0u8; 24];
-    b[0..8].copy_from_slice(&capacity_lines.to_le_bytes());
-    b[8..16].copy_from_slice(&base_page.to_le_bytes());
-    b[16..24].copy_from_slice(&MAGIC.to_le_bytes());
-    u64::from(storage::format::crc(&b))
+    crate::staging::params_crc(capacity_lines, base_page, MAGIC)
 }
 
 impl BatchLog {

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage::engine::RecoveryReport;
-use storage::format::{page_offset, Layout, Superblock, PAGE_SIZE_U64};
+use storage::format::{page_offset, Superblock, PAGE_SIZE_U64};
 use storage::{CommitToken, DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
 
 pub const ENGINE_NAME: &str = "group";
@@ -185,28 +185,17 @@ impl Group {
     /// then the published superblock. The database image is formatted in the staging copy and
     /// reaches NVRAM through the first batch, so a crash before it leaves a blank image.
     fn format(nvram: &Region, options: &EngineOptions, pages: u64) -> Result<BatchLog> {
-        let capacity_lines = options.staging_bytes / CACHE_LINE;
-        let log = LogLayout::for_capacity(capacity_lines);
-        let layout = Layout {
-            page_count: pages,
-            workers: options.workers + 1,
-            undo_pages: options.undo_pages,
-            sys_undo_pages: options.sys_undo_pages,
-            node_capacity: options.node_capacity,
-        };
-        layout.validate()?;
-        let needed = log.base_page + layout.first_data_page() + 64;
-        if pages < needed {
-            return Err(DbError::RegionFull(format!(
-                "a region of {pages} pages cannot hold a {} MiB batch log and the database \
-                 (needs at least {needed} pages); use a larger --size or a smaller staging_bytes",
-                options.staging_bytes >> 20
-            )));
-        }
-        let sb = Superblock { engine: ENGINE_NAME.into(), layout };
-        sb.begin_format(nvram);
-        BatchLog::format(nvram, log);
-        sb.publish(nvram);
+        let log = LogLayout::for_capacity(options.staging_bytes / CACHE_LINE);
+        let area = ("batch log", "staging_bytes", options.staging_bytes);
+        crate::staging::format_region(
+            nvram,
+            ENGINE_NAME,
+            options,
+            pages,
+            log.base_page,
+            area,
+            |r| BatchLog::format(r, log),
+        )?;
         BatchLog::open(nvram, pages, options.fault)
     }
 

@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage::engine::RecoveryReport;
-use storage::format::{get_u64, page_offset, Layout, PageId, Superblock, PAGE_SIZE, PAGE_SIZE_U64};
+use storage::format::{get_u64, page_offset, PageId, Superblock, PAGE_SIZE, PAGE_SIZE_U64};
 use storage::{CommitToken, DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
 
 pub const ENGINE_NAME: &str = "wal";
@@ -90,11 +90,7 @@ fn op_margin_bytes(o: &EngineOptions) -> u64 {
 }
 
 fn params_crc(capacity: u64, base: u64) -> u64 {
-    let mut b = [0u8; 24];
-    b[0..8].copy_from_slice(&capacity.to_le_bytes());
-    b[8..16].copy_from_slice(&base.to_le_bytes());
-    b[16..24].copy_from_slice(&MAGIC.to_le_bytes());
-    u64::from(storage::format::crc(&b))
+    crate::staging::params_crc(capacity, base, MAGIC)
 }
 
 fn control(field: u64) -> u64 {
@@ -253,36 +249,20 @@ impl Wal {
     /// formatted in the buffer pool and reaches NVRAM through the log and the first checkpoint.
     fn format(nvram: &Region, options: &EngineOptions, pages: u64) -> Result<u64> {
         let base_page = FIRST_LOG_PAGE + options.log_bytes / PAGE_SIZE_U64;
-        let layout = Layout {
-            page_count: pages,
-            workers: options.workers + 1,
-            undo_pages: options.undo_pages,
-            sys_undo_pages: options.sys_undo_pages,
-            node_capacity: options.node_capacity,
-        };
-        layout.validate()?;
-        let needed = base_page + layout.first_data_page() + 64;
-        if pages < needed {
-            return Err(DbError::RegionFull(format!(
-                "a region of {pages} pages cannot hold a {} MiB log and the database (needs at \
-                 least {needed} pages); use a larger --size or a smaller log_bytes",
-                options.log_bytes >> 20
-            )));
-        }
-        let sb = Superblock { engine: ENGINE_NAME.into(), layout };
-        sb.begin_format(nvram);
-        let mut line = [0u8; 48];
-        line[C_CAPACITY as usize..][..8].copy_from_slice(&options.log_bytes.to_le_bytes());
-        line[C_BASE as usize..][..8].copy_from_slice(&base_page.to_le_bytes());
-        line[C_MAGIC as usize..][..8].copy_from_slice(&MAGIC.to_le_bytes());
-        let crc = params_crc(options.log_bytes, base_page);
-        line[C_CRC as usize..][..8].copy_from_slice(&crc.to_le_bytes());
-        nvram.write(control(0), &line);
-        nvram.persist(control(0), line.len() as u64);
-        // A log area left by an earlier region must not read as records: zero the first page.
-        nvram.write(page_offset(FIRST_LOG_PAGE), &[0u8; PAGE_SIZE]);
-        nvram.persist(page_offset(FIRST_LOG_PAGE), PAGE_SIZE_U64);
-        sb.publish(nvram);
+        let area = ("log", "log_bytes", options.log_bytes);
+        crate::staging::format_region(nvram, ENGINE_NAME, options, pages, base_page, area, |r| {
+            let mut line = [0u8; 48];
+            line[C_CAPACITY as usize..][..8].copy_from_slice(&options.log_bytes.to_le_bytes());
+            line[C_BASE as usize..][..8].copy_from_slice(&base_page.to_le_bytes());
+            line[C_MAGIC as usize..][..8].copy_from_slice(&MAGIC.to_le_bytes());
+            let crc = params_crc(options.log_bytes, base_page);
+            line[C_CRC as usize..][..8].copy_from_slice(&crc.to_le_bytes());
+            r.write(control(0), &line);
+            r.persist(control(0), line.len() as u64);
+            // A log area left by an earlier region must not read as records: zero its first page.
+            r.write(page_offset(FIRST_LOG_PAGE), &[0u8; PAGE_SIZE]);
+            r.persist(page_offset(FIRST_LOG_PAGE), PAGE_SIZE_U64);
+        })?;
         Ok(pages)
     }
 
