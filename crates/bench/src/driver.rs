@@ -481,7 +481,7 @@ fn coordinate(
     threads: usize,
 ) -> Window {
     let stats = || engine.region().map(|r| r.stats());
-    let activity_before = engine.activity();
+    let (activity_before, activity_after);
     let wear = || engine.region().and_then(|r| r.wear());
     let wear_before;
     let mut stopped_early = false;
@@ -492,16 +492,19 @@ fn coordinate(
             }
             control.set_phase(PHASE_MEASURE);
             wear_before = wear();
+            activity_before = engine.activity();
             let (t0, s0) = (Instant::now(), stats());
             if !stopped_early {
                 stopped_early |= wait(control, hooks, Stage::Measure, duration, None);
             }
             let (s1, t1) = (stats(), Instant::now());
+            activity_after = engine.activity();
             control.set_phase(PHASE_STOP);
             (t1 - t0, s1.zip(s0).map(|(s1, s0)| s1.since(&s0)))
         }
         RunLength::Transactions { per_thread } => {
             wear_before = wear();
+            activity_before = engine.activity();
             let (t0, s0) = (Instant::now(), stats());
             let target = per_thread.saturating_mul(threads as u64);
             stopped_early |= wait(control, hooks, Stage::Measure, Duration::MAX, Some(target));
@@ -512,16 +515,17 @@ fn coordinate(
                 std::thread::sleep(Duration::from_millis(1));
             }
             let (s1, t1) = (stats(), Instant::now());
+            activity_after = engine.activity();
             (t1 - t0, s1.zip(s0).map(|(s1, s0)| s1.since(&s0)))
         }
     };
     let wear = wear_before.zip(wear());
-    let activity = activity_delta(&activity_before, &engine.activity());
+    let activity = activity_delta(&activity_before, &activity_after);
     Window { measured, device, activity, wear, stopped_early }
 }
 
 /// The change of each activity counter between two readings (a counter missing before counts
-/// from zero). Taken at the end of the period, so it may include a little of the drain.
+/// from zero). Read with the device statistics at both ends.
 fn activity_delta(
     before: &[(&'static str, u64)],
     after: &[(&'static str, u64)],

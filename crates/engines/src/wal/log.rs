@@ -15,12 +15,14 @@
 //! is preceded by a pad record that fills it.
 //!
 //! **Insertion** (in the spirit of Aether, Johnson et al., VLDB 2010, "decoupled buffer fill"):
-//! an appender reserves its LSN range under a short lock (arithmetic only), copies its record
-//! into a volatile ring buffer with no lock held, then releases its range in LSN order (it waits
-//! for the appenders before it to finish copying; the copies themselves overlap). A force
-//! writes the filled prefix of the ring. `log_insert=locked` copies under the reservation lock
-//! instead (one global lock per append, the baseline Aether improves on), to measure the two
-//! side by side.
+//! an appender reserves its LSN range under a short lock (arithmetic, and noting the range as in
+//! flight), copies its record into a volatile ring buffer with no lock held, then takes the lock
+//! again for a moment to note the copy done. Appenders never wait for one another's copies; a
+//! force writes the *filled prefix* (up to the oldest copy still in flight) and only a commit
+//! whose records lie beyond an unfinished copy waits for it (Aether releases in LSN order
+//! instead, which spins when a copier is descheduled; on this 2-core machine that collapsed
+//! throughput). `log_insert=locked` copies under the reservation lock (one global lock per
+//! append, the baseline Aether improves on), to measure the two side by side.
 
 use pmem::{Region, StoreObserver};
 use std::cell::Cell;
@@ -98,6 +100,23 @@ impl LogInsert {
     }
 }
 
+/// The reservation lock's state.
+struct Reserved {
+    /// LSN just past the last reserved record.
+    end: u64,
+    /// Starts of the reservations whose copies are not yet done.
+    in_flight: std::collections::BTreeSet<u64>,
+    /// Forces waiting for a copy to complete.
+    waiters: u32,
+}
+
+impl Reserved {
+    /// Every record below this LSN is copied into the ring.
+    fn filled(&self) -> u64 {
+        self.in_flight.first().copied().unwrap_or(self.end)
+    }
+}
+
 /// Where one reservation's bytes go: zeros from `start` to `pad` (the unusable end of the
 /// area), a pad record from `pad` to `record` (when the record does not fit before the end),
 /// the record from `record` to `end`.
@@ -116,13 +135,13 @@ pub(crate) struct Log {
     area: u64,
     capacity: u64,
     insert: LogInsert,
-    /// LSN just past the last reserved record (the reservation lock).
-    reserved: parking_lot::Mutex<u64>,
+    /// The reservation lock: the reserved end and the copies in flight.
+    reserved: parking_lot::Mutex<Reserved>,
+    /// Signalled when a copy completes and a force waits for it.
+    copied: parking_lot::Condvar,
     /// The volatile ring: LSN `l` lives in word `(l / 8) % RING_WORDS`. Appenders write
-    /// disjoint ranges; `filled` (release/acquire) publishes them to the forcer.
+    /// disjoint ranges; the reservation lock publishes them to the forcer.
     ring: Box<[AtomicU64]>,
-    /// Every record below this LSN is copied into the ring.
-    filled: AtomicU64,
     /// Every record below this LSN is durable.
     forced: AtomicU64,
     /// Held by the one thread forcing; its buffer collects the ring's bytes.
@@ -135,8 +154,8 @@ pub(crate) struct Log {
     pub bytes_forced: AtomicU64,
     /// Persist barriers the forces issued (2 per `persist_wal`).
     pub force_fences: AtomicU64,
-    /// Appends that waited for an earlier appender to finish copying (Aether's release order).
-    pub release_waits: AtomicU64,
+    /// Forces that waited for an earlier appender to finish copying.
+    pub copy_waits: AtomicU64,
 }
 
 impl Log {
@@ -155,9 +174,13 @@ impl Log {
             area,
             capacity,
             insert,
-            reserved: parking_lot::Mutex::new(end),
+            reserved: parking_lot::Mutex::new(Reserved {
+                end,
+                in_flight: std::collections::BTreeSet::new(),
+                waiters: 0,
+            }),
+            copied: parking_lot::Condvar::new(),
             ring: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
-            filled: AtomicU64::new(end),
             forced: AtomicU64::new(end),
             force_lock: parking_lot::Mutex::new(Vec::new()),
             overflowed: AtomicBool::new(false),
@@ -165,13 +188,18 @@ impl Log {
             forces: AtomicU64::new(0),
             bytes_forced: AtomicU64::new(0),
             force_fences: AtomicU64::new(0),
-            release_waits: AtomicU64::new(0),
+            copy_waits: AtomicU64::new(0),
         }
     }
 
-    /// LSN just past the last record copied in (with operations quiesced: the last appended).
+    /// LSN below which every record is copied in (with operations quiesced: the end).
     pub fn appended(&self) -> u64 {
-        self.filled.load(Ordering::Acquire)
+        self.reserved.lock().filled()
+    }
+
+    /// LSN just past the last reserved record.
+    fn reserved_end(&self) -> u64 {
+        self.reserved.lock().end
     }
 
     pub fn forced(&self) -> u64 {
@@ -184,7 +212,7 @@ impl Log {
 
     /// Bytes of the area holding records recovery may still need.
     pub fn used(&self) -> u64 {
-        self.appended() - self.redo_from.load(Ordering::Acquire)
+        self.reserved_end() - self.redo_from.load(Ordering::Acquire)
     }
 
     pub fn capacity(&self) -> u64 {
@@ -222,19 +250,26 @@ impl Log {
         let size = record_bytes(payload.len());
         let (guard, res) = loop {
             let mut r = self.reserved.lock();
-            let Some(res) = self.reserve(*r, size) else {
+            let Some(res) = self.reserve(r.end, size) else {
                 // Room for recovery's records and this one: else the log overflowed (the
                 // caller's operation margin was wrong); commits are refused from now on.
                 self.overflowed.store(true, Ordering::Release);
                 return None;
             };
             if res.end - self.forced() <= RING_BYTES {
-                *r = res.end;
+                r.end = res.end;
+                if self.insert == LogInsert::Aether {
+                    r.in_flight.insert(res.start);
+                }
                 break (r, res);
             }
             // The ring is full of unforced log: force what is filled, then try again.
+            let filled = r.filled();
             drop(r);
-            if self.force_filled().is_err() {
+            if filled <= self.forced() {
+                // An earlier copy is still in flight.
+                std::thread::yield_now();
+            } else if self.force(filled, false).is_err() {
                 return None;
             }
         };
@@ -242,6 +277,11 @@ impl Log {
         if self.insert == LogInsert::Aether {
             drop(guard);
             self.fill(&res, &record);
+            let mut r = self.reserved.lock();
+            r.in_flight.remove(&res.start);
+            if r.waiters > 0 {
+                self.copied.notify_all();
+            }
         } else {
             self.fill(&res, &record);
             drop(guard);
@@ -279,7 +319,7 @@ impl Log {
         out
     }
 
-    /// Copies a reservation into the ring, then releases it in LSN order.
+    /// Copies a reservation into the ring (no lock held in `aether` mode).
     fn fill(&self, res: &Reservation, bytes: &[u8]) {
         // The skipped end of the area (a multiple of 8 bytes) reads as zeros.
         for word in res.start / 8..res.pad / 8 {
@@ -290,24 +330,6 @@ impl Log {
             let word = res.pad / 8 + i as u64;
             self.ring[(word % RING_WORDS) as usize].store(w, Ordering::Relaxed);
         }
-        let mut spins = 0u32;
-        while self.filled.load(Ordering::Acquire) != res.start {
-            if spins == 0 {
-                self.release_waits.fetch_add(1, Ordering::Relaxed);
-            }
-            spins = spins.saturating_add(1);
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        self.filled.store(res.end, Ordering::Release);
-    }
-
-    /// Forces every record copied in so far.
-    fn force_filled(&self) -> Result<()> {
-        self.force(self.appended(), false)
     }
 
     /// `persist_wal`: makes every record below `lsn` durable. Concurrent callers share one
@@ -328,7 +350,19 @@ impl Log {
             ));
         }
         let start = self.forced();
-        let target = self.appended().max(start);
+        let target = {
+            let mut r = self.reserved.lock();
+            if r.filled() < lsn {
+                self.copy_waits.fetch_add(1, Ordering::Relaxed);
+                // Bounded: `lsn` was reserved, and every copy completes without waiting.
+                while r.filled() < lsn.min(r.end) {
+                    r.waiters += 1;
+                    self.copied.wait(&mut r);
+                    r.waiters -= 1;
+                }
+            }
+            r.filled().max(start)
+        };
         let mut bytes = std::mem::take(&mut *guard);
         bytes.clear();
         for word in start / 8..target / 8 {

@@ -27,8 +27,8 @@
 //!
 //! Deliberate choices (see the closing note of the issue): undo information lives in undo-log
 //! pages that are redo-logged (as InnoDB's undo segments), not in the log records themselves;
-//! the flusher quiesces operations while it snapshots the dirty pages (a short copy), then
-//! writes them while transactions run.
+//! the checkpoint is fuzzy (it quiesces operations, never transactions, and only for a moment
+//! at a time: see [`Shared::checkpoint`]); log records are inserted Aether-style ([`log`]).
 
 pub(crate) mod device;
 pub(crate) mod log;
@@ -625,7 +625,7 @@ impl Engine for Wal {
             ("log_forces", get(&l.forces)),
             ("log_force_fences", get(&l.force_fences)),
             ("log_bytes_forced", get(&l.bytes_forced)),
-            ("log_release_waits", get(&l.release_waits)),
+            ("log_copy_waits", get(&l.copy_waits)),
         ]
     }
 
