@@ -399,6 +399,10 @@ impl FileDevice {
     /// buffered I/O instead of failing.
     pub fn create(path: &Path, allow_buffered: bool) -> Result<FileDevice> {
         let shown = path.display().to_string();
+        let in_memory = memory_file_system(path);
+        if let (Some(fs), false) = (in_memory, allow_buffered) {
+            return Err(Error::MemoryFileSystem { path: shown, fs });
+        }
         let open = |flags: i32| {
             std::fs::OpenOptions::new()
                 .read(true)
@@ -428,7 +432,9 @@ impl FileDevice {
             file,
             path: path.to_path_buf(),
             pages: 0,
-            direct,
+            // A memory file system may accept O_DIRECT (tmpfs does since Linux 6.6), but it
+            // still bypasses no device.
+            direct: direct && in_memory.is_none(),
             remove_on_drop: true,
             stats: IoStats::default(),
         })
@@ -445,6 +451,31 @@ impl FileDevice {
 
     fn io_error(&self, what: &'static str, source: std::io::Error) -> Error {
         Error::Io { path: self.path.display().to_string(), what, source }
+    }
+}
+
+/// `Some(name)` if the directory holding `path` is on tmpfs or ramfs.
+fn memory_file_system(path: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut c_path = dir.as_os_str().as_bytes().to_vec();
+    c_path.push(0);
+    // SAFETY: `c_path` is NUL-terminated and outlives the call; `stat` is a plain C struct
+    // that statfs fills (zeroed is a valid value of it) and we read only after success.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statfs(c_path.as_ptr().cast(), &mut stat) };
+    if rc != 0 {
+        return None;
+    }
+    match stat.f_type as i64 {
+        TMPFS_MAGIC => Some("tmpfs"),
+        RAMFS_MAGIC => Some("ramfs"),
+        _ => None,
     }
 }
 

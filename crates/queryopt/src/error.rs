@@ -15,6 +15,13 @@ pub enum Error {
          file system (ext4, xfs), not tmpfs such as /dev/shm"
     )]
     NoDirectIo { path: String, source: std::io::Error },
+    /// The file system keeps files in memory (tmpfs, ramfs): even with O_DIRECT, reads would
+    /// measure memory, not a device.
+    #[error(
+        "{path}: {fs} keeps files in memory, so O_DIRECT would time memory, not a disk; put \
+         --path on a block-device file system (ext4, xfs), or pass --allow-buffered to run anyway"
+    )]
+    MemoryFileSystem { path: String, fs: &'static str },
     /// Any other I/O error on a device file.
     #[error("{path}: {what}: {source}")]
     Io { path: String, what: &'static str, source: std::io::Error },

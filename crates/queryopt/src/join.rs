@@ -568,6 +568,7 @@ fn hybrid_hash(
         writers.push(SpillWriter::new(ctx.budget.buffer("partition buffer", w)?, rb));
     }
     // Build: partition R; partition 0 into the hash table.
+    let mut destaged_here = 0u32;
     {
         let (temp, detail) = (&mut ctx.temp, &mut ctx.detail);
         scan_records(dev, r, rb, &mut input, |dev, rec| {
@@ -575,42 +576,50 @@ fn hybrid_hash(
             match parts.of(u) {
                 Some(p) => writers[p].push(dev, temp, rec),
                 None => {
-                    while table.charged + table.entry_bytes() > table_limit {
-                        if detail.destaged >= MAX_DESTAGES {
+                    while parts.q0 > 0.0 && table.charged + table.entry_bytes() > table_limit {
+                        if destaged_here >= MAX_DESTAGES {
                             return Err(Error::MemoryLimit {
                                 stage: "hybrid hash partition 0",
                                 limit_pages: memory as u64,
                                 needed_pages: memory as u64 + 1,
                             });
                         }
-                        // The new partition's write buffer comes out of the table's share.
-                        let pages = w.min((table_limit / PAGE_SIZE as u64) as usize).max(1);
-                        table_limit = table_limit.saturating_sub((pages * PAGE_SIZE) as u64);
+                        // The new partition's write buffer comes out of the table's share;
+                        // with less than a page left, the rest of partition 0 joins the last
+                        // destaged partition instead.
+                        let pages = w.min((table_limit / PAGE_SIZE as u64) as usize);
+                        table_limit -= (pages * PAGE_SIZE) as u64;
                         destage(dev, &mut table, &mut parts, &mut writers, temp, pages, depth)?;
                         detail.destaged += 1;
-                        if let Some(p) = parts.of(u) {
-                            return writers[p].push(dev, temp, rec);
-                        }
+                        destaged_here += 1;
                     }
-                    table.insert(rec);
+                    // The record's own range may have been destaged.
+                    match parts.of(u) {
+                        Some(p) => writers[p].push(dev, temp, rec)?,
+                        None => table.insert(rec),
+                    }
                     Ok(())
                 }
             }
         })?;
     }
+    let buffer_pages: Vec<usize> = writers.iter().map(|wr| wr.buffer_pages()).collect();
     let mut r_files = Vec::with_capacity(writers.len());
-    for wr in writers {
+    for (i, wr) in writers.into_iter().enumerate() {
         let (file, buf) = wr.finish(dev, &mut ctx.temp)?;
         r_files.push(file);
-        ctx.budget.give_buffer(buf);
+        // Destaged partitions' buffers came out of the table's share, returned below.
+        if i < spilled {
+            ctx.budget.give_buffer(buf);
+        }
     }
     // Probe: partition S; partition 0 probes the table. The table keeps what it holds; the
     // rest of its share pays for the destaged partitions' buffers.
     ctx.budget.give(table_share);
     ctx.budget.take("hash table", table.charged)?;
     let mut writers = Vec::with_capacity(r_files.len());
-    for _ in 0..r_files.len() {
-        writers.push(SpillWriter::new(ctx.budget.buffer("partition buffer", w)?, rb));
+    for &pages in &buffer_pages {
+        writers.push(SpillWriter::new(ctx.budget.buffer("partition buffer", pages)?, rb));
     }
     {
         let (temp, agg) = (&mut ctx.temp, &mut ctx.agg);
@@ -649,20 +658,26 @@ fn destage(
     w: usize,
     depth: u32,
 ) -> Result<()> {
-    let new_q0 = parts.q0 * 0.8;
-    parts.destaged.push((new_q0, parts.q0));
+    let fold = w == 0 && !parts.destaged.is_empty();
+    let new_q0 = if fold || parts.q0 < 1e-9 { 0.0 } else { parts.q0 * 0.8 };
+    if fold {
+        if let Some(last) = parts.destaged.last_mut() {
+            last.0 = 0.0;
+        }
+    } else {
+        parts.destaged.push((new_q0, parts.q0));
+        writers.push(SpillWriter::new(PageBuf::new(w.max(1)), table.record_bytes));
+    }
     parts.q0 = new_q0;
-    // The new partition's buffer is taken from the table's share, which shrinks by a fifth.
-    let mut writer = SpillWriter::new(PageBuf::new(w), table.record_bytes);
     let mut kept = HashTable::new(table.record_bytes);
+    let writer = writers.len() - 1;
     for rec in table.records() {
         if unit_hash(key(rec), depth) < new_q0 {
             kept.insert(rec);
         } else {
-            writer.push(dev, temp, rec)?;
+            writers[writer].push(dev, temp, rec)?;
         }
     }
     *table = kept;
-    writers.push(writer);
     Ok(())
 }

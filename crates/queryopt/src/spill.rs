@@ -61,7 +61,7 @@ impl Budget {
     }
 
     pub fn give(&mut self, bytes: u64) {
-        debug_assert!(bytes <= self.used_bytes);
+        assert!(bytes <= self.used_bytes, "gave back more than was taken");
         self.used_bytes -= bytes;
     }
 
@@ -113,6 +113,10 @@ pub struct SpillWriter {
 impl SpillWriter {
     pub fn new(buf: PageBuf, record_bytes: usize) -> SpillWriter {
         SpillWriter { file: SpillFile::default(), buf, record_bytes, in_buf: 0 }
+    }
+
+    pub fn buffer_pages(&self) -> usize {
+        self.buf.pages()
     }
 
     fn capacity(&self) -> usize {
