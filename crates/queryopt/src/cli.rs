@@ -139,7 +139,7 @@ pub fn scan(a: ScanArgs) -> anyhow::Result<std::process::ExitCode> {
     if a.extent_pages == 0 || a.extent_pages > 4096 {
         return Err(invalid("extent-pages", a.extent_pages, "1 to 4096").into());
     }
-    if !(a.prune >= 1.0) {
+    if a.prune.is_nan() || a.prune < 1.0 {
         return Err(invalid("prune", a.prune, "a factor of at least 1").into());
     }
     let sels = match &a.selectivity {

@@ -24,7 +24,7 @@ use std::time::Instant;
 pub const PAGE_SIZE: usize = 4096;
 /// Alignment `O_DIRECT` needs for buffers, offsets and lengths on every Linux file system.
 pub const DIRECT_ALIGN: usize = 4096;
-const _: () = assert!(PAGE_SIZE % DIRECT_ALIGN == 0);
+const _: () = assert!(PAGE_SIZE.is_multiple_of(DIRECT_ALIGN));
 
 /// Pages and requests, read and written, and time spent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]

@@ -123,12 +123,15 @@ pub struct Breakeven {
 
 /// The fastest measured operator at each selectivity and the crossings between them,
 /// interpolated in log-log space between the grid points that bracket a change.
-pub fn measured_breakevens(runs: &[ScanRun]) -> Vec<Breakeven> {
+/// `time` picks the measure: [`ScanRun::time_s`] (what a query takes) or, on a modelled device,
+/// [`ScanRun::io_s`] (the device alone, without this machine's CPU).
+pub fn measured_breakevens(runs: &[ScanRun], time: fn(&ScanRun) -> f64) -> Vec<Breakeven> {
+    let measure = time;
     let mut sels: Vec<f64> = runs.iter().map(|r| r.selectivity).collect();
     sels.sort_by(f64::total_cmp);
     sels.dedup();
     let time = |op: ScanOp, s: f64| {
-        runs.iter().find(|r| r.operator == op && r.selectivity == s).map(|r| r.time_s)
+        runs.iter().find(|r| r.operator == op && r.selectivity == s).map(measure)
     };
     let best = |s: f64| {
         ScanOp::ALL

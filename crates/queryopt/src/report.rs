@@ -125,6 +125,8 @@ pub struct ScanDeviceReport {
     pub runs: Vec<ScanRun>,
     pub best: Vec<(f64, ScanOp)>,
     pub measured_breakevens: Vec<Breakeven>,
+    /// On a modelled device: the crossings of the modelled I/O time alone.
+    pub measured_io_breakevens: Vec<Breakeven>,
     pub model_breakevens: Vec<Breakeven>,
 }
 
@@ -232,6 +234,7 @@ fn scan_device(kind: &DeviceKind, opts: &ScanOptions) -> Result<ScanDeviceReport
         }
         runs.extend(here);
     }
+    let modelled = probe.is_none();
     let model = CostModel {
         profile: profile.clone(),
         rows: opts.rows,
@@ -247,7 +250,12 @@ fn scan_device(kind: &DeviceKind, opts: &ScanOptions) -> Result<ScanDeviceReport
         table: layout,
         table_pages: table.pages(),
         load_s,
-        measured_breakevens: measured_breakevens(&runs),
+        measured_breakevens: measured_breakevens(&runs, |r| r.time_s),
+        measured_io_breakevens: if modelled {
+            measured_breakevens(&runs, |r| r.io_s)
+        } else {
+            Vec::new()
+        },
         model_breakevens: model.breakevens(),
         runs,
         best,
@@ -522,6 +530,10 @@ pub fn scan_text(r: &ScanReport) -> String {
             );
         }
         out += &format!("  break-even (measured): {}\n", breakevens_text(&d.measured_breakevens));
+        if !d.measured_io_breakevens.is_empty() {
+            let io = breakevens_text(&d.measured_io_breakevens);
+            out += &format!("  break-even (I/O only): {io}\n");
+        }
         out += &format!("  break-even (model):    {}\n", breakevens_text(&d.model_breakevens));
     }
     if !r.disk_choice_on_ssd.is_empty() {
