@@ -184,8 +184,16 @@ pub fn scan_report(kinds: &[DeviceKind], opts: &ScanOptions) -> Result<ScanRepor
         devices.push(scan_device(kind, opts)?);
     }
     let thesis = vec![
-        Claim { source: "thesis §3.3, Fig. 3.1", claim: "disk: relation scan best above 4% selectivity, rowid-sort scan from about 0.1% to 4%, index scan only for vanishingly small selectivities" },
-        Claim { source: "thesis §3.3, Fig. 3.2", claim: "SSD: both break-evens shift up; the index scan's break-even with the relation scan moves above 0.5%; the rowid-sort range narrows" },
+        Claim {
+            source: "thesis §3.3, Fig. 3.1",
+            claim: "disk: relation scan best above 4% selectivity, rowid-sort scan from about \
+                    0.1% to 4%, index scan only for vanishingly small selectivities",
+        },
+        Claim {
+            source: "thesis §3.3, Fig. 3.2",
+            claim: "SSD: both break-evens shift up; the index scan's break-even with the \
+                    relation scan moves above 0.5%; the rowid-sort range narrows",
+        },
     ];
     Ok(ScanReport { disk_choice_on_ssd: cross_choices(&devices), devices, thesis })
 }
@@ -430,8 +438,15 @@ pub fn join_report(kinds: &[DeviceKind], opts: &JoinOptions) -> Result<JoinRepor
         points,
         ssd_vs_disk,
         thesis: vec![
-            Claim { source: "thesis §3.4, Fig. 3.4, Table 3.1", claim: "Flash SSD 5x to 6x faster than disk for both join algorithms" },
-            Claim { source: "thesis §3.4, Table 3.1", claim: "sort-merge vs hybrid hash differ typically by over 20% on disk, often by less than 1% on SSD" },
+            Claim {
+                source: "thesis §3.4, Fig. 3.4, Table 3.1",
+                claim: "Flash SSD 5x to 6x faster than disk for both join algorithms",
+            },
+            Claim {
+                source: "thesis §3.4, Table 3.1",
+                claim: "sort-merge vs hybrid hash differ typically by over 20% on disk, often by \
+                        less than 1% on SSD",
+            },
         ],
     })
 }
