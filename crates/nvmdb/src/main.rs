@@ -41,6 +41,10 @@ enum Command {
     Report(cli::report::Args),
     /// Data-centre power model (thesis app. A) and Power Routing (app. B).
     Dcpower(cli::dcpower::Args),
+    /// Scans on SSD vs disk (thesis ch. III, Fig. 3.1–3.3): break-evens, expected pages.
+    Scan(queryopt::cli::ScanArgs),
+    /// Sort-merge vs hybrid-hash joins on SSD vs disk (thesis ch. III, Fig. 3.4, Table 3.1).
+    Join(queryopt::cli::JoinArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +60,8 @@ fn main() -> ExitCode {
         Command::Merge(args) => cli::merge::run(args),
         Command::Report(args) => cli::report::run(args),
         Command::Dcpower(args) => cli::dcpower::run(args),
+        Command::Scan(args) => queryopt::cli::scan(args),
+        Command::Join(args) => queryopt::cli::join(args),
     };
     match result {
         Ok(code) => code,
