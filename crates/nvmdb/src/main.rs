@@ -41,6 +41,9 @@ enum Command {
     Report(cli::report::Args),
     /// Data-centre power model (thesis app. A) and Power Routing (app. B).
     Dcpower(cli::dcpower::Args),
+    /// Memory persistency (thesis ch. VI–VIII): persistent queues, strict / epoch / strand
+    /// critical paths (Table 8.1 by default; sweep, crashtest, engines).
+    Persistency(persistency::cli::Args),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => cli::merge::run(args),
         Command::Report(args) => cli::report::run(args),
         Command::Dcpower(args) => cli::dcpower::run(args),
+        Command::Persistency(args) => persistency::cli::run(args),
     };
     match result {
         Ok(code) => code,
