@@ -55,6 +55,9 @@ pub struct TableArgs {
     /// Inserts over which the native rate is measured.
     #[arg(long, default_value_t = 2_000_000)]
     pub rate_inserts: u64,
+    /// How the traced run's threads interleave: round-robin (one insert each in turn) or free.
+    #[arg(long, default_value = "round-robin")]
+    pub schedule: String,
     /// JSON rows instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -142,6 +145,8 @@ fn table(a: TableArgs) -> anyhow::Result<ExitCode> {
         tracking_bytes: a.tracking,
         trace_inserts: a.trace_inserts,
         rate_inserts: a.rate_inserts,
+        schedule: crate::rate::Schedule::parse(&a.schedule)
+            .ok_or_else(|| invalid("schedule", format!("`{}` (round-robin, free)", a.schedule)))?,
     };
     crate::analyse::Config {
         atomic_persist_bytes: a.atomic_persist,

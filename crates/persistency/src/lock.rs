@@ -27,6 +27,19 @@ pub struct McsLock {
     tail: AtomicPtr<Node>,
 }
 
+/// Spins a while, then yields: with more runnable threads than cores (a shared machine), a
+/// waiter that only spins can burn the time slice its lock holder needs.
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < SPINS_BEFORE_YIELD {
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+const SPINS_BEFORE_YIELD: u32 = 200;
+
 fn addr<T>(x: &T) -> u64 {
     x as *const T as u64
 }
@@ -70,8 +83,9 @@ impl McsLock {
         region.trace_volatile(TraceKind::VolatileStore, addr(&pred.next), 8, || {
             pred.next.store(me, Ordering::Release)
         });
+        let mut spins = 0u32;
         while node.locked.load(Ordering::Acquire) != 0 {
-            std::hint::spin_loop();
+            backoff(&mut spins);
         }
         let seen = region.trace_volatile(TraceKind::VolatileLoad, addr(&node.locked), 8, || {
             node.locked.load(Ordering::Acquire)
@@ -94,8 +108,9 @@ impl McsLock {
                 return;
             }
             // A waiter swapped itself in but has not linked yet: it will, shortly.
+            let mut spins = 0u32;
             while node.next.load(Ordering::Acquire).is_null() {
-                std::hint::spin_loop();
+                backoff(&mut spins);
             }
             succ = region.trace_volatile(TraceKind::VolatileLoad, addr(&node.next), 8, || {
                 node.next.load(Ordering::Acquire)

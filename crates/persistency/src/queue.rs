@@ -48,8 +48,10 @@ pub const HEAD_OFFSET: u64 = 64;
 pub const DATA_OFFSET: u64 = 128;
 const MAGIC: u64 = u64::from_le_bytes(*b"NVMQUEUE");
 const VERSION: u64 = 1;
-/// Most inserts in flight in a 2LC queue (the insert list's bound).
-pub const MAX_IN_FLIGHT: u64 = 64;
+/// Most 2LC inserts reserved but not yet covered by the head (the insert list's bound): a fast
+/// thread may complete many inserts while an older one is still copying. Reaching it makes
+/// the reserving thread wait (up to `SYNC_PATIENCE`) for the head to catch up.
+pub const MAX_IN_FLIGHT: u64 = 1024;
 /// Ids of the stale entries `format` fills the data segment with (never inserted).
 pub const STALE_ID_BASE: u64 = 1 << 63;
 /// How long `sync` waits for older 2LC inserts to move the head past its own.
@@ -177,6 +179,11 @@ struct InsertList {
     slots: Box<[Padded<ListSlot>]>,
     /// Next reservation number (reserve lock).
     next: Padded<AtomicU64>,
+    /// The reservers' last view of `oldest` (reserve lock): `oldest` itself is read only when
+    /// this view says the ring may be full, so a reservation does not routinely read a word
+    /// the update lock's holder writes (which would order every copy after the previous
+    /// insert's removal, a dependence Fig. 7.1's 2LC does not have).
+    oldest_seen: Padded<AtomicU64>,
     /// Oldest reservation not yet covered by the head (update lock).
     oldest: Padded<AtomicU64>,
 }
@@ -193,6 +200,7 @@ impl InsertList {
         InsertList {
             slots: (0..MAX_IN_FLIGHT).map(|_| Padded::default()).collect(),
             next: Padded(AtomicU64::new(first)),
+            oldest_seen: Padded(AtomicU64::new(first)),
             oldest: Padded(AtomicU64::new(first)),
         }
     }
@@ -207,17 +215,28 @@ impl InsertList {
         let seq = r.trace_volatile(TraceKind::VolatileLoad, addr(next), 8, || {
             next.load(Ordering::Relaxed)
         });
-        let oldest = &self.oldest.0;
-        let oldest = r.trace_volatile(TraceKind::VolatileLoad, addr(oldest), 8, || {
-            oldest.load(Ordering::Acquire)
+        let seen = &self.oldest_seen.0;
+        let mut oldest = r.trace_volatile(TraceKind::VolatileLoad, addr(seen), 8, || {
+            seen.load(Ordering::Relaxed)
         });
         if seq - oldest >= MAX_IN_FLIGHT {
-            return Err(Error::TooManyInFlight { limit: MAX_IN_FLIGHT });
+            let current = &self.oldest.0;
+            oldest = r.trace_volatile(TraceKind::VolatileLoad, addr(current), 8, || {
+                current.load(Ordering::Acquire)
+            });
+            r.trace_volatile(TraceKind::VolatileStore, addr(seen), 8, || {
+                seen.store(oldest, Ordering::Relaxed)
+            });
+            if seq - oldest >= MAX_IN_FLIGHT {
+                return Err(Error::TooManyInFlight { limit: MAX_IN_FLIGHT });
+            }
         }
+        // Only `end`: `done` carries the number it completes, so a stale `done` from an earlier
+        // lap never matches, and the appender need not write the word the remover probes (a
+        // write there would order this insert's copy after the previous removal's probe).
         let slot = self.slot(seq);
-        r.trace_volatile(TraceKind::VolatileStore, addr(slot), 16, || {
-            slot.end.store(end, Ordering::Relaxed);
-            slot.done.store(0, Ordering::Release);
+        r.trace_volatile(TraceKind::VolatileStore, addr(&slot.end), 8, || {
+            slot.end.store(end, Ordering::Release)
         });
         r.trace_volatile(TraceKind::VolatileStore, addr(next), 8, || {
             next.store(seq + 1, Ordering::Relaxed)
@@ -469,20 +488,15 @@ impl Queue {
     /// "oldest" inserts cannot write it out of order) and a barrier after the copy.
     fn insert_2lc(&self, entry: &[u8; ENTRY_BYTES]) -> Result<Ticket> {
         let r = &self.region;
-        let reserved = &self.reserved.0;
-        let (start, seq) = self.lock.with(r, || {
-            let start = r.trace_volatile(TraceKind::VolatileLoad, addr(reserved), 8, || {
-                reserved.load(Ordering::Relaxed)
-            });
-            if start + SLOT_BYTES > self.capacity_bytes() {
-                return Err(Error::Full { slots: self.slots });
+        let deadline = Instant::now() + SYNC_PATIENCE;
+        let (start, seq) = loop {
+            match self.reserve_2lc() {
+                Err(Error::TooManyInFlight { .. }) if Instant::now() < deadline => {
+                    std::thread::yield_now()
+                }
+                other => break other?,
             }
-            let seq = self.list.append(r, start + SLOT_BYTES)?;
-            r.trace_volatile(TraceKind::VolatileStore, addr(reserved), 8, || {
-                reserved.store(start + SLOT_BYTES, Ordering::Relaxed)
-            });
-            Ok((start, seq))
-        })?;
+        };
         r.new_strand();
         let at = DATA_OFFSET + start;
         let rec = Queue::record(entry);
@@ -498,6 +512,25 @@ impl Queue {
             }
         });
         Ok(Ticket { start, end: start + SLOT_BYTES })
+    }
+
+    /// 2LC's reservation under the reserve lock: `(start, insert-list number)`.
+    fn reserve_2lc(&self) -> Result<(u64, u64)> {
+        let r = &self.region;
+        let reserved = &self.reserved.0;
+        self.lock.with(r, || {
+            let start = r.trace_volatile(TraceKind::VolatileLoad, addr(reserved), 8, || {
+                reserved.load(Ordering::Relaxed)
+            });
+            if start + SLOT_BYTES > self.capacity_bytes() {
+                return Err(Error::Full { slots: self.slots });
+            }
+            let seq = self.list.append(r, start + SLOT_BYTES)?;
+            r.trace_volatile(TraceKind::VolatileStore, addr(reserved), 8, || {
+                reserved.store(start + SLOT_BYTES, Ordering::Relaxed)
+            });
+            Ok((start, seq))
+        })
     }
 
     /// Fig. 7.1, INSERTQH.

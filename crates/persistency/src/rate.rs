@@ -7,7 +7,8 @@
 
 use crate::queue::{self, payload_for, Design, Queue, QueueOptions};
 use crate::Result;
-use pmem::{Medium, Region, RegionOptions, TraceEvent};
+use pmem::{Medium, Region, RegionOptions, TraceEvent, TraceKind};
+use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -85,8 +86,47 @@ pub fn native_rate(design: Design, threads: u64, inserts: u64) -> Result<NativeR
     Ok(NativeRate { inserts: done, seconds, inserts_per_s: done as f64 / seconds })
 }
 
+/// How the threads of a traced run interleave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// Threads run freely (the thesis's method). On a machine with fewer idle cores than
+    /// threads, the OS runs them one at a time for whole time slices, so the trace shows long
+    /// runs of one thread and little of the thread concurrency the thesis measured.
+    Free,
+    /// Threads take turns, one insert each, as threads of equal speed on their own cores
+    /// would: insert-level interleaving regardless of the machine's load.
+    RoundRobin,
+}
+
+impl Schedule {
+    pub fn parse(s: &str) -> Option<Schedule> {
+        match s {
+            "free" => Some(Schedule::Free),
+            "round-robin" => Some(Schedule::RoundRobin),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::Free => "free",
+            Schedule::RoundRobin => "round-robin",
+        }
+    }
+}
+
+/// A traced run's events and how its threads interleaved.
+pub struct Traced {
+    pub events: Vec<TraceEvent>,
+    pub inserts: u64,
+    /// Of consecutive inserts (in trace order), the fraction by different threads: 1 is perfect
+    /// alternation of two threads, 0 one thread at a time.
+    pub switch_fraction: f64,
+}
+
 /// Records the trace of `inserts` inserts (split over `threads`), after formatting.
-pub fn traced_run(design: Design, threads: u64, inserts: u64) -> Result<(Vec<TraceEvent>, u64)> {
+pub fn traced_run(design: Design, threads: u64, inserts: u64, schedule: Schedule) -> Result<Traced> {
     check_threads(threads)?;
     if inserts == 0 || inserts > MAX_TRACE_INSERTS {
         return Err(crate::error::invalid(
@@ -98,10 +138,46 @@ pub fn traced_run(design: Design, threads: u64, inserts: u64) -> Result<(Vec<Tra
     let q = Queue::format(region(per_thread * threads, true)?, design, QueueOptions::default())?;
     let q = Arc::new(q);
     q.region().take_trace();
-    round(&q, threads, per_thread)?;
-    let (trace, dropped) = q.region().take_trace().expect("a traced region");
+    match schedule {
+        Schedule::Free => {
+            round(&q, threads, per_thread)?;
+        }
+        Schedule::RoundRobin => turns(&q, threads, per_thread)?,
+    }
+    let (events, dropped) = q.region().take_trace().expect("a traced region");
     if dropped > 0 {
         return Err(crate::error::invalid("trace inserts", format!("{dropped} events over the trace limit")));
     }
-    Ok((trace, per_thread * threads))
+    // Every insert starts one strand (Fig. 7.1), so NewStrand events mark inserts.
+    let starts: Vec<u64> =
+        events.iter().filter(|e| e.kind == TraceKind::NewStrand).map(|e| e.thread).collect();
+    let switches = starts.windows(2).filter(|w| w[0] != w[1]).count();
+    let switch_fraction = switches as f64 / (starts.len().max(2) - 1) as f64;
+    Ok(Traced { events, inserts: per_thread * threads, switch_fraction })
+}
+
+/// Threads insert in turn, one insert each.
+fn turns(q: &Arc<Queue>, threads: u64, per_thread: u64) -> Result<()> {
+    let turn = Arc::new(AtomicU64::new(0));
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let (q, turn) = (q.clone(), turn.clone());
+            std::thread::spawn(move || -> Result<()> {
+                let entry = payload_for(t);
+                for k in 0..per_thread {
+                    let mine = k * threads + t;
+                    while turn.load(Ordering::Acquire) != mine {
+                        std::thread::yield_now();
+                    }
+                    q.insert(&entry)?;
+                    turn.store(mine + 1, Ordering::Release);
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("an insert thread panicked")?;
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@
 
 use crate::analyse::{analyse, Config, Model};
 use crate::queue::Design;
-use crate::rate::{native_rate, traced_run, NativeRate};
+use crate::rate::{native_rate, traced_run, NativeRate, Schedule};
 use crate::Result;
 use serde::Serialize;
 
@@ -34,6 +34,7 @@ pub struct RowOptions {
     pub tracking_bytes: u64,
     pub trace_inserts: u64,
     pub rate_inserts: u64,
+    pub schedule: Schedule,
 }
 
 impl Default for RowOptions {
@@ -44,6 +45,7 @@ impl Default for RowOptions {
             tracking_bytes: 8,
             trace_inserts: 20_000,
             rate_inserts: 2_000_000,
+            schedule: Schedule::RoundRobin,
         }
     }
 }
@@ -79,6 +81,8 @@ pub struct Row {
     pub native: NativeRate,
     pub traced_inserts: u64,
     pub trace_events: u64,
+    /// How often consecutive inserts in the trace came from different threads.
+    pub switch_fraction: f64,
     pub models: Vec<ModelResult>,
 }
 
@@ -123,7 +127,8 @@ pub fn row(queue: Design, threads: u64, o: &RowOptions) -> Result<Row> {
         return Err(crate::error::invalid("persist latency", format!("{} ns", o.persist_latency_ns)));
     }
     let native = native_rate(queue, threads, o.rate_inserts)?;
-    let (trace, inserts) = traced_run(queue, threads, o.trace_inserts)?;
+    let traced = traced_run(queue, threads, o.trace_inserts, o.schedule)?;
+    let (trace, inserts) = (&traced.events, traced.inserts);
     let mut models = Vec::new();
     for model in Model::ALL {
         let config = Config {
@@ -131,7 +136,7 @@ pub fn row(queue: Design, threads: u64, o: &RowOptions) -> Result<Row> {
             tracking_bytes: o.tracking_bytes,
             ..Config::new(model)
         };
-        let a = analyse(&trace, config)?;
+        let a = analyse(trace, config)?;
         let mut m = model_result(
             model,
             a.critical_path,
@@ -154,6 +159,7 @@ pub fn row(queue: Design, threads: u64, o: &RowOptions) -> Result<Row> {
         native,
         traced_inserts: inserts,
         trace_events: trace.len() as u64,
+        switch_fraction: traced.switch_fraction,
         models,
     })
 }
@@ -209,15 +215,16 @@ pub fn table_text(rows: &[Row]) -> String {
         s += &format!(
             "Table 8.1: persist-bound insert rate / native insert rate, {} persists, {}-byte \
              atomic persists, {}-byte tracking (thesis value in brackets; the thesis has 1 and 8 \
-             threads)\n",
+             threads); {} schedule\n",
             human_ns(r.options.persist_latency_ns),
             r.options.atomic_persist_bytes,
-            r.options.tracking_bytes
+            r.options.tracking_bytes,
+            r.options.schedule.name()
         );
     }
     s += &format!(
         "{:<5} {:>7} {:>12} {:>16} {:>16} {:>16}   {}\n",
-        "queue", "threads", "native", "strict", "epoch", "strand", "path/insert (strict epoch strand)"
+        "queue", "threads", "native", "strict", "epoch", "strand", "path/insert (strict epoch strand), switches"
     );
     for r in rows {
         let cell = |m: &ModelResult| match m.thesis {
@@ -226,14 +233,15 @@ pub fn table_text(rows: &[Row]) -> String {
         };
         let paths: Vec<String> = r.models.iter().map(|m| format!("{:.3}", m.path_per_insert)).collect();
         s += &format!(
-            "{:<5} {:>7} {:>12} {:>16} {:>16} {:>16}   {}\n",
+            "{:<5} {:>7} {:>12} {:>16} {:>16} {:>16}   {} {:>8.2}\n",
             r.queue.name(),
             r.threads,
             human_rate(r.native.inserts_per_s),
             cell(&r.models[0]),
             cell(&r.models[1]),
             cell(&r.models[2]),
-            paths.join(" ")
+            paths.join(" "),
+            r.switch_fraction
         );
     }
     s

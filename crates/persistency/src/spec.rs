@@ -6,7 +6,7 @@
 use crate::analyse::{analyse, Config, Model};
 use crate::error::invalid;
 use crate::queue::Design;
-use crate::rate::{native_rate, traced_run};
+use crate::rate::{native_rate, traced_run, Schedule};
 use crate::report::{human_ns, human_rate, model_result};
 use crate::Result;
 use serde::{Deserialize, Serialize};
@@ -235,7 +235,8 @@ impl Spec {
             for &threads in &self.base.threads {
                 progress(&format!("{} on {threads} thread(s)", design.name()));
                 let native = native_rate(design, threads, rate_inserts)?;
-                let (trace, inserts) = traced_run(design, threads, trace_inserts)?;
+                let traced = traced_run(design, threads, trace_inserts, Schedule::RoundRobin)?;
+                let (trace, inserts) = (&traced.events, traced.inserts);
                 for &model in &models {
                     for &value in &values {
                         let (latency, atomic, tracking) = match axis {
@@ -249,7 +250,7 @@ impl Spec {
                             ..Config::new(model)
                         };
                         // The analysis does not depend on latency: one per model on that axis.
-                        let a = analyse(&trace, config)?;
+                        let a = analyse(trace, config)?;
                         let m = model_result(
                             model,
                             a.critical_path,
