@@ -75,9 +75,10 @@ impl Config {
     }
 
     pub fn validate(&self) -> crate::Result<()> {
-        for (what, v) in
-            [("atomic persist size", self.atomic_persist_bytes), ("tracking granularity", self.tracking_bytes)]
-        {
+        for (what, v) in [
+            ("atomic persist size", self.atomic_persist_bytes),
+            ("tracking granularity", self.tracking_bytes),
+        ] {
             if !v.is_power_of_two() || !(MIN_BLOCK_BYTES..=MAX_BLOCK_BYTES).contains(&v) {
                 return Err(crate::error::invalid(
                     what,
@@ -273,7 +274,13 @@ impl Analyser {
                     r.coalesced += u64::from(coalesced);
                     r.critical_path = r.critical_path.max(time);
                     if self.config.keep_times {
-                        r.times.push(PersistTime { event: index, thread, offset: word, time, coalesced });
+                        r.times.push(PersistTime {
+                            event: index,
+                            thread,
+                            offset: word,
+                            time,
+                            coalesced,
+                        });
                     }
                     Dep { time, block: atomic_block + 1 }
                 };
@@ -508,7 +515,8 @@ mod tests {
     fn bad_config_is_an_error() {
         let t = T::default();
         for (a, g) in [(0, 8), (12, 8), (8, 4), (8, 8192)] {
-            let c = Config { atomic_persist_bytes: a, tracking_bytes: g, ..Config::new(Model::Epoch) };
+            let c =
+                Config { atomic_persist_bytes: a, tracking_bytes: g, ..Config::new(Model::Epoch) };
             assert!(analyse(&t.0, c).is_err(), "{a} {g}");
         }
     }

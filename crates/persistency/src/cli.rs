@@ -132,7 +132,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => table(args.table),
         Some(Sub::Sweep(a)) => sweep(a),
         Some(Sub::Crashtest(a)) => crashtest(a),
-        Some(Sub::Engines(a)) => crate::engines::run(a),
+        Some(Sub::Engines(a)) => crate::engines::run_cli(a),
     }
 }
 
@@ -211,7 +211,12 @@ fn crashtest(a: CrashArgs) -> anyhow::Result<ExitCode> {
         Some(f) => vec![f.design()],
         None => list(&a.queue, "queue (cwl, 2lc, qh, all)", &Design::ALL, Design::parse)?,
     };
-    let policies = list(&a.policy, "policy (persisted, evict, torn, all)", &CrashPolicy::ALL, CrashPolicy::parse)?;
+    let policies = list(
+        &a.policy,
+        "policy (persisted, evict, torn, all)",
+        &CrashPolicy::ALL,
+        CrashPolicy::parse,
+    )?;
     let mut failed = false;
     for design in designs {
         for &t in &threads(&a.threads)? {

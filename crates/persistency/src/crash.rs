@@ -140,7 +140,8 @@ pub fn crash_once(
             return Ok(Some(CrashOutcome { problems, ..Default::default() }));
         }
     };
-    let placed: HashMap<u64, u64> = runs.iter().flatten().map(|&(id, start, _)| (id, start)).collect();
+    let placed: HashMap<u64, u64> =
+        runs.iter().flatten().map(|&(id, start, _)| (id, start)).collect();
     let mut seen: HashMap<u64, u64> = HashMap::new();
     let mut last_of_thread: HashMap<u64, u64> = HashMap::new();
     for (start, entry) in &rec.entries {
@@ -180,7 +181,12 @@ pub fn crash_once(
             }
         }
     }
-    Ok(Some(CrashOutcome { problems, acked, recovered: rec.entries.len() as u64, holes: rec.holes }))
+    Ok(Some(CrashOutcome {
+        problems,
+        acked,
+        recovered: rec.entries.len() as u64,
+        holes: rec.holes,
+    }))
 }
 
 fn splitmix(x: &mut u64) -> u64 {

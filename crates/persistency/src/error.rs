@@ -11,6 +11,8 @@ pub enum Error {
     TooManyInFlight { limit: u64 },
     #[error("corrupt queue region: {0}")]
     Corrupt(String),
+    #[error("engine: {0}")]
+    Engine(String),
     #[error("pmem: {0}")]
     Pmem(#[from] pmem::PmemError),
 }

@@ -99,11 +99,17 @@ impl McsLock {
             node.next.load(Ordering::Acquire)
         });
         if succ.is_null() {
-            let alone = region.trace_volatile(TraceKind::VolatileStore, addr(&self.tail), 8, || {
-                self.tail
-                    .compare_exchange(me, std::ptr::null_mut(), Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-            });
+            let alone =
+                region.trace_volatile(TraceKind::VolatileStore, addr(&self.tail), 8, || {
+                    self.tail
+                        .compare_exchange(
+                            me,
+                            std::ptr::null_mut(),
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                });
             if alone {
                 return;
             }

@@ -350,7 +350,10 @@ impl Queue {
     pub fn format(region: Region, design: Design, options: QueueOptions) -> Result<Queue> {
         if let Some(f) = options.fault {
             if f.design() != design {
-                return Err(invalid("fault", format!("{} is not a {} fault", f.name(), design.name())));
+                return Err(invalid(
+                    "fault",
+                    format!("{} is not a {} fault", f.name(), design.name()),
+                ));
             }
         }
         let len = region.len();
@@ -665,8 +668,12 @@ mod tests {
     #[test]
     fn insert_then_recover_every_design() {
         for design in Design::ALL {
-            let q = Queue::format(region(16), design, QueueOptions { stale_fill: true, ..Default::default() })
-                .unwrap();
+            let q = Queue::format(
+                region(16),
+                design,
+                QueueOptions { stale_fill: true, ..Default::default() },
+            )
+            .unwrap();
             for id in 0..10 {
                 let t = q.insert(&payload_for(id)).unwrap();
                 assert_eq!(t.start, id * SLOT_BYTES);

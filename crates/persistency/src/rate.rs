@@ -8,8 +8,8 @@
 use crate::queue::{self, payload_for, Design, Queue, QueueOptions};
 use crate::Result;
 use pmem::{Medium, Region, RegionOptions, TraceEvent, TraceKind};
-use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -69,7 +69,8 @@ fn round(q: &Arc<Queue>, threads: u64, per_thread: u64) -> Result<Duration> {
 pub fn native_rate(design: Design, threads: u64, inserts: u64) -> Result<NativeRate> {
     check_threads(threads)?;
     let per_round = (ROUND_SLOTS / threads).max(1);
-    let mut q = Queue::format(region(per_round * threads, false)?, design, QueueOptions::default())?;
+    let mut q =
+        Queue::format(region(per_round * threads, false)?, design, QueueOptions::default())?;
     // One untimed round warms the region's pages and the caches.
     let warm = Arc::new(q);
     round(&warm, threads, per_round)?;
@@ -126,7 +127,12 @@ pub struct Traced {
 }
 
 /// Records the trace of `inserts` inserts (split over `threads`), after formatting.
-pub fn traced_run(design: Design, threads: u64, inserts: u64, schedule: Schedule) -> Result<Traced> {
+pub fn traced_run(
+    design: Design,
+    threads: u64,
+    inserts: u64,
+    schedule: Schedule,
+) -> Result<Traced> {
     check_threads(threads)?;
     if inserts == 0 || inserts > MAX_TRACE_INSERTS {
         return Err(crate::error::invalid(
@@ -146,7 +152,10 @@ pub fn traced_run(design: Design, threads: u64, inserts: u64, schedule: Schedule
     }
     let (events, dropped) = q.region().take_trace().expect("a traced region");
     if dropped > 0 {
-        return Err(crate::error::invalid("trace inserts", format!("{dropped} events over the trace limit")));
+        return Err(crate::error::invalid(
+            "trace inserts",
+            format!("{dropped} events over the trace limit"),
+        ));
     }
     // Every insert starts one strand (Fig. 7.1), so NewStrand events mark inserts.
     let starts: Vec<u64> =

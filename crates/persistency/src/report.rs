@@ -97,16 +97,10 @@ pub fn model_result(
     latency_ns: f64,
 ) -> ModelResult {
     let path_per_insert = critical_path as f64 / inserts.max(1) as f64;
-    let persist_bound_per_s = if path_per_insert > 0.0 {
-        1e9 / (path_per_insert * latency_ns)
-    } else {
-        f64::INFINITY
-    };
-    let break_even_latency_ns = if path_per_insert > 0.0 {
-        1e9 / (path_per_insert * native_per_s)
-    } else {
-        f64::INFINITY
-    };
+    let persist_bound_per_s =
+        if path_per_insert > 0.0 { 1e9 / (path_per_insert * latency_ns) } else { f64::INFINITY };
+    let break_even_latency_ns =
+        if path_per_insert > 0.0 { 1e9 / (path_per_insert * native_per_s) } else { f64::INFINITY };
     ModelResult {
         model,
         critical_path,
@@ -124,7 +118,10 @@ pub fn model_result(
 /// Measures one row: the native rate, one traced run, and the three models over it.
 pub fn row(queue: Design, threads: u64, o: &RowOptions) -> Result<Row> {
     if !(o.persist_latency_ns > 0.0 && o.persist_latency_ns.is_finite()) {
-        return Err(crate::error::invalid("persist latency", format!("{} ns", o.persist_latency_ns)));
+        return Err(crate::error::invalid(
+            "persist latency",
+            format!("{} ns", o.persist_latency_ns),
+        ));
     }
     let native = native_rate(queue, threads, o.rate_inserts)?;
     let traced = traced_run(queue, threads, o.trace_inserts, o.schedule)?;
@@ -146,9 +143,8 @@ pub fn row(queue: Design, threads: u64, o: &RowOptions) -> Result<Row> {
             native.inserts_per_s,
             o.persist_latency_ns,
         );
-        let thesis_setting = o.persist_latency_ns == 500.0
-            && o.atomic_persist_bytes == 8
-            && o.tracking_bytes == 8;
+        let thesis_setting =
+            o.persist_latency_ns == 500.0 && o.atomic_persist_bytes == 8 && o.tracking_bytes == 8;
         m.thesis = thesis_setting.then(|| thesis_value(queue, threads, model)).flatten();
         models.push(m);
     }
@@ -224,14 +220,21 @@ pub fn table_text(rows: &[Row]) -> String {
     }
     s += &format!(
         "{:<5} {:>7} {:>12} {:>16} {:>16} {:>16}   {}\n",
-        "queue", "threads", "native", "strict", "epoch", "strand", "path/insert (strict epoch strand), switches"
+        "queue",
+        "threads",
+        "native",
+        "strict",
+        "epoch",
+        "strand",
+        "path/insert (strict epoch strand), switches"
     );
     for r in rows {
         let cell = |m: &ModelResult| match m.thesis {
             Some(t) => format!("{} ({})", two_digits(m.normalized), two_digits(t)),
             None => two_digits(m.normalized),
         };
-        let paths: Vec<String> = r.models.iter().map(|m| format!("{:.3}", m.path_per_insert)).collect();
+        let paths: Vec<String> =
+            r.models.iter().map(|m| format!("{:.3}", m.path_per_insert)).collect();
         s += &format!(
             "{:<5} {:>7} {:>12} {:>16} {:>16} {:>16}   {} {:>8.2}\n",
             r.queue.name(),

@@ -76,7 +76,9 @@ pub struct Claim {
     pub metric: String,
     #[serde(default)]
     pub at: Option<toml::Value>,
-    pub expected: f64,
+    /// The thesis's number, where its text gives one (Fig. 8.2 and 8.3 give only shapes).
+    #[serde(default)]
+    pub expected: Option<f64>,
     pub paper: String,
 }
 
@@ -114,7 +116,7 @@ pub struct ClaimResult {
     pub id: String,
     pub text: String,
     pub paper: String,
-    pub expected: f64,
+    pub expected: Option<f64>,
     pub ours: Option<f64>,
 }
 
@@ -138,14 +140,22 @@ pub fn parse_latency_ns(s: &str) -> Result<f64> {
         "us" | "µs" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
-        _ => return Err(invalid("persist latency", format!("`{s}` (expected e.g. 500ns, 10us, 1ms)"))),
+        _ => {
+            return Err(invalid(
+                "persist latency",
+                format!("`{s}` (expected e.g. 500ns, 10us, 1ms)"),
+            ))
+        }
     };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| invalid("persist latency", format!("`{s}` (expected e.g. 500ns, 10us, 1ms)")))?;
+    let v: f64 = num.parse().map_err(|_| {
+        invalid("persist latency", format!("`{s}` (expected e.g. 500ns, 10us, 1ms)"))
+    })?;
     let ns = v * scale;
     if !(ns > 0.0 && ns <= 1e12) {
-        return Err(invalid("persist latency", format!("`{s}` (expected more than 0 and at most 1000 s)")));
+        return Err(invalid(
+            "persist latency",
+            format!("`{s}` (expected more than 0 and at most 1000 s)"),
+        ));
     }
     Ok(ns)
 }
@@ -173,7 +183,10 @@ impl Spec {
             "persist_latency" => Ok(Axis::PersistLatency),
             "atomic_persist" => Ok(Axis::AtomicPersist),
             "tracking" => Ok(Axis::Tracking),
-            a => Err(invalid("sweep axis", format!("`{a}` (persist_latency, atomic_persist, tracking)"))),
+            a => Err(invalid(
+                "sweep axis",
+                format!("`{a}` (persist_latency, atomic_persist, tracking)"),
+            )),
         }
     }
 
@@ -181,7 +194,9 @@ impl Spec {
         self.base
             .queues
             .iter()
-            .map(|q| Design::parse(q).ok_or_else(|| invalid("queue", format!("`{q}` (cwl, 2lc, qh)"))))
+            .map(|q| {
+                Design::parse(q).ok_or_else(|| invalid("queue", format!("`{q}` (cwl, 2lc, qh)")))
+            })
             .collect()
     }
 
@@ -189,7 +204,10 @@ impl Spec {
         self.base
             .models
             .iter()
-            .map(|m| Model::parse(m).ok_or_else(|| invalid("model", format!("`{m}` (strict, epoch, strand)"))))
+            .map(|m| {
+                Model::parse(m)
+                    .ok_or_else(|| invalid("model", format!("`{m}` (strict, epoch, strand)")))
+            })
             .collect()
     }
 
@@ -211,7 +229,11 @@ impl Spec {
             match c.metric.as_str() {
                 "break_even_latency_ns" => {}
                 "path_per_insert" => {
-                    axis_value(axis, c.at.as_ref().ok_or_else(|| invalid("claim", "path_per_insert needs `at`"))?)?;
+                    axis_value(
+                        axis,
+                        c.at.as_ref()
+                            .ok_or_else(|| invalid("claim", "path_per_insert needs `at`"))?,
+                    )?;
                 }
                 m => return Err(invalid("claim metric", m.to_string())),
             }
@@ -240,9 +262,13 @@ impl Spec {
                 for &model in &models {
                     for &value in &values {
                         let (latency, atomic, tracking) = match axis {
-                            Axis::PersistLatency => (value, self.base.atomic_persist, self.base.tracking),
+                            Axis::PersistLatency => {
+                                (value, self.base.atomic_persist, self.base.tracking)
+                            }
                             Axis::AtomicPersist => (base_latency, value as u64, self.base.tracking),
-                            Axis::Tracking => (base_latency, self.base.atomic_persist, value as u64),
+                            Axis::Tracking => {
+                                (base_latency, self.base.atomic_persist, value as u64)
+                            }
                         };
                         let config = Config {
                             atomic_persist_bytes: atomic,
@@ -321,8 +347,10 @@ impl Spec {
     fn claims(&self, axis: Axis, points: &[Point]) -> Result<Vec<ClaimResult>> {
         let mut out = Vec::new();
         for c in &self.claim {
-            let design = Design::parse(&c.queue).ok_or_else(|| invalid("claim queue", c.queue.clone()))?;
-            let model = Model::parse(&c.model).ok_or_else(|| invalid("claim model", c.model.clone()))?;
+            let design =
+                Design::parse(&c.queue).ok_or_else(|| invalid("claim queue", c.queue.clone()))?;
+            let model =
+                Model::parse(&c.model).ok_or_else(|| invalid("claim model", c.model.clone()))?;
             let at = c.at.as_ref().map(|v| axis_value(axis, v)).transpose()?;
             let ours = points
                 .iter()
@@ -396,7 +424,7 @@ pub fn sweep_text(r: &SweepResult) -> String {
         s += "\nclaims (thesis vs ours)\n";
         for c in &r.claims {
             let ours = c.ours.map(|v| format!("{v:.3}")).unwrap_or_else(|| "not measured".into());
-            s += &format!("  {}: {} — thesis {} ({}), ours {}\n", c.id, c.text, c.paper, c.expected, ours);
+            s += &format!("  {}: {} — thesis {}, ours {}\n", c.id, c.text, c.paper, ours);
         }
     }
     s

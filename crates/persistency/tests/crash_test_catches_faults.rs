@@ -7,7 +7,12 @@ use persistency::queue::Fault;
 use pmem::CrashPolicy;
 
 fn caught(fault: Fault, threads: u64) -> usize {
-    let o = CrashOptions { design: fault.design(), threads, inserts_per_thread: 30, fault: Some(fault) };
+    let o = CrashOptions {
+        design: fault.design(),
+        threads,
+        inserts_per_thread: 30,
+        fault: Some(fault),
+    };
     let r = crash_many(&o, 300, &[CrashPolicy::Evict, CrashPolicy::Torn], 11, 50).unwrap();
     r.violations.len()
 }

@@ -10,7 +10,12 @@ use pmem::CrashPolicy;
 fn check(design: Design, threads: u64, points: u64) {
     let o = CrashOptions { design, threads, inserts_per_thread: 30, fault: None };
     let r = crash_many(&o, points, &CrashPolicy::ALL, 7 + threads, 10).unwrap();
-    assert!(r.cuts * 10 >= r.points * 9, "{design:?}/{threads}: only {} of {} points cut", r.cuts, r.points);
+    assert!(
+        r.cuts * 10 >= r.points * 9,
+        "{design:?}/{threads}: only {} of {} points cut",
+        r.cuts,
+        r.points
+    );
     assert!(r.acked > 0 && r.recovered >= r.acked, "{design:?}/{threads}: {r:?}");
     assert!(r.violations.is_empty(), "{design:?}/{threads}: {:#?}", r.violations);
 }

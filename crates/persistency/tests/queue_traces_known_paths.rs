@@ -45,7 +45,8 @@ fn threads_help_strict_persistency_only_where_the_design_copies_outside_the_lock
 fn coarse_tracking_and_large_atomic_persists_move_epoch_and_strict_as_figs_8_2_8_3() {
     let t = traced_run(Design::CopyWhileLocked, 1, 100, Schedule::RoundRobin).unwrap();
     let run = |model, atomic, tracking| {
-        let c = Config { atomic_persist_bytes: atomic, tracking_bytes: tracking, ..Config::new(model) };
+        let c =
+            Config { atomic_persist_bytes: atomic, tracking_bytes: tracking, ..Config::new(model) };
         analyse(&t.events, c).unwrap().critical_path
     };
     // Fig. 8.2: larger atomic persists let strict coalesce its serial words.

@@ -1083,7 +1083,13 @@ impl Region {
     /// one step under the trace mutex, so the trace's total order is the order the accesses
     /// took effect. Without a trace it only runs `op`.
     #[inline]
-    pub fn trace_volatile<R>(&self, kind: TraceKind, addr: u64, len: u64, op: impl FnOnce() -> R) -> R {
+    pub fn trace_volatile<R>(
+        &self,
+        kind: TraceKind,
+        addr: u64,
+        len: u64,
+        op: impl FnOnce() -> R,
+    ) -> R {
         assert!(kind.is_volatile(), "trace_volatile records volatile accesses only, not {kind:?}");
         match &self.inner.tracer {
             Some(t) => t.record_with(kind, addr, len, op),
