@@ -328,9 +328,10 @@ impl Spec {
                 }
             }
         }
+        let rank = |m: Model| Model::ALL.iter().position(|x| *x == m).unwrap_or(0);
         points.sort_by(|a, b| {
-            (a.queue.name(), a.threads, a.model.name(), a.value)
-                .partial_cmp(&(b.queue.name(), b.threads, b.model.name(), b.value))
+            (a.queue.name(), a.threads, rank(a.model), a.value)
+                .partial_cmp(&(b.queue.name(), b.threads, rank(b.model), b.value))
                 .expect("finite values")
         });
         let claims = self.claims(axis, &points)?;
