@@ -200,6 +200,8 @@ pub struct RunResult {
     pub latency_ns: Histogram<u64>,
     /// Device statistics over the measured period (`None` for engines without a region).
     pub device: Option<pmem::Stats>,
+    /// `Engine::activity` over the measured period.
+    pub activity: BTreeMap<String, u64>,
     /// Line write-backs over the measured period (regions opened with `wear` only).
     pub wear: Option<crate::wear::WearSummary>,
     /// Measured commits per transaction kind.
@@ -300,6 +302,7 @@ struct Measured {
     tallies: Vec<Tally>,
     measured: Duration,
     device: Option<pmem::Stats>,
+    activity: Vec<(&'static str, u64)>,
     wear: Option<(Vec<u32>, Vec<u32>)>,
     stopped_early: bool,
 }
@@ -340,6 +343,7 @@ impl Measured {
             tps: if secs > 0.0 { committed as f64 / secs } else { 0.0 },
             latency_ns,
             device: self.device,
+            activity: self.activity.iter().map(|&(n, v)| (n.to_string(), v)).collect(),
             wear: self.wear.as_ref().map(|(b, a)| crate::wear::WearSummary::between(b, a, engine)),
             kinds,
             per_worker: self.tallies.iter().map(|t| t.committed).collect(),
@@ -429,6 +433,7 @@ fn measure(
                 tallies,
                 measured: window.measured,
                 device: window.device,
+                activity: window.activity,
                 wear: window.wear,
                 stopped_early: window.stopped_early,
             }),
@@ -460,6 +465,8 @@ impl Gate {
 struct Window {
     measured: Duration,
     device: Option<pmem::Stats>,
+    /// `Engine::activity` over the measured period.
+    activity: Vec<(&'static str, u64)>,
     /// The region's wear maps at both ends of the measured period (if it keeps one).
     wear: Option<(Vec<u32>, Vec<u32>)>,
     stopped_early: bool,
@@ -474,6 +481,7 @@ fn coordinate(
     threads: usize,
 ) -> Window {
     let stats = || engine.region().map(|r| r.stats());
+    let (activity_before, activity_after);
     let wear = || engine.region().and_then(|r| r.wear());
     let wear_before;
     let mut stopped_early = false;
@@ -484,16 +492,19 @@ fn coordinate(
             }
             control.set_phase(PHASE_MEASURE);
             wear_before = wear();
+            activity_before = engine.activity();
             let (t0, s0) = (Instant::now(), stats());
             if !stopped_early {
                 stopped_early |= wait(control, hooks, Stage::Measure, duration, None);
             }
             let (s1, t1) = (stats(), Instant::now());
+            activity_after = engine.activity();
             control.set_phase(PHASE_STOP);
             (t1 - t0, s1.zip(s0).map(|(s1, s0)| s1.since(&s0)))
         }
         RunLength::Transactions { per_thread } => {
             wear_before = wear();
+            activity_before = engine.activity();
             let (t0, s0) = (Instant::now(), stats());
             let target = per_thread.saturating_mul(threads as u64);
             stopped_early |= wait(control, hooks, Stage::Measure, Duration::MAX, Some(target));
@@ -504,11 +515,28 @@ fn coordinate(
                 std::thread::sleep(Duration::from_millis(1));
             }
             let (s1, t1) = (stats(), Instant::now());
+            activity_after = engine.activity();
             (t1 - t0, s1.zip(s0).map(|(s1, s0)| s1.since(&s0)))
         }
     };
     let wear = wear_before.zip(wear());
-    Window { measured, device, wear, stopped_early }
+    let activity = activity_delta(&activity_before, &activity_after);
+    Window { measured, device, activity, wear, stopped_early }
+}
+
+/// The change of each activity counter between two readings (a counter missing before counts
+/// from zero). Read with the device statistics at both ends.
+fn activity_delta(
+    before: &[(&'static str, u64)],
+    after: &[(&'static str, u64)],
+) -> Vec<(&'static str, u64)> {
+    after
+        .iter()
+        .map(|&(name, v)| {
+            let b = before.iter().find(|(n, _)| *n == name).map_or(0, |p| p.1);
+            (name, v.saturating_sub(b))
+        })
+        .collect()
 }
 
 /// Sleeps through one phase in short ticks, reporting progress. Returns true if the run was

@@ -122,6 +122,10 @@ pub struct Report {
     pub per_worker: Vec<u64>,
     /// Device statistics over the measured period.
     pub device: Option<pmem::Stats>,
+    /// Engine-specific activity over the measured period (`Engine::activity`: log forces,
+    /// pages flushed, batches, ...), and the same per measured commit.
+    pub engine_activity: BTreeMap<String, u64>,
+    pub engine_activity_per_txn: BTreeMap<String, f64>,
     /// Line write-backs over the measured period (`--wear`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wear: Option<crate::wear::WearSummary>,
@@ -179,6 +183,13 @@ impl Report {
             kinds: result.kinds.clone(),
             per_worker: result.per_worker.clone(),
             device: result.device,
+            engine_activity: result.activity.clone(),
+            engine_activity_per_txn: result
+                .activity
+                .iter()
+                .filter(|_| result.committed > 0)
+                .map(|(k, v)| (k.clone(), *v as f64 / result.committed as f64))
+                .collect(),
             wear: result.wear.clone(),
             pending_high_water: result.pending_high_water,
             pending_full_waits: result.pending_full_waits,
@@ -281,6 +292,16 @@ impl Report {
                 ),
             );
         }
+        if !self.engine_activity_per_txn.is_empty() {
+            let items: Vec<String> = self
+                .engine_activity_per_txn
+                .iter()
+                .map(|(k, v)| format!("{k} {}", short_number(*v)))
+                .collect();
+            for (i, chunk) in items.chunks(3).enumerate() {
+                line(if i == 0 { "engine per txn" } else { "" }, chunk.join("  "));
+            }
+        }
         if self.kinds.len() > 1 {
             let total = self.committed.max(1) as f64;
             let kinds: Vec<String> = self
@@ -367,5 +388,16 @@ mod tests {
         let d = pmem::Stats { fences: 30, ..Default::default() };
         assert_eq!(PerTxn::new(Some(&d), 0), PerTxn::default());
         assert_eq!(PerTxn::new(Some(&d), 10).fences, Some(3.0));
+    }
+}
+
+/// A per-transaction figure with about three significant digits.
+fn short_number(v: f64) -> String {
+    if v == 0.0 || v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3e}")
     }
 }

@@ -47,6 +47,8 @@ pub struct EngineOptions {
     pub page_flush: wal::PageFlush,
     /// `wal`: load/store on NVRAM, or `pwrite` + `fdatasync` through the file system.
     pub io: wal::Io,
+    /// `wal`: how log records are inserted (Aether-style, or under one global lock).
+    pub log_insert: wal::LogInsert,
 }
 
 impl Default for EngineOptions {
@@ -66,6 +68,7 @@ impl Default for EngineOptions {
             max_dirty_pages: 16384,
             page_flush: wal::PageFlush::Paper,
             io: wal::Io::Nvm,
+            log_insert: wal::LogInsert::Aether,
         }
     }
 }

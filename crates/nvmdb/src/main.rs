@@ -44,6 +44,10 @@ enum Command {
     /// Memory persistency (thesis ch. VI–VIII): persistent queues, strict / epoch / strand
     /// critical paths (Table 8.1 by default; sweep, crashtest, engines).
     Persistency(persistency::cli::Args),
+    /// Scans on SSD vs disk (thesis ch. III, Fig. 3.1–3.3): break-evens, expected pages.
+    Scan(queryopt::cli::ScanArgs),
+    /// Sort-merge vs hybrid-hash joins on SSD vs disk (thesis ch. III, Fig. 3.4, Table 3.1).
+    Join(queryopt::cli::JoinArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +64,8 @@ fn main() -> ExitCode {
         Command::Report(args) => cli::report::run(args),
         Command::Dcpower(args) => cli::dcpower::run(args),
         Command::Persistency(args) => persistency::cli::run(args),
+        Command::Scan(args) => queryopt::cli::scan(args),
+        Command::Join(args) => queryopt::cli::join(args),
     };
     match result {
         Ok(code) => code,

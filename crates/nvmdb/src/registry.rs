@@ -193,6 +193,7 @@ const WAL_OPTS: &[&str] = &[
     "log_bytes",
     "max_dirty_pages",
     "page_flush",
+    "log_insert",
     "io",
 ];
 
@@ -246,6 +247,13 @@ pub fn region_engine_options(
             "io" => {
                 o.io = engines::wal::Io::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!("io must be nvm or fs, not `{v}`")))
+                })?
+            }
+            "log_insert" => {
+                o.log_insert = engines::wal::LogInsert::parse(v).ok_or_else(|| {
+                    RegistryError::Db(DbError::Invalid(format!(
+                        "log_insert must be aether or locked, not `{v}`"
+                    )))
                 })?
             }
             "page_flush" => {

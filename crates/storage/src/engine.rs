@@ -156,6 +156,13 @@ pub trait Engine: Send + Sync {
     fn counters(&self) -> Option<crate::counters::EngineCounters> {
         None
     }
+
+    /// Engine-specific activity since open, as (name, count) pairs that only grow (log forces,
+    /// pages flushed, batches, ...): `nvmdb bench` reports their change over the measured
+    /// period, in total and per commit. Empty if the engine keeps none.
+    fn activity(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// A transaction. Reads and writes take key-level locks held until commit or abort (strict 2PL);

@@ -471,6 +471,17 @@ impl Engine for Group {
         self.inner.check_integrity()
     }
 
+    fn activity(&self) -> Vec<(&'static str, u64)> {
+        let s = &self.shared.stats;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            ("batches", get(&s.batches)),
+            ("batch_lines", get(&s.lines)),
+            ("batch_persist_ns", get(&s.persist_ns)),
+            ("batches_closed_by_size", get(&s.early_closes)),
+        ]
+    }
+
     fn describe_offset(&self, offset: u64) -> Option<String> {
         let base = self.shared.log.layout.base();
         if offset >= base {

@@ -142,6 +142,7 @@ fn load_tables(store: &PageStore) -> Result<Vec<Arc<TableRt>>> {
                     entry: i,
                     root_latch: RwLock::new(()),
                     free: Mutex::new(FreeSlots::new(e.heap_head)),
+                    deleted: Default::default(),
                 }))
             }
         }

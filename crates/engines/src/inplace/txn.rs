@@ -24,6 +24,8 @@ pub(crate) struct InPlaceTxn<'a> {
     fresh: Vec<u64>,
     /// Slots to free after commit.
     to_free: Vec<(TableId, u64)>,
+    /// Keys this transaction deleted: pending in their tables' `deleted` sets until it ends.
+    deleted: Vec<(TableId, u64)>,
     finished: bool,
 }
 
@@ -46,6 +48,7 @@ impl<'a> InPlaceTxn<'a> {
             dirty: Vec::new(),
             fresh: Vec::new(),
             to_free: Vec::new(),
+            deleted: Vec::new(),
             finished: false,
         }
     }
@@ -94,7 +97,14 @@ impl<'a> InPlaceTxn<'a> {
         Ok(Some(rid))
     }
 
+    /// Ends the transaction's hold on its keys: pending deletes first (the keys are back in
+    /// the tree after a rollback, or gone for good after a commit), then the locks.
     fn release(&mut self) {
+        for (table, key) in std::mem::take(&mut self.deleted) {
+            if let Ok(t) = self.db.table_rt(table) {
+                t.deleted.remove(key);
+            }
+        }
         self.locks.release_all(&self.db.locks, self.id);
         self.finished = true;
     }
@@ -187,6 +197,9 @@ impl Txn for InPlaceTxn<'_> {
             (REC_INDEX_DELETE, &logical(table, key, rid)),
             (REC_FREE_SLOT, &logical(table, rid, 0)),
         ])?;
+        // Pending before the key leaves the tree: a scan that misses the key finds it here.
+        t.deleted.add(key);
+        self.deleted.push((table, key));
         let tree = db.tree(&t);
         let removed = self.system(|sys| tree.remove(sys, key))?;
         if removed != Some(rid) {
@@ -212,14 +225,30 @@ impl Txn for InPlaceTxn<'_> {
         if limit == 0 {
             return Ok(0);
         }
+        // The keys from `gap` up to the next visited key were passed over: any of them that a
+        // live transaction deleted is locked as if read (conflicting unless it is our own).
+        let mut gap = Some(low);
+        let mut stopped = false;
         db.tree(&t).scan(low, high, &mut |key, rid| {
             // No-wait locking under the leaf latch: never blocks, so cannot deadlock.
+            if let Some(from) = gap.filter(|&g| g < key) {
+                for k in t.deleted.within(from, key - 1) {
+                    locks.lock(&db.locks, id, table, k, LockMode::Shared)?;
+                }
+            }
             locks.lock(&db.locks, id, table, key, LockMode::Shared)?;
             db.check_row(&t, rid, Some(key))?;
             let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
             n += 1;
-            Ok(visit(key, row) && n < limit)
+            gap = key.checked_add(1);
+            stopped = !(visit(key, row) && n < limit);
+            Ok(!stopped)
         })?;
+        if let Some(from) = gap.filter(|_| !stopped) {
+            for k in t.deleted.within(from, high) {
+                locks.lock(&db.locks, id, table, k, LockMode::Shared)?;
+            }
+        }
         Ok(n)
     }
 

@@ -114,9 +114,13 @@ fn check_district(
     }
     // New orders: conditions 2 and 3.
     let (mut min_no, mut max_no, mut count_no) = (u32::MAX, 0u32, 0u32);
+    let mut gaps: Vec<u32> = Vec::new();
     let (low, high) = (order_key(w, d, 0), order_key(w, d, u32::MAX));
     scan_table(engine, t.new_order, low, high, &mut |key, _| {
         let o = split_order_key(key).2;
+        if count_no > 0 && o > max_no + 1 && gaps.len() < 8 {
+            gaps.extend((max_no + 1..o).take(8));
+        }
         min_no = min_no.min(o);
         max_no = max_no.max(o);
         count_no += 1;
@@ -130,7 +134,15 @@ fn check_district(
         }
         if max_no - min_no + 1 != count_no {
             return Err(format!(
-                "condition 3: {at}: new orders {min_no}..={max_no} but {count_no} rows"
+                "condition 3: {at}: new orders {min_no}..={max_no} but {count_no} rows \
+                 (missing {})",
+                gaps.iter()
+                    .map(|o| match orders.get(*o as usize - 1) {
+                        Some(info) => format!("{o}, carrier {}", info.carrier),
+                        None => format!("{o}, no order"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ));
         }
     }
