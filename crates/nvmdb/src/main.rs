@@ -41,6 +41,9 @@ enum Command {
     Report(cli::report::Args),
     /// Data-centre power model (thesis app. A) and Power Routing (app. B).
     Dcpower(cli::dcpower::Args),
+    /// Memory persistency (thesis ch. VI–VIII): persistent queues, strict / epoch / strand
+    /// critical paths (Table 8.1 by default; sweep, crashtest, engines).
+    Persistency(persistency::cli::Args),
     /// Scans on SSD vs disk (thesis ch. III, Fig. 3.1–3.3): break-evens, expected pages.
     Scan(queryopt::cli::ScanArgs),
     /// Sort-merge vs hybrid-hash joins on SSD vs disk (thesis ch. III, Fig. 3.4, Table 3.1).
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => cli::merge::run(args),
         Command::Report(args) => cli::report::run(args),
         Command::Dcpower(args) => cli::dcpower::run(args),
+        Command::Persistency(args) => persistency::cli::run(args),
         Command::Scan(args) => queryopt::cli::scan(args),
         Command::Join(args) => queryopt::cli::join(args),
     };

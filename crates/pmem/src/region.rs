@@ -1078,6 +1078,30 @@ impl Region {
         }
     }
 
+    /// Runs the volatile access `op` (a lock word's swap, a flag's load) and, when tracing,
+    /// records it as `kind` (`VolatileLoad` or `VolatileStore`) at process address `addr` in
+    /// one step under the trace mutex, so the trace's total order is the order the accesses
+    /// took effect. Without a trace it only runs `op`.
+    #[inline]
+    pub fn trace_volatile<R>(
+        &self,
+        kind: TraceKind,
+        addr: u64,
+        len: u64,
+        op: impl FnOnce() -> R,
+    ) -> R {
+        assert!(kind.is_volatile(), "trace_volatile records volatile accesses only, not {kind:?}");
+        match &self.inner.tracer {
+            Some(t) => t.record_with(kind, addr, len, op),
+            None => op(),
+        }
+    }
+
+    /// Whether this region records a trace.
+    pub fn tracing(&self) -> bool {
+        self.inner.tracer.is_some()
+    }
+
     pub fn stats(&self) -> Stats {
         self.inner.stats.snapshot()
     }

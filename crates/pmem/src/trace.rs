@@ -2,6 +2,13 @@
 //! ordered (sequentially consistent) record of persistent loads, stores, flushes, fences and
 //! strand barriers, with thread ids. Off by default; when on, every traced operation takes one
 //! mutex, which is what makes the order total.
+//!
+//! Volatile accesses (lock words, volatile lists) are not stores to the region, but they order
+//! persists under every persistency model (thesis §7.2.2, rule 2), so code that wants them
+//! analysed records them with [`crate::Region::trace_volatile`], which runs the access itself
+//! under the trace mutex: record and access are one atomic step, as the thesis's PIN tool made
+//! them with its bank of locks (§8.1). Their `offset` is a process address (for instance the
+//! address of the atomic), a space of its own, never a region offset.
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -17,6 +24,17 @@ pub enum TraceKind {
     NewStrand,
     /// A persist barrier within a strand (epoch boundary) without a hardware fence.
     StrandBarrier,
+    /// A load from volatile memory at a process address, recorded by `Region::trace_volatile`.
+    VolatileLoad,
+    /// A store (or read-modify-write) to volatile memory at a process address.
+    VolatileStore,
+}
+
+impl TraceKind {
+    /// Whether the event's `offset` is a volatile (process) address rather than a region offset.
+    pub fn is_volatile(self) -> bool {
+        matches!(self, TraceKind::VolatileLoad | TraceKind::VolatileStore)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -46,6 +64,26 @@ impl Tracer {
         }
         let seq = g.0.len() as u64;
         g.0.push(TraceEvent { seq, thread: crate::stats::thread_id(), kind, offset, len });
+    }
+
+    /// Runs `op` and records it as one event, both under the trace mutex, so that no other
+    /// traced event falls between the access and its record.
+    pub(crate) fn record_with<R>(
+        &self,
+        kind: TraceKind,
+        offset: u64,
+        len: u64,
+        op: impl FnOnce() -> R,
+    ) -> R {
+        let mut g = self.events.lock();
+        let result = op();
+        if g.0.len() >= TRACE_LIMIT {
+            g.1 += 1;
+            return result;
+        }
+        let seq = g.0.len() as u64;
+        g.0.push(TraceEvent { seq, thread: crate::stats::thread_id(), kind, offset, len });
+        result
     }
 
     /// Takes the recorded events and the number dropped over the limit.
