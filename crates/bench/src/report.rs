@@ -364,6 +364,17 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// A per-transaction figure with about three significant digits.
+fn short_number(v: f64) -> String {
+    if v == 0.0 || v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,16 +399,5 @@ mod tests {
         let d = pmem::Stats { fences: 30, ..Default::default() };
         assert_eq!(PerTxn::new(Some(&d), 0), PerTxn::default());
         assert_eq!(PerTxn::new(Some(&d), 10).fences, Some(3.0));
-    }
-}
-
-/// A per-transaction figure with about three significant digits.
-fn short_number(v: f64) -> String {
-    if v == 0.0 || v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3e}")
     }
 }
