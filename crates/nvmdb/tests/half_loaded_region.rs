@@ -31,8 +31,18 @@ fn a_load_killed_midway_is_reported_as_half_loaded() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Loading 2M records takes tens of seconds; two seconds in, tables and some rows exist.
-    std::thread::sleep(Duration::from_secs(2));
+    // Loading 2M records takes tens of seconds. Kill it once the region is formatted (its
+    // superblock magic published) and half a second more has loaded some rows: a fixed delay
+    // fell before the format on a machine loaded 20x.
+    let formatted =
+        || std::fs::read(&path.0).is_ok_and(|b| b.len() >= 8 && &b[..8] == b"NVMDB\0sb");
+    let start = std::time::Instant::now();
+    while !formatted() {
+        assert!(start.elapsed() < Duration::from_secs(120), "the loader never formatted");
+        assert!(child.try_wait().unwrap().is_none(), "the loader exited before formatting");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     child.kill().unwrap();
     child.wait().unwrap();
 
