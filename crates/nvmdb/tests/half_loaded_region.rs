@@ -34,8 +34,12 @@ fn a_load_killed_midway_is_reported_as_half_loaded() {
     // Loading 2M records takes tens of seconds. Kill it once the region is formatted (its
     // superblock magic published) and half a second more has loaded some rows: a fixed delay
     // fell before the format on a machine loaded 20x.
-    let formatted =
-        || std::fs::read(&path.0).is_ok_and(|b| b.len() >= 8 && &b[..8] == b"NVMDB\0sb");
+    let formatted = || {
+        let mut magic = [0u8; 8];
+        std::fs::File::open(&path.0)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok_and(|()| &magic == b"NVMDB\0sb")
+    };
     let start = std::time::Instant::now();
     while !formatted() {
         assert!(start.elapsed() < Duration::from_secs(120), "the loader never formatted");
