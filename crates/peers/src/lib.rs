@@ -46,17 +46,23 @@ use storage::{DbError, Engine};
 
 mod common;
 pub mod lmdb;
+#[cfg(feature = "pmemobj")]
+pub mod pmemobj;
 pub mod redb;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 pub mod sqlite;
 
 /// Names accepted by [`open`].
-#[cfg(not(feature = "rocksdb"))]
-pub const PEERS: &[&str] = &["sqlite", "lmdb", "redb"];
-/// Names accepted by [`open`].
-#[cfg(feature = "rocksdb")]
-pub const PEERS: &[&str] = &["sqlite", "lmdb", "redb", "rocksdb"];
+pub const PEERS: &[&str] = &[
+    "sqlite",
+    "lmdb",
+    "redb",
+    #[cfg(feature = "pmemobj")]
+    "pmemobj",
+    #[cfg(feature = "rocksdb")]
+    "rocksdb",
+];
 
 /// What a peer is, for reports: how it orders writers and a one-line summary to print beside
 /// its numbers.
@@ -77,6 +83,11 @@ pub fn info(name: &str) -> Option<PeerInfo> {
         "redb" => {
             ("redb", Writers::One, "redb, copy-on-write B-tree: one writer, readers never wait")
         }
+        "pmemobj" => (
+            "pmemobj",
+            Writers::One,
+            "PMDK libpmemobj, undo-log transactions on a B+tree: one writer, readers never wait",
+        ),
         "rocksdb" => (
             "rocksdb",
             Writers::KeyLocks,
@@ -111,6 +122,9 @@ pub struct PeerOptions {
     pub lmdb_map_bytes: u64,
     /// SQLite VFS to open connections with (`None`: the default VFS). The seam for NVWAL.
     pub sqlite_vfs: Option<String>,
+    /// Size of a new PMDK pool; fixed once made. PMDK writes the whole file when it makes the
+    /// pool, so this much disk (or tmpfs memory) is used at once.
+    pub pmemobj_pool_bytes: u64,
 }
 
 impl Default for PeerOptions {
@@ -122,6 +136,7 @@ impl Default for PeerOptions {
             cache_bytes: 256 << 20,
             lmdb_map_bytes: 256 << 30,
             sqlite_vfs: None,
+            pmemobj_pool_bytes: 1 << 30,
         }
     }
 }
@@ -150,11 +165,16 @@ pub fn open_with(
         "sqlite" => |d, o| Ok(Box::new(sqlite::SqliteEngine::open(d, o)?)),
         "lmdb" => |d, o| Ok(Box::new(lmdb::LmdbEngine::open(d, o)?)),
         "redb" => |d, o| Ok(Box::new(redb::RedbEngine::open(d, o)?)),
+        #[cfg(feature = "pmemobj")]
+        "pmemobj" => |d, o| Ok(Box::new(pmemobj::PmemobjEngine::open(d, o)?)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => |d, o| Ok(Box::new(rocksdb::RocksEngine::open(d, o)?)),
         _ => {
-            let hint =
-                if name == "rocksdb" { "; rebuild with `--features peers/rocksdb`" } else { "" };
+            let hint = if name == "rocksdb" || name == "pmemobj" {
+                format!("; rebuild with `--features peers/{name}`")
+            } else {
+                String::new()
+            };
             return Err(DbError::Invalid(format!(
                 "no peer engine `{name}` in this build (peers: {}){hint}",
                 PEERS.join(", ")
