@@ -13,8 +13,12 @@ fn conform(peer: &str, durability: PeerDurability) {
         let n = next.fetch_add(1, Ordering::Relaxed);
         let path = dir.path().join(format!("{peer}-{n}"));
         // A small PMDK pool: PMDK writes the whole pool when it makes it (tmpfs memory).
-        let options =
-            PeerOptions { durability, workers: 2, pmemobj_pool_bytes: 32 << 20, ..Default::default() };
+        let options = PeerOptions {
+            durability,
+            workers: 2,
+            pmemobj_pool_bytes: 32 << 20,
+            ..Default::default()
+        };
         match open_with(peer, &path, &options) {
             Ok(engine) => engine,
             Err(e) => panic!("open {peer} at {}: {e}", path.display()),

@@ -275,7 +275,12 @@ impl PmemobjEngine {
     }
 
     /// The row bytes of `oid`, borrowed from the pool while `_latch` is held.
-    fn row<'g>(&self, _latch: &'g RwLockReadGuard<'_, u64>, oid: Oid, len: usize) -> Result<&'g [u8]> {
+    fn row<'g>(
+        &self,
+        _latch: &'g RwLockReadGuard<'_, u64>,
+        oid: Oid,
+        len: usize,
+    ) -> Result<&'g [u8]> {
         let at = self.pool.at(oid, len)?;
         // SAFETY: in the pool; the latch keeps writers out while the slice lives.
         Ok(unsafe { std::slice::from_raw_parts(at, len) })
@@ -583,7 +588,8 @@ impl Txn for PmemobjTxn<'_> {
         }
         let latch = self.latch()?;
         let engine = self.engine;
-        let mut pending = self.writes.get(&table).map(|m| m.range(low..=high)).into_iter().flatten().peekable();
+        let mut pending =
+            self.writes.get(&table).map(|m| m.range(low..=high)).into_iter().flatten().peekable();
         let visited = Cell::new(0);
         let stopped = Cell::new(false);
         // Visits one row; false once the caller or the limit says stop.

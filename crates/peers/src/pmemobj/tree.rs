@@ -69,7 +69,7 @@ impl Pool {
     /// one writes the node while the reference lives (writers hold the latch exclusively).
     pub(crate) fn node(&self, oid: Oid) -> Result<&Node> {
         let ptr = self.at(oid, size_of::<Node>())?;
-        if ptr as usize % 8 != 0 {
+        if !(ptr as usize).is_multiple_of(8) {
             return Err(DbError::Corrupt("pmemobj: misaligned node".into()));
         }
         // SAFETY: in bounds and aligned (above); every bit pattern is a valid `Node`.

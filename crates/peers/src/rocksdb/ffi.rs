@@ -156,8 +156,10 @@ extern "C" {
     pub(crate) fn rocksdb_iter_seek(it: *mut rocksdb_iterator_t, key: *const c_char, klen: usize);
     pub(crate) fn rocksdb_iter_seek_to_first(it: *mut rocksdb_iterator_t);
     pub(crate) fn rocksdb_iter_next(it: *mut rocksdb_iterator_t);
-    pub(crate) fn rocksdb_iter_key(it: *const rocksdb_iterator_t, klen: *mut usize)
-        -> *const c_char;
+    pub(crate) fn rocksdb_iter_key(
+        it: *const rocksdb_iterator_t,
+        klen: *mut usize,
+    ) -> *const c_char;
     pub(crate) fn rocksdb_iter_value(
         it: *const rocksdb_iterator_t,
         vlen: *mut usize,
