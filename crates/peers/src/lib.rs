@@ -7,14 +7,20 @@
 //! | `sqlite` | SQLite (bundled) via `rusqlite` | SQL table: `INTEGER PRIMARY KEY`, `BLOB` | one |
 //! | `lmdb` | LMDB via `heed` | named database, big-endian `u64` keys | one |
 //! | `redb` | redb | redb table `u64` → bytes | one |
-//! | `rocksdb` | RocksDB `TransactionDB` (feature `rocksdb`) | column family | key locks |
+//! | `pmemobj` | PMDK `libpmemobj` 1.12 (feature `pmemobj`) | our B+tree in the pool | one |
+//! | `rocksdb` | RocksDB 7.x `TransactionDB` (feature `rocksdb`) | column family | key locks |
 //!
-//! **Concurrency limits.** SQLite, LMDB and redb have one writer. Their transactions start
+//! `pmemobj` and `rocksdb` link the system libraries (Debian `libpmemobj-dev`,
+//! `librocksdb-dev`) through hand-written declarations; both features are on by default.
+//!
+//! **Concurrency limits.** SQLite, LMDB, redb and pmemobj have one writer. Their transactions start
 //! lazily at their first operation: reads see the last committed snapshot and never wait; the
 //! first write waits (at most [`PeerOptions::writer_wait`]) for the engine's single writer slot.
 //! If another writer committed after this transaction's first read, the write fails with a
 //! retryable [`DbError::Peer`], which keeps the outcome serialisable (the trait's key-level 2PL
-//! would instead have aborted one of the two). RocksDB runs key-level pessimistic locking with no
+//! would instead have aborted one of the two). pmemobj has no snapshots: its readers read the
+//! committed state in place (waiting only while a commit is being applied) and fail retryably
+//! if a commit lands between two of their reads. RocksDB runs key-level pessimistic locking with no
 //! wait: a lock conflict is a retryable error at once, as in nvmdb's own engines.
 //!
 //! **Durability.** [`PeerDurability::Durable`] makes every commit durable before `commit`
@@ -26,6 +32,7 @@
 //! | `sqlite` | `synchronous=FULL` | `synchronous=NORMAL` | commits since the last checkpoint |
 //! | `lmdb` | fsync at every commit | `MDB_NOSYNC` | recent commits, maybe the database (1) |
 //! | `redb` | `Durability::Immediate` | `Durability::None` | commits since the last durable (2) |
+//! | `pmemobj` | PMDK commit | the same (PMDK has no asynchronous commit) | nothing |
 //! | `rocksdb` | WAL with `sync=true` | WAL with `sync=false` | recent commits |
 //!
 //! In every `Relaxed` peer but redb a *process* crash loses nothing: the commit is in the OS page
