@@ -6,7 +6,7 @@
 //!   driver's own overhead, `mem` is a correct volatile reference;
 //! - **region** engines (`crates/engines`: `inplace`, later `wal`, `group`, `cow`, `lsm`): opened
 //!   on a `pmem::Region`, formatting a blank one and recovering otherwise;
-//! - **peers** (`crates/peers`: `sqlite`, `lmdb`, `redb`): opened in a directory
+//! - **peers** (`crates/peers`: `sqlite`, `lmdb`, `redb`, `pmemobj`, `rocksdb`): opened in a directory
 //!   (`RegionOptions::path`).
 //!
 //! Invariant: every name in [`ENGINES`] opens through [`open_engine`]; an unknown name is an
@@ -91,11 +91,19 @@ pub const ENGINES: &[EngineInfo] = &[
         about: "redb, Durability::Immediate: one writer, readers never wait",
         stores_data: true,
     },
+    #[cfg(feature = "pmemobj")]
+    EngineInfo {
+        name: "pmemobj",
+        kind: EngineKind::Peer,
+        about: "PMDK libpmemobj undo-log transactions on a B+tree: one writer, readers never wait",
+        stores_data: true,
+    },
     #[cfg(feature = "rocksdb")]
     EngineInfo {
         name: "rocksdb",
         kind: EngineKind::Peer,
-        about: "RocksDB TransactionDB, WAL sync=true: key locks without waiting",
+        about:
+            "RocksDB TransactionDB (system librocksdb), WAL sync=true: key locks without waiting",
         stores_data: true,
     },
 ];
@@ -286,8 +294,9 @@ fn open_region_engine(
     Ok(engines::open(info.name, region, &options)?)
 }
 
-/// Options a peer accepts through `--engine-opt`.
-const PEER_OPTS: &[&str] = &["durability", "cache_bytes", "writer_wait_ms"];
+/// Options a peer accepts through `--engine-opt` (`pool_bytes`: size of a new PMDK pool, used by
+/// `pmemobj` only).
+const PEER_OPTS: &[&str] = &["durability", "cache_bytes", "writer_wait_ms", "pool_bytes"];
 
 fn open_peer(
     info: &'static EngineInfo,
@@ -310,6 +319,7 @@ fn open_peer(
                 }
             }
             "cache_bytes" => o.cache_bytes = parse_opt(info.name, k, v)?,
+            "pool_bytes" => o.pmemobj_pool_bytes = parse_opt(info.name, k, v)?,
             "writer_wait_ms" => {
                 o.writer_wait = std::time::Duration::from_millis(parse_opt(info.name, k, v)?)
             }

@@ -7,14 +7,20 @@
 //! | `sqlite` | SQLite (bundled) via `rusqlite` | SQL table: `INTEGER PRIMARY KEY`, `BLOB` | one |
 //! | `lmdb` | LMDB via `heed` | named database, big-endian `u64` keys | one |
 //! | `redb` | redb | redb table `u64` → bytes | one |
-//! | `rocksdb` | RocksDB `TransactionDB` (feature `rocksdb`) | column family | key locks |
+//! | `pmemobj` | PMDK `libpmemobj` 1.12 (feature `pmemobj`) | our B+tree in the pool | one |
+//! | `rocksdb` | RocksDB 7.x `TransactionDB` (feature `rocksdb`) | column family | key locks |
 //!
-//! **Concurrency limits.** SQLite, LMDB and redb have one writer. Their transactions start
+//! `pmemobj` and `rocksdb` link the system libraries (Debian `libpmemobj-dev`,
+//! `librocksdb-dev`) through hand-written declarations; both features are on by default.
+//!
+//! **Concurrency limits.** SQLite, LMDB, redb and pmemobj have one writer. Their transactions start
 //! lazily at their first operation: reads see the last committed snapshot and never wait; the
 //! first write waits (at most [`PeerOptions::writer_wait`]) for the engine's single writer slot.
 //! If another writer committed after this transaction's first read, the write fails with a
 //! retryable [`DbError::Peer`], which keeps the outcome serialisable (the trait's key-level 2PL
-//! would instead have aborted one of the two). RocksDB runs key-level pessimistic locking with no
+//! would instead have aborted one of the two). pmemobj has no snapshots: its readers read the
+//! committed state in place (waiting only while a commit is being applied) and fail retryably
+//! if a commit lands between two of their reads. RocksDB runs key-level pessimistic locking with no
 //! wait: a lock conflict is a retryable error at once, as in nvmdb's own engines.
 //!
 //! **Durability.** [`PeerDurability::Durable`] makes every commit durable before `commit`
@@ -26,6 +32,7 @@
 //! | `sqlite` | `synchronous=FULL` | `synchronous=NORMAL` | commits since the last checkpoint |
 //! | `lmdb` | fsync at every commit | `MDB_NOSYNC` | recent commits, maybe the database (1) |
 //! | `redb` | `Durability::Immediate` | `Durability::None` | commits since the last durable (2) |
+//! | `pmemobj` | PMDK commit | the same (PMDK has no asynchronous commit) | nothing |
 //! | `rocksdb` | WAL with `sync=true` | WAL with `sync=false` | recent commits |
 //!
 //! In every `Relaxed` peer but redb a *process* crash loses nothing: the commit is in the OS page
@@ -46,17 +53,23 @@ use storage::{DbError, Engine};
 
 mod common;
 pub mod lmdb;
+#[cfg(feature = "pmemobj")]
+pub mod pmemobj;
 pub mod redb;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 pub mod sqlite;
 
 /// Names accepted by [`open`].
-#[cfg(not(feature = "rocksdb"))]
-pub const PEERS: &[&str] = &["sqlite", "lmdb", "redb"];
-/// Names accepted by [`open`].
-#[cfg(feature = "rocksdb")]
-pub const PEERS: &[&str] = &["sqlite", "lmdb", "redb", "rocksdb"];
+pub const PEERS: &[&str] = &[
+    "sqlite",
+    "lmdb",
+    "redb",
+    #[cfg(feature = "pmemobj")]
+    "pmemobj",
+    #[cfg(feature = "rocksdb")]
+    "rocksdb",
+];
 
 /// What a peer is, for reports: how it orders writers and a one-line summary to print beside
 /// its numbers.
@@ -77,6 +90,11 @@ pub fn info(name: &str) -> Option<PeerInfo> {
         "redb" => {
             ("redb", Writers::One, "redb, copy-on-write B-tree: one writer, readers never wait")
         }
+        "pmemobj" => (
+            "pmemobj",
+            Writers::One,
+            "PMDK libpmemobj, undo-log transactions on a B+tree: one writer, readers never wait",
+        ),
         "rocksdb" => (
             "rocksdb",
             Writers::KeyLocks,
@@ -111,6 +129,9 @@ pub struct PeerOptions {
     pub lmdb_map_bytes: u64,
     /// SQLite VFS to open connections with (`None`: the default VFS). The seam for NVWAL.
     pub sqlite_vfs: Option<String>,
+    /// Size of a new PMDK pool; fixed once made. PMDK writes the whole file when it makes the
+    /// pool, so this much disk (or tmpfs memory) is used at once.
+    pub pmemobj_pool_bytes: u64,
 }
 
 impl Default for PeerOptions {
@@ -122,6 +143,7 @@ impl Default for PeerOptions {
             cache_bytes: 256 << 20,
             lmdb_map_bytes: 256 << 30,
             sqlite_vfs: None,
+            pmemobj_pool_bytes: 1 << 30,
         }
     }
 }
@@ -150,11 +172,16 @@ pub fn open_with(
         "sqlite" => |d, o| Ok(Box::new(sqlite::SqliteEngine::open(d, o)?)),
         "lmdb" => |d, o| Ok(Box::new(lmdb::LmdbEngine::open(d, o)?)),
         "redb" => |d, o| Ok(Box::new(redb::RedbEngine::open(d, o)?)),
+        #[cfg(feature = "pmemobj")]
+        "pmemobj" => |d, o| Ok(Box::new(pmemobj::PmemobjEngine::open(d, o)?)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => |d, o| Ok(Box::new(rocksdb::RocksEngine::open(d, o)?)),
         _ => {
-            let hint =
-                if name == "rocksdb" { "; rebuild with `--features peers/rocksdb`" } else { "" };
+            let hint = if name == "rocksdb" || name == "pmemobj" {
+                format!("; rebuild with `--features peers/{name}`")
+            } else {
+                String::new()
+            };
             return Err(DbError::Invalid(format!(
                 "no peer engine `{name}` in this build (peers: {}){hint}",
                 PEERS.join(", ")

@@ -2,7 +2,7 @@
 
 mod common;
 
-use peers::{open, PeerDurability};
+use peers::{open_with, PeerDurability, PeerOptions};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use storage::conformance::run_all;
 
@@ -12,7 +12,14 @@ fn conform(peer: &str, durability: PeerDurability) {
     let make = || {
         let n = next.fetch_add(1, Ordering::Relaxed);
         let path = dir.path().join(format!("{peer}-{n}"));
-        match open(peer, &path, durability, 2) {
+        // A small PMDK pool: PMDK writes the whole pool when it makes it (tmpfs memory).
+        let options = PeerOptions {
+            durability,
+            workers: 2,
+            pmemobj_pool_bytes: 32 << 20,
+            ..Default::default()
+        };
+        match open_with(peer, &path, &options) {
             Ok(engine) => engine,
             Err(e) => panic!("open {peer} at {}: {e}", path.display()),
         }
@@ -60,4 +67,16 @@ fn rocksdb_durable() {
 #[test]
 fn rocksdb_relaxed() {
     conform("rocksdb", PeerDurability::Relaxed);
+}
+
+#[cfg(feature = "pmemobj")]
+#[test]
+fn pmemobj_durable() {
+    conform("pmemobj", PeerDurability::Durable);
+}
+
+#[cfg(feature = "pmemobj")]
+#[test]
+fn pmemobj_relaxed() {
+    conform("pmemobj", PeerDurability::Relaxed);
 }

@@ -3,7 +3,8 @@
 
 mod common;
 
-use peers::{open, PeerDurability, PEERS};
+use common::open;
+use peers::{PeerDurability, PEERS};
 use storage::DbError;
 
 #[test]

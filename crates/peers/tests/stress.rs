@@ -4,7 +4,8 @@
 
 mod common;
 
-use peers::{open, PeerDurability, PEERS};
+use common::open;
+use peers::{PeerDurability, PEERS};
 use storage::{DbError, Engine, TableSpec};
 
 const THREADS: usize = 2;

@@ -15,3 +15,21 @@ pub fn scratch() -> tempfile::TempDir {
 pub fn writers(peer: &str) -> Writers {
     peers::info(peer).map_or(Writers::KeyLocks, |info| info.writers)
 }
+
+/// `peers::open` with a small PMDK pool (PMDK writes the whole pool file when it makes it, and
+/// the scratch directories live in tmpfs memory).
+#[allow(dead_code)]
+pub fn open(
+    peer: &str,
+    dir: &std::path::Path,
+    durability: peers::PeerDurability,
+    workers: usize,
+) -> Result<Box<dyn storage::Engine>, storage::DbError> {
+    let options = peers::PeerOptions {
+        durability,
+        workers,
+        pmemobj_pool_bytes: 32 << 20,
+        ..Default::default()
+    };
+    peers::open_with(peer, dir, &options)
+}
