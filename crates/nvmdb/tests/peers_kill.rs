@@ -15,6 +15,12 @@ fn kill(engine: &str, workload: &str) {
         .args([format!("--workload={workload}"), "--json".into()])
         // A small PMDK pool (PMDK writes all of it when it makes it); other peers ignore it.
         .arg("--engine-opt=pool_bytes=67108864")
+        // A small TPC-C, so the children commit inside the window instead of loading.
+        .args(if workload == "tpcc" {
+            &["--workload-opt=items=1000", "--workload-opt=customers_per_district=30"][..]
+        } else {
+            &[]
+        })
         .output()
         .expect("the nvmdb binary runs");
     let text = String::from_utf8_lossy(&out.stdout);
