@@ -64,11 +64,12 @@ fn crc_of(offset: u64, payload: &[u8]) -> u32 {
 }
 
 /// `[u32 payload bytes][u32 kind][u64 offset][u32 crc][u32 0][payload, padded][u64 LSN]`.
-fn encode_into(out: &mut Vec<u8>, kind: u32, lsn: u64, offset: u64, payload: &[u8]) {
+/// `crc` is `crc_of(offset, payload)`, computed by the caller before it takes any lock.
+fn encode_into(out: &mut Vec<u8>, kind: u32, lsn: u64, offset: u64, payload: &[u8], crc: u32) {
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(&kind.to_le_bytes());
     out.extend_from_slice(&offset.to_le_bytes());
-    out.extend_from_slice(&crc_of(offset, payload).to_le_bytes());
+    out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     out.extend_from_slice(payload);
     out.resize(out.len().next_multiple_of(8), 0);
@@ -98,6 +99,17 @@ impl LogInsert {
             _ => None,
         }
     }
+}
+
+/// The bytes from `res.pad` to `res.end`: the pad record (if any), then the record.
+fn encode(kind: u32, res: &Reservation, offset: u64, payload: &[u8], crc: u32) -> Vec<u8> {
+    let mut out = Vec::with_capacity((res.end - res.pad) as usize);
+    if res.record > res.pad {
+        let pad = vec![0u8; (res.record - res.pad - HEADER - TRAILER) as usize];
+        encode_into(&mut out, KIND_PAD, res.pad, 0, &pad, crc_of(0, &pad));
+    }
+    encode_into(&mut out, kind, res.record, offset, payload, crc);
+    out
 }
 
 /// The reservation lock's state.
@@ -248,6 +260,8 @@ impl Log {
     /// Reserves, copies and releases one record; returns its end (None if the log overflowed).
     fn append_one(&self, kind: u32, offset: u64, payload: &[u8]) -> Option<u64> {
         let size = record_bytes(payload.len());
+        // Checksummed before the reservation lock: it depends on neither LSN nor position.
+        let crc = crc_of(offset, payload);
         let (guard, res) = loop {
             let mut r = self.reserved.lock();
             let Some(res) = self.reserve(r.end, size) else {
@@ -273,9 +287,9 @@ impl Log {
                 return None;
             }
         };
-        let record = self.encode(kind, &res, offset, payload);
         if self.insert == LogInsert::Aether {
             drop(guard);
+            let record = encode(kind, &res, offset, payload, crc);
             self.fill(&res, &record);
             let mut r = self.reserved.lock();
             r.in_flight.remove(&res.start);
@@ -283,6 +297,7 @@ impl Log {
                 self.copied.notify_all();
             }
         } else {
+            let record = encode(kind, &res, offset, payload, crc);
             self.fill(&res, &record);
             drop(guard);
         }
@@ -306,17 +321,6 @@ impl Log {
             record,
             end,
         })
-    }
-
-    /// The bytes from `res.pad` to `res.end`: the pad record (if any), then the record.
-    fn encode(&self, kind: u32, res: &Reservation, offset: u64, payload: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity((res.end - res.pad) as usize);
-        if res.record > res.pad {
-            let pad = vec![0u8; (res.record - res.pad - HEADER - TRAILER) as usize];
-            encode_into(&mut out, KIND_PAD, res.pad, 0, &pad);
-        }
-        encode_into(&mut out, kind, res.record, offset, payload);
-        out
     }
 
     /// Copies a reservation into the ring (no lock held in `aether` mode).
