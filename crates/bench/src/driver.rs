@@ -202,6 +202,8 @@ pub struct RunResult {
     pub device: Option<pmem::Stats>,
     /// `Engine::activity` over the measured period.
     pub activity: BTreeMap<String, u64>,
+    /// `Engine::footprint_bytes` after the run (and its checker).
+    pub footprint_bytes: Option<u64>,
     /// Line write-backs over the measured period (regions opened with `wear` only).
     pub wear: Option<crate::wear::WearSummary>,
     /// Measured commits per transaction kind.
@@ -344,6 +346,7 @@ impl Measured {
             latency_ns,
             device: self.device,
             activity: self.activity.iter().map(|&(n, v)| (n.to_string(), v)).collect(),
+            footprint_bytes: engine.footprint_bytes(),
             wear: self.wear.as_ref().map(|(b, a)| crate::wear::WearSummary::between(b, a, engine)),
             kinds,
             per_worker: self.tallies.iter().map(|t| t.committed).collect(),

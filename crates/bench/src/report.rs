@@ -126,6 +126,9 @@ pub struct Report {
     /// pages flushed, batches, ...), and the same per measured commit.
     pub engine_activity: BTreeMap<String, u64>,
     pub engine_activity_per_txn: BTreeMap<String, f64>,
+    /// Bytes of persistent storage in use after the run (`Engine::footprint_bytes`); `null`
+    /// if the engine cannot say.
+    pub footprint_bytes: Option<u64>,
     /// Line write-backs over the measured period (`--wear`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wear: Option<crate::wear::WearSummary>,
@@ -190,6 +193,7 @@ impl Report {
                 .filter(|_| result.committed > 0)
                 .map(|(k, v)| (k.clone(), *v as f64 / result.committed as f64))
                 .collect(),
+            footprint_bytes: result.footprint_bytes,
             wear: result.wear.clone(),
             pending_high_water: result.pending_high_water,
             pending_full_waits: result.pending_full_waits,
@@ -301,6 +305,9 @@ impl Report {
             for (i, chunk) in items.chunks(3).enumerate() {
                 line(if i == 0 { "engine per txn" } else { "" }, chunk.join("  "));
             }
+        }
+        if let Some(bytes) = self.footprint_bytes {
+            line("footprint", format_bytes(bytes));
         }
         if self.kinds.len() > 1 {
             let total = self.committed.max(1) as f64;

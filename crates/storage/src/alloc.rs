@@ -116,6 +116,13 @@ impl PageAllocator {
         Ok(self.word(page)? & (1 << (page % 64)) != 0)
     }
 
+    /// Pages whose bit is set (metadata, in use and pending), counted over the bitmap (not its
+    /// mirror): O(pages / 64) reads, for reports.
+    pub fn pages_in_use(&self) -> u64 {
+        let words = self.layout.page_count.div_ceil(64);
+        (0..words).map(|w| u64::from(self.region.read_u64(word_offset(w * 64)).count_ones())).sum()
+    }
+
     pub fn layout(&self) -> &Layout {
         &self.layout
     }

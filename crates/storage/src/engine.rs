@@ -163,6 +163,13 @@ pub trait Engine: Send + Sync {
     fn activity(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+
+    /// Bytes of persistent storage the engine's state occupies now (pages in use of the region,
+    /// log areas, or files), the storage footprint Arulraj et al. (SIGMOD 2015, §5.6) report.
+    /// `None` if the engine cannot say.
+    fn footprint_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A transaction. Reads and writes take key-level locks held until commit or abort (strict 2PL);

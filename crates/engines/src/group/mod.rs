@@ -482,6 +482,11 @@ impl Engine for Group {
         ]
     }
 
+    /// The batch log area in front of the image, plus the image's pages in use.
+    fn footprint_bytes(&self) -> Option<u64> {
+        Some(self.shared.log.layout.base() + self.inner.footprint_bytes()?)
+    }
+
     fn describe_offset(&self, offset: u64) -> Option<String> {
         let base = self.shared.log.layout.base();
         if offset >= base {

@@ -525,6 +525,10 @@ impl Engine for InPlace {
         Some(self.store.counters().snapshot())
     }
 
+    fn footprint_bytes(&self) -> Option<u64> {
+        Some(self.alloc.pages_in_use() * storage::format::PAGE_SIZE_U64)
+    }
+
     fn shutdown(&self) -> Result<()> {
         // Every commit is already durable; make sure no transaction is open.
         for (w, logs) in self.workers.iter().enumerate() {

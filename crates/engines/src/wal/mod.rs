@@ -653,6 +653,11 @@ impl Engine for Wal {
         ]
     }
 
+    /// The log and page-log areas in front of the image, plus the image's pages in use.
+    fn footprint_bytes(&self) -> Option<u64> {
+        Some(self.shared.base + self.inner.footprint_bytes()?)
+    }
+
     fn describe_offset(&self, offset: u64) -> Option<String> {
         if offset >= self.shared.base {
             return self
