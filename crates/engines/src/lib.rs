@@ -49,6 +49,8 @@ pub struct EngineOptions {
     pub io: wal::Io,
     /// `wal`: how log records are inserted (Aether-style, or under one global lock).
     pub log_insert: wal::LogInsert,
+    /// `inplace`: how page updates persist (ours, or Pelley's `persist_wal` + `persist_page`).
+    pub protocol: inplace::Protocol,
 }
 
 impl Default for EngineOptions {
@@ -69,6 +71,7 @@ impl Default for EngineOptions {
             page_flush: wal::PageFlush::Paper,
             io: wal::Io::Nvm,
             log_insert: wal::LogInsert::Aether,
+            protocol: inplace::Protocol::Lean,
         }
     }
 }
@@ -98,6 +101,12 @@ pub enum Fault {
     WalPageBeforeLog,
     /// `wal`: move the checkpoint's redo point before the flushed pages are durable.
     WalCheckpointBeforePages,
+    /// `inplace protocol=pelley`: `persist_page` marks the page log invalid without flushing
+    /// the in-place write first.
+    PelleyPageNotFlushed,
+    /// `inplace protocol=pelley`: `persist_page` before `persist_wal` (the page update
+    /// persists before its undo entry).
+    PelleyPageBeforeWal,
 }
 
 impl Fault {
@@ -105,7 +114,8 @@ impl Fault {
     pub const NAMES: &'static str =
         "update-before-undo, commit-before-data, free-before-commit, recovery-rollback-not-persisted, \
          batch-skip-log-barrier, batch-copy-before-log, batch-ack-early, wal-skip-log-barrier, \
-         wal-page-before-log, wal-checkpoint-before-pages";
+         wal-page-before-log, wal-checkpoint-before-pages, pelley-page-not-flushed, \
+         pelley-page-before-wal";
 
     pub fn parse(s: &str) -> Option<Fault> {
         match s {
@@ -119,6 +129,8 @@ impl Fault {
             "wal-skip-log-barrier" => Some(Fault::WalSkipLogBarrier),
             "wal-page-before-log" => Some(Fault::WalPageBeforeLog),
             "wal-checkpoint-before-pages" => Some(Fault::WalCheckpointBeforePages),
+            "pelley-page-not-flushed" => Some(Fault::PelleyPageNotFlushed),
+            "pelley-page-before-wal" => Some(Fault::PelleyPageBeforeWal),
             _ => None,
         }
     }

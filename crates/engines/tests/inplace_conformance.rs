@@ -21,3 +21,23 @@ fn conformance_on_dram() {
 fn conformance_on_sim() {
     run_all(&|| make(Medium::Sim), Writers::KeyLocks);
 }
+
+/// Pelley's protocol (`persist_wal` + `persist_page` under the page latch) keeps the trait's
+/// semantics. Would catch: a page latch held into a lock wait or a second latch (deadlock), or a
+/// page log left active between page updates.
+#[test]
+fn conformance_with_pelleys_protocol() {
+    run_all(
+        &|| {
+            let region = Region::open(&RegionOptions::new(Medium::Sim, 16 << 20)).expect("region");
+            let opts = EngineOptions {
+                workers: 4,
+                node_capacity: 8,
+                protocol: engines::inplace::Protocol::Pelley,
+                ..Default::default()
+            };
+            Box::new(InPlace::open(region, &opts).expect("open")) as Box<dyn Engine>
+        },
+        Writers::KeyLocks,
+    );
+}

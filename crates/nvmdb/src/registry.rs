@@ -181,6 +181,9 @@ pub fn open_engine(
 
 /// Engine options a region engine accepts through `--engine-opt`.
 const REGION_OPTS: &[&str] = &["undo_pages", "sys_undo_pages", "node_capacity", "fault"];
+/// What `inplace` accepts beyond [`REGION_OPTS`].
+const INPLACE_OPTS: &[&str] =
+    &["undo_pages", "sys_undo_pages", "node_capacity", "fault", "protocol"];
 /// What `group` accepts beyond [`REGION_OPTS`].
 const GROUP_OPTS: &[&str] = &[
     "undo_pages",
@@ -225,6 +228,7 @@ pub fn region_engine_options(
     let accepted = match engine {
         "group" => GROUP_OPTS,
         "wal" => WAL_OPTS,
+        "inplace" => INPLACE_OPTS,
         _ => REGION_OPTS,
     };
     reject_extra(engine, config, accepted)?;
@@ -261,6 +265,13 @@ pub fn region_engine_options(
                 o.log_insert = engines::wal::LogInsert::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!(
                         "log_insert must be aether or locked, not `{v}`"
+                    )))
+                })?
+            }
+            "protocol" => {
+                o.protocol = engines::inplace::Protocol::parse(v).ok_or_else(|| {
+                    RegistryError::Db(DbError::Invalid(format!(
+                        "protocol must be lean or pelley, not `{v}`"
                     )))
                 })?
             }

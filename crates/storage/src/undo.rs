@@ -91,6 +91,10 @@ pub struct UndoLog {
     /// Record bytes this generation has consumed (records plus any skipped end of the log).
     used: u64,
     records: u64,
+    /// Pelley's `persist_wal` (VLDB 2014, Fig. 2): records persist first without their
+    /// trailer (the checksum plays the tail LSN's part: a record is valid only once it is
+    /// there), then the trailers, each step under its own barrier. Off: one barrier.
+    lsn_last: bool,
 }
 
 impl UndoLog {
@@ -124,6 +128,7 @@ impl UndoLog {
             tail: 0,
             used: 0,
             records: 0,
+            lsn_last: false,
         };
         log.tail = log.start_of(generation);
         Ok(log)
@@ -214,6 +219,56 @@ impl UndoLog {
     /// (earlier in-place writes piggy-back on this barrier). Activates the log on first use; the
     /// header is persisted under the same fence.
     pub fn append(&mut self, records: &[(u8, &[u8])], also_flush: &[(u64, u64)]) -> Result<()> {
+        let trailers = self.write_records(records, true)?;
+        if self.lsn_last {
+            // persist_wal's first barrier: the records without their trailers.
+            self.region.flush_ranges(also_flush);
+            self.region.fence();
+            for (at, c) in trailers {
+                self.region.write(self.base + at + 16, &c.to_le_bytes());
+                self.region.flush(self.base + at + 16, 4);
+            }
+        } else {
+            self.region.flush_ranges(also_flush);
+        }
+        self.region.fence();
+        Ok(())
+    }
+
+    /// Selects Pelley's two-barrier `persist_wal` for [`UndoLog::append`] (the `pelley`
+    /// protocol of `inplace`), or ours (one barrier; checksummed records need no separate
+    /// trailer persist).
+    pub fn set_lsn_last(&mut self, on: bool) {
+        self.lsn_last = on;
+    }
+
+    /// Pelley's page log (`persist_page`'s first two barriers, VLDB 2014 Fig. 2): persists
+    /// `records` (a page's before-image) while the log is still free, so they are not yet
+    /// valid, then marks the log active (valid) with its own barrier. The caller then writes
+    /// in place and calls [`UndoLog::finish`] with the written ranges (the last two barriers).
+    /// Recovery rolls an active log back, copying the image in place.
+    pub fn append_then_activate(&mut self, records: &[(u8, &[u8])]) -> Result<()> {
+        if self.state != LogState::Free {
+            return Err(DbError::Invalid("page log already in use".into()));
+        }
+        // Records of the next generation, invisible until the header names it.
+        self.write_records(records, false)?;
+        self.region.fence();
+        self.state = LogState::Active;
+        self.set_header(LogState::Active);
+        self.region.persist(self.header_offset(self.generation), 8);
+        Ok(())
+    }
+
+    /// Writes and flushes `records` after the tail (activating the log first if `activate`
+    /// and it is free; the header is flushed, not fenced). With `lsn_last`, the checksums are
+    /// left zero and returned (offset from `base`, value) for the caller to write after a
+    /// barrier.
+    fn write_records(
+        &mut self,
+        records: &[(u8, &[u8])],
+        activate: bool,
+    ) -> Result<Vec<(u64, u32)>> {
         let sizes: Vec<usize> = records.iter().map(|r| r.1.len()).collect();
         if !self.fits(&sizes) {
             return Err(DbError::TxnTooLarge(format!(
@@ -224,14 +279,17 @@ impl UndoLog {
         if self.state != LogState::Active {
             debug_assert_eq!(self.state, LogState::Free);
             self.generation += 1;
-            self.state = LogState::Active;
             self.tail = self.start_of(self.generation);
             self.used = 0;
             self.records = 0;
-            self.set_header(LogState::Active);
-            self.region.flush(self.header_offset(self.generation), 8);
+            if activate {
+                self.state = LogState::Active;
+                self.set_header(LogState::Active);
+                self.region.flush(self.header_offset(self.generation), 8);
+            }
         }
         let mut runs: Vec<(u64, Vec<u8>)> = Vec::with_capacity(2);
+        let mut trailers = Vec::new();
         for (kind, payload) in records {
             let size = Self::record_size(payload.len());
             let (at, consumed) = self.place(self.tail, size);
@@ -241,7 +299,11 @@ impl UndoLog {
             rec[8..16].copy_from_slice(&self.generation.to_le_bytes());
             rec[RECORD_HEADER_BYTES..RECORD_HEADER_BYTES + payload.len()].copy_from_slice(payload);
             let c = Self::checksum(&rec, payload.len());
-            rec[16..20].copy_from_slice(&c.to_le_bytes());
+            if self.lsn_last && activate {
+                trailers.push((at, c));
+            } else {
+                rec[16..20].copy_from_slice(&c.to_le_bytes());
+            }
             match runs.last_mut() {
                 Some((start, buf)) if *start + buf.len() as u64 == at => buf.extend(rec),
                 _ => runs.push((at, rec)),
@@ -254,9 +316,7 @@ impl UndoLog {
             self.region.write(self.base + at, buf);
             self.region.flush(self.base + at, buf.len() as u64);
         }
-        self.region.flush_ranges(also_flush);
-        self.region.fence();
-        Ok(())
+        Ok(trailers)
     }
 
     fn checksum(rec: &[u8], payload_len: usize) -> u32 {
@@ -350,6 +410,58 @@ mod tests {
 
     fn region() -> Region {
         Region::open(&RegionOptions::new(Medium::Sim, 1 << 16)).unwrap()
+    }
+
+    #[test]
+    fn persist_wal_takes_two_barriers_and_a_record_without_its_trailer_is_invalid() {
+        let r = region();
+        UndoLog::format(&r, 0);
+        r.fence();
+        let mut log = UndoLog::attach(&r, 0, 4096).unwrap();
+        log.set_lsn_last(true);
+        let f0 = r.stats().fences;
+        log.append(&[(1, b"first")], &[]).unwrap();
+        assert_eq!(r.stats().fences - f0, 2, "persist_wal: records, then trailers");
+        log.append(&[(2, b"second")], &[]).unwrap();
+        let again = UndoLog::attach(&r, 0, 4096).unwrap();
+        assert_eq!(again.read_records().len(), 2);
+        // A crash between the two barriers leaves the second record without its trailer.
+        let second = log.tail - UndoLog::record_size(6);
+        r.write(second + 16, &[0u8; 4]);
+        let torn = UndoLog::attach(&r, 0, 4096).unwrap();
+        assert_eq!(torn.read_records(), vec![(1, b"first".to_vec())]);
+        let mut lean = UndoLog::attach(&r, 1 << 13, 4096).unwrap();
+        let f1 = r.stats().fences;
+        lean.append(&[(1, b"x")], &[]).unwrap();
+        assert_eq!(r.stats().fences - f1, 1);
+    }
+
+    #[test]
+    fn a_page_log_is_valid_only_between_activation_and_finish() {
+        let r = region();
+        UndoLog::format(&r, 0);
+        r.fence();
+        let mut log = UndoLog::attach(&r, 0, 4096).unwrap();
+        let f0 = r.stats().fences;
+        log.append_then_activate(&[(7, &[3u8; 100])]).unwrap();
+        assert_eq!(r.stats().fences - f0, 2, "image, then the valid mark");
+        let crashed = Region::from_image(
+            &r.crash_image(pmem::CrashPolicy::Persisted, 1).unwrap(),
+            &RegionOptions::new(Medium::Sim, 1 << 16),
+        )
+        .unwrap();
+        let seen = UndoLog::attach(&crashed, 0, 4096).unwrap();
+        assert_eq!(seen.state(), LogState::Active);
+        assert_eq!(seen.read_records(), vec![(7, vec![3u8; 100])]);
+        assert!(log.append_then_activate(&[(7, b"x")]).is_err(), "one page at a time");
+        r.write(5000, b"in place");
+        log.finish(&[(5000, 8)]);
+        assert_eq!(r.stats().fences - f0, 4, "persist_page: four barriers");
+        assert_eq!(UndoLog::attach(&r, 0, 4096).unwrap().state(), LogState::Free);
+        // The next image starts a new generation; the old one is never read again.
+        log.append_then_activate(&[(8, b"next")]).unwrap();
+        let next = UndoLog::attach(&r, 0, 4096).unwrap();
+        assert_eq!(next.read_records(), vec![(8, b"next".to_vec())]);
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub use recovery::inspect;
 use crate::{EngineOptions, Fault};
 use parking_lot::{Mutex, RwLock};
 use pmem::Region;
+use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -51,6 +52,30 @@ use storage::undo::UndoLog;
 use storage::{CommitToken, DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
 
 pub const ENGINE_NAME: &str = "inplace";
+
+/// How a page update persists (`--engine-opt protocol=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// Ours (the default): one barrier per undo append (checksummed records need no trailer
+    /// persist), in-place writes persisted by the next barrier or by commit.
+    Lean,
+    /// Pelley's (VLDB 2014 §3.2, Fig. 2; thesis §4.2.2): a page update (1) latches the page,
+    /// (2) appends its undo entry with `persist_wal` (2 barriers), (3) writes the page with
+    /// `persist_page` (the page's before-image to a page log, mark it valid, write in place,
+    /// mark it invalid: 4 barriers), (4) unlatches: 6 barriers per page update.
+    Pelley,
+}
+
+impl Protocol {
+    pub fn parse(s: &str) -> Option<Protocol> {
+        match s {
+            "lean" => Some(Protocol::Lean),
+            "pelley" => Some(Protocol::Pelley),
+            _ => None,
+        }
+    }
+}
 
 /// User undo record kinds (system records are in `storage::systxn`).
 pub(crate) const REC_PHYS: u8 = storage::systxn::REC_PHYS;
@@ -149,6 +174,7 @@ pub struct InPlace {
     pub(crate) next_txn: AtomicU64,
     pub(crate) report: RecoveryReport,
     pub(crate) fault: Option<Fault>,
+    pub(crate) protocol: Protocol,
     /// Set when a transaction was dropped during a panic without rolling back: its undo log
     /// is still active, so the handle refuses further work (reopening recovers).
     pub(crate) poisoned: AtomicBool,

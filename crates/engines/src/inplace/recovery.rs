@@ -169,6 +169,11 @@ fn heap_pages(db: &InPlace, t: &TableRt) -> std::result::Result<Vec<PageId>, Str
 pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -> Result<InPlace> {
     let mut report = RecoveryReport::default();
     let mut logs = attach_logs(&region, &layout)?;
+    for l in logs.iter_mut() {
+        let pelley = options.protocol == super::Protocol::Pelley;
+        l.user.set_lsn_last(pelley);
+        l.sys.set_lsn_last(pelley);
+    }
     let alloc = PageAllocator::attach(&region, &layout);
     alloc.set_recovering(true);
     // 1. Unfinished structure modifications: physical undo; committed ones: redo their frees.
@@ -205,6 +210,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
         next_txn: AtomicU64::new(1),
         report: RecoveryReport::default(),
         fault: options.fault,
+        protocol: options.protocol,
         poisoned: AtomicBool::new(false),
     };
     // 3. In-flight user transactions: roll back; committed ones: finish their frees. Slots

@@ -2,12 +2,13 @@
 //! [`InPlaceTxn::commit`] — the undo log header's free mark.
 
 use super::{
-    InPlace, TableRt, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC, REC_INDEX_DELETE,
+    InPlace, Protocol, TableRt, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC, REC_INDEX_DELETE,
     REC_INDEX_INSERT, REC_PHYS,
 };
 use crate::Fault;
 use parking_lot::MutexGuard;
 use storage::engine::{check_row, check_update};
+use storage::format::{page_offset, PAGE_SIZE, PAGE_SIZE_U64};
 use storage::heap::{SLOT_FREE, SLOT_HEADER, SLOT_USED};
 use storage::lock::{LockMode, LockSet};
 use storage::systxn::{encode_phys, SysTxn};
@@ -64,9 +65,44 @@ impl<'a> InPlaceTxn<'a> {
         Ok(())
     }
 
-    fn write(&mut self, offset: u64, bytes: &[u8]) {
+    fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<()> {
+        if self.db.protocol == Protocol::Pelley {
+            return self.persist_page(offset, bytes, false);
+        }
         self.db.region.write(offset, bytes);
         self.dirty.push((offset, bytes.len() as u64));
+        Ok(())
+    }
+
+    /// Pelley's `persist_page` (VLDB 2014 Fig. 2) for a write within one page: the page's
+    /// before-image goes to a page log (this worker's system undo log, free between system
+    /// transactions: recovery rolls an active one back before user undo, which is the page
+    /// log's "copy valid logs back in place"), barrier, the log is marked valid, barrier, the
+    /// write is made in place, barrier, the log is marked invalid, barrier.
+    /// `skip_flush`: the test-only fault [`Fault::PelleyPageNotFlushed`] (row updates only, so
+    /// that the load still verifies and crashes find it).
+    fn persist_page(&mut self, offset: u64, bytes: &[u8], skip_flush: bool) -> Result<()> {
+        let db = self.db;
+        let page = offset / PAGE_SIZE_U64;
+        if (offset + bytes.len() as u64).div_ceil(PAGE_SIZE_U64) != page + 1 {
+            return Err(DbError::Corrupt(format!("write at {offset} crosses a page boundary")));
+        }
+        let image = encode_phys(&db.region, &[(page_offset(page), PAGE_SIZE)]);
+        self.logs.sys.append_then_activate(&[(REC_PHYS, &image)])?;
+        db.region.write(offset, bytes);
+        if skip_flush {
+            self.logs.sys.finish(&[]);
+        } else {
+            self.logs.sys.finish(&[(offset, bytes.len() as u64)]);
+        }
+        Ok(())
+    }
+
+    /// The page latch Pelley's protocol holds across a page update (none in ours: rows are
+    /// protected by their key locks).
+    fn page_latch(&self, offset: u64) -> Option<parking_lot::RwLockWriteGuard<'a, ()>> {
+        let db: &'a InPlace = self.db;
+        (db.protocol == Protocol::Pelley).then(|| db.store.latch_exclusive(offset / PAGE_SIZE_U64))
     }
 
     /// Runs `f` as a system transaction on this worker's system log.
@@ -158,7 +194,10 @@ impl Txn for InPlaceTxn<'_> {
         slot.extend_from_slice(&SLOT_USED.to_le_bytes());
         slot.extend_from_slice(&key.to_le_bytes());
         slot.extend_from_slice(row);
-        self.write(rid, &slot);
+        {
+            let _latch = self.page_latch(rid);
+            self.write(rid, &slot)?;
+        }
         let tree = db.tree(&t);
         let inserted = self.system(|sys| tree.insert(sys, key, rid))?;
         if !inserted {
@@ -173,18 +212,23 @@ impl Txn for InPlaceTxn<'_> {
         self.lock(table, key, LockMode::Exclusive)?;
         let Some(rid) = self.find(&t, key)? else { return Ok(false) };
         let at = rid + SLOT_HEADER + offset as u64;
+        let _latch = self.page_latch(at);
         if self.fresh.contains(&rid) {
-            self.write(at, bytes);
+            self.write(at, bytes)?;
             return Ok(true);
         }
         let before = encode_phys(&self.db.region, &[(at, bytes.len())]);
-        if self.db.fault == Some(Fault::UpdateBeforeUndo) {
-            self.write(at, bytes);
+        if matches!(self.db.fault, Some(Fault::UpdateBeforeUndo | Fault::PelleyPageBeforeWal)) {
+            self.write(at, bytes)?;
             self.log(&[(REC_PHYS, &before)])?;
             return Ok(true);
         }
         self.log(&[(REC_PHYS, &before)])?;
-        self.write(at, bytes);
+        if self.db.fault == Some(Fault::PelleyPageNotFlushed) {
+            self.persist_page(at, bytes, true)?;
+        } else {
+            self.write(at, bytes)?;
+        }
         Ok(true)
     }
 
