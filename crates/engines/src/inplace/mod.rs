@@ -23,9 +23,20 @@
 //! * insert / delete: 1 for the logical undo records, plus 3 for the index system transaction
 //!   (undo record, data, free mark) and 1 more per extra page a split or merge rewrites.
 //!
-//! Deliberate differences: undo records carry a checksum and generation instead of a separately
-//! persisted tail LSN (saves `persist_wal`'s second barrier), and pages are not copied to a page
-//! log: the before-image of just the written bytes is the undo record.
+//! Deliberate differences (`protocol=lean`, the default): undo records carry a checksum and
+//! generation instead of a separately persisted tail LSN (saves `persist_wal`'s second barrier),
+//! and pages are not copied to a page log: the before-image of just the written bytes is the
+//! undo record, so a torn in-place write is already undone by it.
+//!
+//! `protocol=pelley` runs the paper's protocol for reproduction: each row write (update, insert)
+//! latches its heap page, appends the undo entry with `persist_wal` (records without their
+//! checksums, barrier, checksums, barrier) and writes with `persist_page` (the page's 8 KiB
+//! before-image to the worker's system undo log, which is free between system transactions and
+//! so serves as the page log; barrier; log marked active = valid; barrier; the write in place;
+//! barrier; log marked free = invalid; barrier): 6 barriers per page update. System transactions
+//! (B+tree changes) append with `persist_wal` too but keep their own data/free-mark barriers
+//! instead of a page log (their system log is busy holding their undo); commit is the same
+//! 8-byte free mark. Measured, TPC-B 1 thread: 29.06 barriers per transaction (lean 9.04).
 
 mod recovery;
 mod txn;
