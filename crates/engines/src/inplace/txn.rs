@@ -8,8 +8,10 @@ use super::{
 use crate::Fault;
 use parking_lot::MutexGuard;
 use storage::engine::{check_row, check_update};
-use storage::heap::{SLOT_FREE, SLOT_HEADER, SLOT_USED};
+use storage::format::PAGE_SIZE_U64;
+use storage::heap::{row_lines, SLOT_FREE, SLOT_HEADER, SLOT_USED};
 use storage::lock::{LockMode, LockSet};
+use storage::pages::PageClass::Heap;
 use storage::systxn::{encode_phys, SysTxn};
 use storage::{CommitToken, DbError, Result, TableId, Txn};
 
@@ -133,7 +135,7 @@ impl Txn for InPlaceTxn<'_> {
         out.clear();
         let Some(rid) = self.find(&t, key)? else { return Ok(false) };
         let row = self.db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
-        self.db.store.touch(rid / storage::format::PAGE_SIZE_U64, row.len().div_ceil(64) as u64);
+        self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
         out.extend_from_slice(row);
         Ok(true)
     }
@@ -158,6 +160,8 @@ impl Txn for InPlaceTxn<'_> {
         slot.extend_from_slice(&SLOT_USED.to_le_bytes());
         slot.extend_from_slice(&key.to_le_bytes());
         slot.extend_from_slice(row);
+        let lines = pmem::line_span(rid, slot.len() as u64).count;
+        db.store.touch(Heap, rid / PAGE_SIZE_U64, lines);
         self.write(rid, &slot);
         let tree = db.tree(&t);
         let inserted = self.system(|sys| tree.insert(sys, key, rid))?;
@@ -173,6 +177,8 @@ impl Txn for InPlaceTxn<'_> {
         self.lock(table, key, LockMode::Exclusive)?;
         let Some(rid) = self.find(&t, key)? else { return Ok(false) };
         let at = rid + SLOT_HEADER + offset as u64;
+        let lines = row_lines(rid, offset.into(), bytes.len() as u64);
+        self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, lines);
         if self.fresh.contains(&rid) {
             self.write(at, bytes);
             return Ok(true);
@@ -239,6 +245,7 @@ impl Txn for InPlaceTxn<'_> {
             locks.lock(&db.locks, id, table, key, LockMode::Shared)?;
             db.check_row(&t, rid, Some(key))?;
             let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
+            db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
             n += 1;
             gap = key.checked_add(1);
             stopped = !(visit(key, row) && n < limit);
