@@ -381,8 +381,14 @@ impl TimingModel {
     /// reservation queued behind another): what `nvmdb calibrate` sums to judge the model.
     #[inline]
     pub fn reserve_lines(&self, lines: u64) -> u64 {
+        self.reserve_lines_until(lines).0
+    }
+
+    /// [`TimingModel::reserve_lines`], also returning the tick at which the reservation ends.
+    #[inline]
+    pub fn reserve_lines_until(&self, lines: u64) -> (u64, u64) {
         if self.line_ticks == 0 || lines == 0 {
-            return 0;
+            return (0, 0);
         }
         let want = self.line_ticks * lines;
         let mut current = self.next_available.load(Ordering::Relaxed);
@@ -398,7 +404,7 @@ impl TimingModel {
             ) {
                 Ok(_) => {
                     RESERVED_UNTIL.with(|r| r.set(r.get().max(end)));
-                    return now.saturating_sub(current);
+                    return (now.saturating_sub(current), end);
                 }
                 Err(actual) => current = actual,
             }
