@@ -305,7 +305,7 @@ struct Measured {
     measured: Duration,
     device: Option<pmem::Stats>,
     activity: Vec<(&'static str, u64)>,
-    wear: Option<(Vec<u32>, Vec<u32>)>,
+    wear: Option<crate::wear::WearSummary>,
     stopped_early: bool,
 }
 
@@ -347,7 +347,7 @@ impl Measured {
             device: self.device,
             activity: self.activity.iter().map(|&(n, v)| (n.to_string(), v)).collect(),
             footprint_bytes: engine.footprint_bytes(),
-            wear: self.wear.as_ref().map(|(b, a)| crate::wear::WearSummary::between(b, a, engine)),
+            wear: self.wear.clone(),
             kinds,
             per_worker: self.tallies.iter().map(|t| t.committed).collect(),
             completed_total: self.tallies_completed(),
@@ -470,8 +470,8 @@ struct Window {
     device: Option<pmem::Stats>,
     /// `Engine::activity` over the measured period.
     activity: Vec<(&'static str, u64)>,
-    /// The region's wear maps at both ends of the measured period (if it keeps one).
-    wear: Option<(Vec<u32>, Vec<u32>)>,
+    /// The region's wear over the measured period (if it keeps a wear map).
+    wear: Option<crate::wear::WearSummary>,
     stopped_early: bool,
 }
 
@@ -485,8 +485,13 @@ fn coordinate(
 ) -> Window {
     let stats = || engine.region().map(|r| r.stats());
     let (activity_before, activity_after);
-    let wear = || engine.region().and_then(|r| r.wear());
-    let wear_before;
+    // The wear map restarts with the measured period (a copy of a byte map would be 4 bytes
+    // per region byte).
+    let wear_reset = || {
+        if let Some(w) = engine.region().and_then(|r| r.wear_map()) {
+            w.reset()
+        }
+    };
     let mut stopped_early = false;
     let (measured, device) = match options.length {
         RunLength::Timed { warmup, duration } => {
@@ -494,7 +499,7 @@ fn coordinate(
                 stopped_early |= wait(control, hooks, Stage::Warmup, warmup, None);
             }
             control.set_phase(PHASE_MEASURE);
-            wear_before = wear();
+            wear_reset();
             activity_before = engine.activity();
             let (t0, s0) = (Instant::now(), stats());
             if !stopped_early {
@@ -506,7 +511,7 @@ fn coordinate(
             (t1 - t0, s1.zip(s0).map(|(s1, s0)| s1.since(&s0)))
         }
         RunLength::Transactions { per_thread } => {
-            wear_before = wear();
+            wear_reset();
             activity_before = engine.activity();
             let (t0, s0) = (Instant::now(), stats());
             let target = per_thread.saturating_mul(threads as u64);
@@ -522,7 +527,8 @@ fn coordinate(
             (t1 - t0, s1.zip(s0).map(|(s1, s0)| s1.since(&s0)))
         }
     };
-    let wear = wear_before.zip(wear());
+    let wear =
+        engine.region().and_then(|r| r.wear_map()).map(|m| crate::wear::WearSummary::of(m, engine));
     let activity = activity_delta(&activity_before, &activity_after);
     Window { measured, device, activity, wear, stopped_early }
 }

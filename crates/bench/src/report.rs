@@ -129,6 +129,10 @@ pub struct Report {
     /// Bytes of persistent storage in use after the run (`Engine::footprint_bytes`); `null`
     /// if the engine cannot say.
     pub footprint_bytes: Option<u64>,
+    /// Cache lines per page latch by page class (`index`, `heap`, `other`, `all`), from the
+    /// engine's read-model activity (Pelley Table 4); only when the read model is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines_per_latch: Option<BTreeMap<String, f64>>,
     /// Line write-backs over the measured period (`--wear`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wear: Option<crate::wear::WearSummary>,
@@ -165,6 +169,32 @@ pub const CSV_COLUMNS: [&str; 19] = [
     "load_ms",
 ];
 
+/// Pelley Table 4's "lines/latch" (average over the three workloads): index, heap, other, all.
+pub const PAPER_LINES_PER_LATCH: [(&str, f64); 4] =
+    [("index", 11.48), ("heap", 4.85), ("other", 4.77), ("all", 10.48)];
+
+/// Lines per latch per page class from `<class>_latches` / `<class>_lines` activity counters.
+fn lines_per_latch(activity: &BTreeMap<String, u64>) -> Option<BTreeMap<String, f64>> {
+    let get = |k: String| activity.get(&k).copied();
+    let mut out = BTreeMap::new();
+    let (mut latches, mut lines) = (0u64, 0u64);
+    for class in ["index", "heap", "other"] {
+        let (Some(a), Some(l)) = (get(format!("{class}_latches")), get(format!("{class}_lines")))
+        else {
+            continue;
+        };
+        (latches, lines) = (latches + a, lines + l);
+        if a > 0 {
+            out.insert(class.to_string(), l as f64 / a as f64);
+        }
+    }
+    if latches == 0 {
+        return None;
+    }
+    out.insert("all".to_string(), lines as f64 / latches as f64);
+    Some(out)
+}
+
 impl Report {
     pub fn new(result: &RunResult, recovery_ms: Option<f64>, config: serde_json::Value) -> Report {
         Report {
@@ -194,6 +224,7 @@ impl Report {
                 .map(|(k, v)| (k.clone(), *v as f64 / result.committed as f64))
                 .collect(),
             footprint_bytes: result.footprint_bytes,
+            lines_per_latch: lines_per_latch(&result.activity),
             wear: result.wear.clone(),
             pending_high_water: result.pending_high_water,
             pending_full_waits: result.pending_full_waits,
@@ -296,6 +327,28 @@ impl Report {
                 ),
             );
         }
+        if let Some(lpl) = &self.lines_per_latch {
+            let ours: Vec<String> = PAPER_LINES_PER_LATCH
+                .iter()
+                .filter_map(|(c, _)| lpl.get(*c).map(|v| format!("{c} {v:.2}")))
+                .collect();
+            let paper: Vec<String> =
+                PAPER_LINES_PER_LATCH.iter().map(|(c, v)| format!("{c} {v}")).collect();
+            line(
+                "lines/latch",
+                format!("{}  (Pelley Table 4: {})", ours.join("  "), paper.join("  ")),
+            );
+        }
+        if let Some(d) = self.device.filter(|d| d.reservations > 0) {
+            line(
+                "reservations",
+                format!(
+                    "{:.2} per txn, {:.2} lines each (bandwidth model; thesis §5.1: >= 4)",
+                    d.reservations as f64 / self.committed.max(1) as f64,
+                    d.lines_flushed as f64 / d.reservations as f64
+                ),
+            );
+        }
         if !self.engine_activity_per_txn.is_empty() {
             let items: Vec<String> = self
                 .engine_activity_per_txn
@@ -336,6 +389,28 @@ impl Report {
                 let what = t.what.as_deref().unwrap_or("?");
                 line("", format!("{:>9} at {:#x}: {what}", t.writes, t.offset));
             }
+            let unit = w.granularity;
+            let hot = |t: &crate::wear::WearLine| {
+                format!("{} at {:#x} ({})", t.writes, t.offset, t.what.as_deref().unwrap_or("?"))
+            };
+            if let Some(t) = &w.most_written {
+                line("wear max", format!("most-written {unit}, logs included: {}", hot(t)));
+            }
+            line(
+                "fig 5.7",
+                match &w.fig57_most_written {
+                    Some(t) => format!("most-written {unit} outside circular logs: {}", hot(t)),
+                    None => "the engine does not say where its circular logs are".into(),
+                },
+            );
+            line(
+                "",
+                format!(
+                    "{} {unit} writes, {} written back",
+                    w.total_writes,
+                    format_bytes(w.total_bytes_written)
+                ),
+            );
         }
         if let Some(ms) = self.recovery_ms {
             line("recovery", format!("{ms:.1} ms"));

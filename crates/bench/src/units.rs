@@ -143,6 +143,9 @@ mod tests {
         assert_eq!(parse_bytes("10MB"), Ok(10_000_000));
         assert_eq!(parse_bandwidth("2GB/s"), Ok(2_000_000_000));
         assert_eq!(parse_bandwidth("500MiB"), Ok(500 << 20));
+        // Pelley's 1.5GB/s, in the thesis's own units (35 ns a line = 1.7 "GB"/s: GiB).
+        assert_eq!(parse_bandwidth("1.5GiB/s"), Ok(1_610_612_736));
+        assert_eq!(parse_bandwidth("1.5GB/s"), Ok(1_500_000_000));
         assert!(parse_bytes("-5").is_err());
         assert!(parse_bandwidth("fast").is_err());
         assert_eq!(format_bytes(1536), "1.5 KiB");

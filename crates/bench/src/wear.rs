@@ -1,7 +1,18 @@
-//! Wear over a measured period (thesis §5.3.3, Fig. 5.7): how often each 64-byte line of the
-//! region was written back, from the region's wear map. A device wears out at its most-written
-//! line, so `max_line_writes / mean_line_writes` says how far a layout is from perfect wear
-//! levelling.
+//! Wear over a measured period (thesis §5.3.3, Fig. 5.7): how often each 64-byte line — and,
+//! with `--wear-granularity byte`, each byte — of the region was written back, from the
+//! region's wear map (reset when the period starts). A device without wear levelling wears out
+//! at its most-written cell.
+//!
+//! **The Fig. 5.7 method, as the thesis states it**: "Persists are tracked at byte granularity"
+//! (a flushed line counts one write for each byte stored since its last flush); "no wear
+//! levelling — lifetime is limited by the most frequently written address"; "Logs are
+//! implemented as circular buffers. Thus, logs do not contribute to the most written byte".
+//! So `fig57_max_writes` is the most-written unit *outside* the engine's circular logs
+//! ([`storage::Engine::circular_logs`]); `most_written` is the same over every address, logs
+//! included, for comparison. For Disk-Replacement the thesis finds the page LSNs hottest ("LSNs,
+//! which constitute the most frequently persisted addresses"): byte granularity is what lets an
+//! 8-byte LSN stand out from the row bytes of its line. Perfect wear levelling spreads
+//! `total_bytes_written` over the whole device.
 
 use serde::Serialize;
 use storage::Engine;
@@ -12,7 +23,7 @@ pub const WEAR_TOP: usize = 5;
 /// Wear of one measured period.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WearSummary {
-    /// Write-backs of the most-written line.
+    /// Write-backs of the most-written line (logs included).
     pub max_line_writes: u64,
     /// Mean write-backs over the lines written at least once in the period.
     pub mean_line_writes: f64,
@@ -20,6 +31,20 @@ pub struct WearSummary {
     pub lines_written: u64,
     /// The most-written lines, with what lives there.
     pub top: Vec<WearLine>,
+    /// `line` or `byte`: the unit of `most_written`, `fig57_most_written` and `total_writes`.
+    pub granularity: &'static str,
+    /// The most-written unit over every address, circular logs included.
+    pub most_written: Option<WearLine>,
+    /// Thesis Fig. 5.7 (no wear levelling): the most-written unit outside the circular logs.
+    /// `None` when the engine does not say where its logs are.
+    pub fig57_most_written: Option<WearLine>,
+    /// `fig57_most_written`'s writes (what an endurance claim reads).
+    pub fig57_max_writes: Option<u64>,
+    /// Unit writes in the period (byte writes, or line write-backs).
+    pub total_writes: u64,
+    /// Bytes written back: byte writes, or 64 per line write-back (perfect wear levelling
+    /// divides this by the device's size).
+    pub total_bytes_written: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -30,14 +55,34 @@ pub struct WearLine {
     pub what: Option<String>,
 }
 
+/// The most-written unit overall and outside `logs`, from `(offset, writes)` in offset order.
+fn hottest(
+    units: impl Iterator<Item = (u64, u64)>,
+    logs: Option<&[std::ops::Range<u64>]>,
+) -> ((u64, u64), Option<(u64, u64)>) {
+    let (mut all, mut outside) = ((0u64, 0u64), logs.map(|_| (0u64, 0u64)));
+    for (offset, writes) in units {
+        if writes > all.1 {
+            all = (offset, writes);
+        }
+        if let (Some(best), Some(logs)) = (outside.as_mut(), logs) {
+            if writes > best.1 && !logs.iter().any(|r| r.contains(&offset)) {
+                *best = (offset, writes);
+            }
+        }
+    }
+    (all, outside)
+}
+
 impl WearSummary {
-    /// The summary of `after - before` (two wear maps of one region).
-    pub fn between(before: &[u32], after: &[u32], engine: &dyn Engine) -> WearSummary {
+    /// The summary of the region's wear map since its last reset.
+    pub fn of(map: &pmem::WearMap, engine: &dyn Engine) -> WearSummary {
+        let counts = map.counts();
         let mut lines_written = 0u64;
         let mut total = 0u64;
         let mut top: Vec<(u64, u64)> = Vec::with_capacity(WEAR_TOP + 1);
-        for (i, (a, b)) in after.iter().zip(before).enumerate() {
-            let writes = u64::from(a.saturating_sub(*b));
+        for (i, c) in counts.iter().enumerate() {
+            let writes = u64::from(*c);
             if writes == 0 {
                 continue;
             }
@@ -49,6 +94,32 @@ impl WearSummary {
                 top.truncate(WEAR_TOP);
             }
         }
+        let logs = engine.circular_logs();
+        let granularity = map.granularity();
+        let (all, outside, total_writes, total_bytes) = match granularity {
+            pmem::WearGranularity::Line => {
+                let units = counts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (i as u64 * pmem::CACHE_LINE, u64::from(*c)));
+                let (all, outside) = hottest(units, logs.as_deref());
+                (all, outside, total, total * pmem::CACHE_LINE)
+            }
+            pmem::WearGranularity::Byte => {
+                let mut units = Vec::new();
+                let mut bytes = 0u64;
+                map.for_each_byte(|o, n| {
+                    bytes += u64::from(n);
+                    units.push((o, u64::from(n)));
+                });
+                let (all, outside) = hottest(units.into_iter(), logs.as_deref());
+                (all, outside, bytes, bytes)
+            }
+        };
+        let describe = |(offset, writes): (u64, u64)| {
+            (writes > 0).then(|| WearLine { offset, writes, what: engine.describe_offset(offset) })
+        };
+        let fig57 = outside.and_then(describe);
         WearSummary {
             max_line_writes: top.first().map_or(0, |t| t.1),
             mean_line_writes: if lines_written > 0 {
@@ -65,6 +136,12 @@ impl WearSummary {
                     what: engine.describe_offset(offset),
                 })
                 .collect(),
+            granularity: granularity.name(),
+            most_written: describe(all),
+            fig57_max_writes: outside.map(|o| o.1),
+            fig57_most_written: fig57,
+            total_writes,
+            total_bytes_written: total_bytes,
         }
     }
 
@@ -75,5 +152,20 @@ impl WearSummary {
         } else {
             0.0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hottest;
+
+    #[test]
+    fn fig57_skips_the_circular_logs() {
+        let units = [(0u64, 9u64), (100, 50), (200, 7), (300, 12)];
+        let logs = vec![100..200, 1000..1000];
+        let (all, outside) = hottest(units.into_iter(), Some(&logs));
+        assert_eq!(all, (100, 50), "the log is the hottest address");
+        assert_eq!(outside, Some((300, 12)), "logs do not contribute (thesis §5.3.3)");
+        assert_eq!(hottest(units.into_iter(), None).1, None, "no log map: no Fig. 5.7 figure");
     }
 }

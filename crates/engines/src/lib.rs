@@ -27,6 +27,9 @@ pub struct EngineOptions {
     pub node_capacity: u32,
     /// Simulated page-cache capacity for the read-latency model (None = unlimited).
     pub cache_pages: Option<u64>,
+    /// Replacement policy of that cache (fully associative LRU, as Pelley §5.1).
+    #[serde(default)]
+    pub cache_policy: storage::pages::CachePolicy,
     /// Deliberate bugs, to prove the crash tester catches them. Never set outside tests.
     pub fault: Option<Fault>,
     /// `group`: longest a batch stays open (Pelley's batch period).
@@ -61,6 +64,7 @@ impl Default for EngineOptions {
             sys_undo_pages: 16,
             node_capacity: storage::btree::MAX_NODE_ENTRIES as u32,
             cache_pages: None,
+            cache_policy: storage::pages::CachePolicy::Lru,
             fault: None,
             batch_period_ms: 20,
             persist_threads: 0,

@@ -127,6 +127,8 @@ pub struct EngineConfig {
     /// Simulated page-cache capacity, in 8 KiB pages, for the read-latency model (`None`:
     /// unlimited, every read hits).
     pub cache_pages: Option<u64>,
+    /// Replacement policy of that cache (`--cache-policy`; default: fully associative LRU).
+    pub cache_policy: storage::pages::CachePolicy,
     /// Engine-specific `key=value` options (`--engine-opt`), interpreted by the engine; an engine
     /// rejects keys it does not know.
     pub extra: BTreeMap<String, String>,
@@ -235,6 +237,7 @@ pub fn region_engine_options(
     let mut o = engines::EngineOptions {
         workers: (config.workers.max(1)) as u32,
         cache_pages: config.cache_pages,
+        cache_policy: config.cache_policy,
         ..Default::default()
     };
     for (k, v) in &config.extra {

@@ -137,6 +137,9 @@ pub struct ReservationRun {
     /// Device idle longer than [`PREEMPTION_GAP_NS`]: every thread was off the CPU.
     pub preempted_idle_ticks: u64,
     pub elapsed_ticks: u64,
+    /// How late threads returned from waiting for their reservations, in nanoseconds past each
+    /// reservation's end: 99th percentile (the delay error of 99 % of reservations).
+    pub late_ns_p99: f64,
 }
 
 impl ReservationRun {
@@ -154,6 +157,9 @@ impl ReservationRun {
         (self.reserved_ticks as f64 / self.elapsed_ticks.max(1) as f64).min(1.0)
     }
 }
+
+const LATE_BUCKET_NS: usize = 2;
+const LATE_BUCKETS: usize = 4096;
 
 /// An idle gap at least this long is a preemption (every reserving thread descheduled), not
 /// reservation overhead; on a shared machine those would otherwise swamp the measurement.
@@ -177,6 +183,8 @@ pub fn reservation_fraction(
     });
     let gap_limit = tsc.ns_to_ticks(PREEMPTION_GAP_NS);
     let totals = [const { AtomicU64::new(0) }; 3];
+    // Lateness histogram: 2 ns buckets up to 8 µs, the last one open-ended.
+    let late = [const { AtomicU64::new(0) }; LATE_BUCKETS];
     let stop = AtomicBool::new(false);
     let go = AtomicBool::new(false);
     let t0 = std::thread::scope(|scope| {
@@ -186,9 +194,12 @@ pub fn reservation_fraction(
                     std::hint::spin_loop();
                 }
                 let (mut count, mut overhead, mut preempted) = (0u64, 0u64, 0u64);
+                let mut hist = vec![0u64; LATE_BUCKETS];
                 while !stop.load(Ordering::Relaxed) {
-                    let idle = model.reserve_lines(1);
+                    let (idle, end) = model.reserve_lines_until(1);
                     model.on_fence();
+                    let late_ns = tsc.ticks_to_ns(rdtsc().saturating_sub(end)) as usize;
+                    hist[(late_ns / LATE_BUCKET_NS).min(LATE_BUCKETS - 1)] += 1;
                     if idle < gap_limit {
                         overhead += idle;
                     } else if count > 0 {
@@ -199,6 +210,9 @@ pub fn reservation_fraction(
                 }
                 for (total, v) in totals.iter().zip([count, overhead, preempted]) {
                     total.fetch_add(v, Ordering::Relaxed);
+                }
+                for (bucket, n) in late.iter().zip(hist) {
+                    bucket.fetch_add(n, Ordering::Relaxed);
                 }
             });
         }
@@ -214,7 +228,14 @@ pub fn reservation_fraction(
     // Every reservation started after `t0` and was waited for before its thread ended.
     let elapsed_ticks = rdtsc().wrapping_sub(t0);
     let reservations = totals[0].load(Ordering::Relaxed);
+    let hist: Vec<u64> = late.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+    let (mut seen, wanted) = (0u64, (hist.iter().sum::<u64>() * 99).div_ceil(100));
+    let p99_bucket = hist.iter().position(|n| {
+        seen += n;
+        seen >= wanted
+    });
     ReservationRun {
+        late_ns_p99: p99_bucket.map_or(0.0, |b| ((b + 1) * LATE_BUCKET_NS) as f64),
         reservations,
         reserved_ticks: reservations * model.line_ticks(),
         overhead_idle_ticks: totals[1].load(Ordering::Relaxed),

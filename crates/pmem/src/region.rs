@@ -6,7 +6,7 @@ use crate::flush::{flush_line, line_span, select_flush, store_fence, CpuFlushSup
 use crate::flush::{LineSpan, CACHE_LINE};
 use crate::lock::FileLock;
 use crate::sim::{CrashPolicy, Sim, View};
-use crate::stats::{Counter, StatCounters, Stats, WearMap};
+use crate::stats::{Counter, StatCounters, Stats, WearGranularity, WearMap};
 use crate::timing::{TimingModel, TimingOptions};
 use crate::trace::{TraceEvent, TraceKind, Tracer};
 use serde::{Deserialize, Serialize};
@@ -121,6 +121,8 @@ pub struct RegionOptions {
     pub timing: TimingOptions,
     /// Keep per-line write counts (wear map).
     pub wear: bool,
+    /// What the wear map counts (with `wear`): lines, or lines and bytes.
+    pub wear_granularity: WearGranularity,
     /// Record a persist trace.
     pub trace: bool,
     /// Track written lines in a [`DirtyLines`] set (the staging copy of NVRAM Group Commit).
@@ -146,6 +148,7 @@ impl Default for RegionOptions {
             eadr: false,
             timing: TimingOptions::default(),
             wear: false,
+            wear_granularity: WearGranularity::Line,
             trace: false,
             track_dirty: false,
             max_size_bytes: 0,
@@ -560,7 +563,7 @@ impl Region {
                 timing: (!options.timing.is_off()).then(|| TimingModel::new(options.timing)),
                 timing_on: std::sync::atomic::AtomicBool::new(true),
                 stats: StatCounters::new(),
-                wear: options.wear.then(|| WearMap::new(len)),
+                wear: options.wear.then(|| WearMap::new(len, options.wear_granularity)),
                 tracer: options.trace.then(Tracer::default),
                 sim: sim_image.map(|img| Sim::new(&img, options.eadr)),
                 dirty: options.track_dirty.then(|| DirtyLines::new(len)),
@@ -903,6 +906,9 @@ impl Region {
             None => copy(),
         }
         inner.stats.add2(Counter::Stores, 1, Some((Counter::BytesWritten, bytes.len() as u64)));
+        if let Some(w) = &inner.wear {
+            w.on_store(offset, bytes.len() as u64);
+        }
         if let Some(d) = &inner.dirty {
             d.mark(offset, bytes.len() as u64);
         }
@@ -929,6 +935,9 @@ impl Region {
             None => a.store(value, Ordering::Release),
         }
         inner.stats.add2(Counter::Stores, 1, Some((Counter::BytesWritten, 8)));
+        if let Some(w) = &inner.wear {
+            w.on_store(offset, 8);
+        }
         if let Some(d) = &inner.dirty {
             d.mark(offset, 8);
         }
@@ -957,7 +966,10 @@ impl Region {
         if let Some(timing) =
             inner.timing.as_ref().filter(|_| inner.timing_on.load(Ordering::Relaxed))
         {
-            timing.reserve_lines(span.count);
+            let reserved = timing.on_flush(span.count);
+            if reserved > 0 {
+                inner.stats.add(Counter::Reservations, reserved);
+            }
         }
         if let Some(sim) = &inner.sim {
             sim.flush(span, self.view());
@@ -1030,9 +1042,12 @@ impl Region {
         if let Some(timing) =
             inner.timing.as_ref().filter(|_| inner.timing_on.load(Ordering::Relaxed))
         {
-            let ns = timing.on_fence();
+            let (ns, reserved) = timing.on_fence_reserving();
             if ns > 0 {
                 inner.stats.add(Counter::DelayNs, ns);
+            }
+            if reserved > 0 {
+                inner.stats.add(Counter::Reservations, reserved);
             }
         }
     }
@@ -1119,6 +1134,11 @@ impl Region {
     /// Per-line flush counts, if the region was opened with `wear`.
     pub fn wear(&self) -> Option<Vec<u32>> {
         self.inner.wear.as_ref().map(WearMap::counts)
+    }
+
+    /// The wear map itself (byte counts, granularity, reset), if the region keeps one.
+    pub fn wear_map(&self) -> Option<&WearMap> {
+        self.inner.wear.as_ref()
     }
 
     /// Takes the recorded trace and the count of events dropped over the limit.

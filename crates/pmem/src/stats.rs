@@ -6,9 +6,10 @@ use crate::flush::LineSpan;
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 const SHARDS: usize = 64;
-const COUNTERS: usize = 6;
+const COUNTERS: usize = 7;
 
 #[derive(Clone, Copy)]
 #[repr(usize)]
@@ -19,6 +20,7 @@ pub(crate) enum Counter {
     Fences = 3,
     DelayNs = 4,
     LinesReadCharged = 5,
+    Reservations = 6,
 }
 
 /// A snapshot of a region's counters (or a difference of two snapshots).
@@ -31,6 +33,9 @@ pub struct Stats {
     /// Time spent in modelled delays (barriers, bandwidth, reads), in nanoseconds.
     pub delay_ns: u64,
     pub lines_read_charged: u64,
+    /// Bandwidth reservations made by the timing model (`lines_flushed / reservations` is the
+    /// mean reservation size in lines; thesis §5.1 wants at least 4).
+    pub reservations: u64,
 }
 
 impl Stats {
@@ -43,6 +48,7 @@ impl Stats {
             fences: self.fences.wrapping_sub(earlier.fences),
             delay_ns: self.delay_ns.wrapping_sub(earlier.delay_ns),
             lines_read_charged: self.lines_read_charged.wrapping_sub(earlier.lines_read_charged),
+            reservations: self.reservations.wrapping_sub(earlier.reservations),
         }
     }
 }
@@ -139,20 +145,89 @@ impl StatCounters {
             fences: sum(Counter::Fences),
             delay_ns: sum(Counter::DelayNs),
             lines_read_charged: sum(Counter::LinesReadCharged),
+            reservations: sum(Counter::Reservations),
         }
     }
 }
 
-/// Optional per-64-byte-line write counts, for wear and device-lifetime analysis (thesis §5.3.3,
-/// Fig. 5.7). Counts lines *flushed* (written to the device), not stores to the cache.
+/// What a wear map counts a write-back of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WearGranularity {
+    /// Every 64-byte line a flush covers counts one write.
+    #[default]
+    Line,
+    /// Also per byte: a flushed line counts one write for each of its bytes stored since the
+    /// line was last flushed (thesis §5.3.3, Fig. 5.7: "Persists are tracked at byte
+    /// granularity"). A page LSN rewritten by every update wears faster than the row beside it.
+    Byte,
+}
+
+impl WearGranularity {
+    pub fn name(self) -> &'static str {
+        match self {
+            WearGranularity::Line => "line",
+            WearGranularity::Byte => "byte",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<WearGranularity> {
+        [WearGranularity::Line, WearGranularity::Byte].into_iter().find(|g| g.name() == s)
+    }
+}
+
+/// Region bytes per lazily allocated chunk of byte counters.
+const BYTE_CHUNK: usize = 4096;
+/// Bit 31 of a byte counter: stored since its line was last flushed.
+const BYTE_DIRTY: u32 = 1 << 31;
+
+/// The byte counters of [`BYTE_CHUNK`] region bytes, allocated on first store.
+type ByteChunk = OnceLock<Box<[AtomicU32]>>;
+
+/// Optional write counts, for wear and device-lifetime analysis (thesis §5.3.3, Fig. 5.7): per
+/// 64-byte line always, per byte with [`WearGranularity::Byte`]. Counts write-backs (flushes),
+/// not stores to the cache. Byte counters cost 4 bytes per region byte ever stored, allocated
+/// 4 KiB of region at a time on first store.
 pub struct WearMap {
     lines: Box<[AtomicU32]>,
+    bytes: Option<Box<[ByteChunk]>>,
 }
 
 impl WearMap {
-    pub(crate) fn new(len_bytes: u64) -> WearMap {
+    pub(crate) fn new(len_bytes: u64, granularity: WearGranularity) -> WearMap {
         let n = len_bytes.div_ceil(64) as usize;
-        WearMap { lines: (0..n).map(|_| AtomicU32::new(0)).collect() }
+        let chunks = (len_bytes as usize).div_ceil(BYTE_CHUNK);
+        WearMap {
+            lines: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            bytes: (granularity == WearGranularity::Byte)
+                .then(|| (0..chunks).map(|_| OnceLock::new()).collect()),
+        }
+    }
+
+    pub fn granularity(&self) -> WearGranularity {
+        if self.bytes.is_some() {
+            WearGranularity::Byte
+        } else {
+            WearGranularity::Line
+        }
+    }
+
+    /// A store of `len` bytes at `offset` (byte granularity: marks them stored).
+    #[inline]
+    pub(crate) fn on_store(&self, offset: u64, len: u64) {
+        let Some(chunks) = &self.bytes else { return };
+        let (mut at, end) = (offset as usize, (offset + len) as usize);
+        while at < end {
+            let Some(chunk) = chunks.get(at / BYTE_CHUNK) else { return };
+            let chunk = chunk.get_or_init(|| (0..BYTE_CHUNK).map(|_| AtomicU32::new(0)).collect());
+            let stop = end.min((at / BYTE_CHUNK + 1) * BYTE_CHUNK);
+            for c in &chunk[at % BYTE_CHUNK..at % BYTE_CHUNK + (stop - at)] {
+                if c.load(Ordering::Relaxed) & BYTE_DIRTY == 0 {
+                    c.fetch_or(BYTE_DIRTY, Ordering::Relaxed);
+                }
+            }
+            at = stop;
+        }
     }
 
     #[inline]
@@ -162,11 +237,50 @@ impl WearMap {
                 c.fetch_add(1, Ordering::Relaxed);
             }
         }
+        let Some(chunks) = &self.bytes else { return };
+        for line in span.lines() {
+            let at = (line * 64) as usize;
+            let Some(Some(chunk)) = chunks.get(at / BYTE_CHUNK).map(OnceLock::get) else {
+                continue;
+            };
+            let from = at % BYTE_CHUNK;
+            for c in chunk[from..(from + 64).min(BYTE_CHUNK)].iter() {
+                // Count and clear in one step: two threads flushing the line count it once.
+                let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    (v & BYTE_DIRTY != 0).then(|| (v & !BYTE_DIRTY).saturating_add(1))
+                });
+            }
+        }
     }
 
     /// Write count of every line, in line order.
     pub fn counts(&self) -> Vec<u32> {
         self.lines.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Zeroes every count (a measured period starts); bytes stored but not yet flushed stay
+    /// marked, so their write-back counts in the new period.
+    pub fn reset(&self) {
+        self.lines.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+        for chunk in self.bytes.iter().flat_map(|b| b.iter()).filter_map(OnceLock::get) {
+            chunk.iter().for_each(|c| {
+                c.fetch_and(BYTE_DIRTY, Ordering::Relaxed);
+            });
+        }
+    }
+
+    /// Calls `f(offset, writes)` for every byte written back at least once (byte granularity;
+    /// nothing otherwise), in offset order.
+    pub fn for_each_byte(&self, mut f: impl FnMut(u64, u32)) {
+        for (i, chunk) in self.bytes.iter().flat_map(|b| b.iter().enumerate()) {
+            let Some(chunk) = chunk.get() else { continue };
+            for (j, c) in chunk.iter().enumerate() {
+                let writes = c.load(Ordering::Relaxed) & !BYTE_DIRTY;
+                if writes > 0 {
+                    f((i * BYTE_CHUNK + j) as u64, writes);
+                }
+            }
+        }
     }
 }
 
@@ -191,5 +305,40 @@ mod tests {
             h.join().unwrap();
         }
         assert_eq!(c.snapshot().fences, 4000);
+    }
+}
+
+#[cfg(test)]
+mod wear_tests {
+    use super::*;
+    use crate::flush::line_span;
+
+    #[test]
+    fn byte_wear_counts_the_bytes_stored_since_the_last_flush() {
+        // Line granularity counts all 64 bytes of a flushed line alike; the thesis counts bytes.
+        let w = WearMap::new(8192, WearGranularity::Byte);
+        for _ in 0..10 {
+            w.on_store(8, 8); // an LSN-like word, stored every time
+            w.record(line_span(0, 64));
+        }
+        w.on_store(16, 4); // a row field, stored once
+        w.record(line_span(0, 64));
+        w.record(line_span(0, 64)); // flushed again without a store: no write
+        let mut seen = Vec::new();
+        w.for_each_byte(|o, n| seen.push((o, n)));
+        let expect: Vec<(u64, u32)> =
+            (8..16).map(|o| (o, 10)).chain((16..20).map(|o| (o, 1))).collect();
+        assert_eq!(seen, expect);
+        assert_eq!(w.counts()[0], 12, "the line was flushed 12 times");
+        w.on_store(100, 1);
+        w.reset();
+        w.record(line_span(64, 64));
+        seen.clear();
+        w.for_each_byte(|o, n| seen.push((o, n)));
+        assert_eq!(seen, vec![(100, 1)], "a store before the reset persists after it");
+        let lines = WearMap::new(8192, WearGranularity::Line);
+        lines.on_store(0, 8);
+        lines.record(line_span(0, 8));
+        lines.for_each_byte(|_, _| panic!("no byte counts at line granularity"));
     }
 }

@@ -27,7 +27,7 @@
 
 use crate::engine::{DbError, Result};
 use crate::format::{get_u16, get_u32, get_u64, PageId, PAGE_SIZE};
-use crate::pages::{PageStore, PageWriter};
+use crate::pages::{PageClass, PageStore, PageWriter};
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 pub const NODE_HEADER: usize = 32;
@@ -172,6 +172,10 @@ fn rewrite_from(
 ) -> Result<()> {
     let h = header(NodeId::of(n), es.len(), sibling(n), leftmost(n));
     let tail = encode_entries(&es[from.min(es.len())..]);
+    // The entries shifted are accessed too; the search already counted the header and the line
+    // it ended on.
+    let shifted = pmem::line_span((NODE_HEADER + from * ENTRY) as u64, tail.len() as u64).count;
+    w.store().touch_more(PageClass::Index, page, shifted.saturating_sub(1));
     if tail.is_empty() {
         w.write(page, &[(0, &h)])
     } else {
@@ -269,6 +273,7 @@ impl<'a> BTree<'a> {
     }
 
     fn root_page(&self) -> PageId {
+        self.store.touch(PageClass::Other, self.root.page, 1);
         get_u64(self.store.page(self.root.page), self.root.offset)
     }
 
@@ -312,7 +317,7 @@ impl<'a> BTree<'a> {
         drop(root_guard);
         let mut n = self.node(page, None)?;
         while kind(n) != LEAF {
-            store.touch(page, search_lines(n));
+            store.touch(PageClass::Index, page, search_lines(n));
             let c = child(n, child_slot(n, low));
             if !store.is_data_page(c) || c == page {
                 return Err(self.corrupt(page, format_args!("bad child pointer {c}")));
@@ -322,7 +327,7 @@ impl<'a> BTree<'a> {
             _guard = g;
             (page, n) = (c, child);
         }
-        store.touch(page, search_lines(n));
+        store.touch(PageClass::Index, page, search_lines(n));
         let mut pos = match search(n, low) {
             Ok(i) | Err(i) => i,
         };
@@ -357,7 +362,7 @@ impl<'a> BTree<'a> {
             }
             let g = store.latch_shared(next);
             let nn = self.node(next, Some(0))?;
-            store.touch(next, 2);
+            store.touch(PageClass::Index, next, 2);
             _guard = g;
             (page, n, pos) = (next, nn, 0);
         }
@@ -432,7 +437,7 @@ impl<'a> BTree<'a> {
         }
         let (mut page, mut n) = (root, rn);
         while kind(n) != LEAF {
-            store.touch(page, search_lines(n));
+            store.touch(PageClass::Index, page, search_lines(n));
             let slot = child_slot(n, key);
             let (c, g, cn) = self.latch_child(page, n, slot, &latches.path)?;
             if count(cn) < self.capacity {
@@ -442,7 +447,7 @@ impl<'a> BTree<'a> {
             latches.path.push(Held { page: c, slot_in_parent: slot, _g: g });
             (page, n) = (c, cn);
         }
-        store.touch(page, search_lines(n));
+        store.touch(PageClass::Index, page, search_lines(n));
         let Latches { root: root_guard, path, .. } = latches;
         let leaf = page;
         let pos = match search(n, key) {
@@ -533,6 +538,7 @@ impl<'a> BTree<'a> {
         }
         let (mut page, mut n) = (root, rn);
         while kind(n) != LEAF {
+            store.touch(PageClass::Index, page, search_lines(n));
             let slot = child_slot(n, key);
             let (c, g, cn) = self.latch_child(page, n, slot, &latches.path)?;
             if count(cn) > min {
@@ -542,6 +548,7 @@ impl<'a> BTree<'a> {
             latches.path.push(Held { page: c, slot_in_parent: slot, _g: g });
             (page, n) = (c, cn);
         }
+        store.touch(PageClass::Index, page, search_lines(n));
         let Latches { root: root_guard, path, siblings } = latches;
         let leaf = page;
         let Ok(pos) = search(n, key) else { return Ok(None) };

@@ -151,6 +151,14 @@ pub trait Engine: Send + Sync {
         None
     }
 
+    /// The region byte ranges holding circular logs (undo logs, a write-ahead log, a batch
+    /// log), for wear reports: thesis Fig. 5.7 leaves them out of the most-written byte ("Logs
+    /// are implemented as circular buffers. Thus, logs do not contribute to the most written
+    /// byte"). `None` if the engine cannot say.
+    fn circular_logs(&self) -> Option<Vec<std::ops::Range<u64>>> {
+        None
+    }
+
     /// Counts of structural events since the engine opened (splits, merges, heap growth, page
     /// frees, deletes, commits), for crash-test coverage. `None` if the engine keeps none.
     fn counters(&self) -> Option<crate::counters::EngineCounters> {

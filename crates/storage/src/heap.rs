@@ -37,6 +37,15 @@ pub fn init_page(
     w.write(page, &[(0, &b)])
 }
 
+/// Lines of a slot's row bytes `[offset, offset + len)` beyond the line(s) of its 16-byte slot
+/// header (which [`check_rid`]'s caller reads first): what a row access adds for the
+/// read-latency model.
+pub fn row_lines(rid: u64, offset: u64, len: u64) -> u64 {
+    let header_last_line = (rid + SLOT_HEADER - 1) / pmem::CACHE_LINE;
+    let span = pmem::line_span(rid + SLOT_HEADER + offset, len);
+    span.count - u64::from(span.count > 0 && span.first <= header_last_line)
+}
+
 /// The rid (region offset) of slot `i` of `page`.
 pub fn rid(page: PageId, slot_bytes: u32, i: usize) -> u64 {
     page_offset(page) + HEAP_HEADER as u64 + i as u64 * slot_bytes as u64
@@ -86,9 +95,27 @@ pub fn check_rid(
     {
         return Err(bad("not a slot boundary".into()));
     }
+    // A row access is a latch event on its heap page; the header line is read here.
+    store.touch(crate::pages::PageClass::Heap, page, 1);
     let hp = parse(store.page(page)).map_err(|e| bad(format!("page {page}: {e}")))?;
     if hp.table != table || hp.slot_bytes != slot_bytes {
         return Err(bad(format!("page {page} belongs to table {}", hp.table)));
     }
     Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_lines_count_the_lines_beyond_the_slot_header() {
+        // Slot 0 of a page: header at bytes 64..80 of the page (line 1), row from 80.
+        let rid = HEAP_HEADER as u64;
+        assert_eq!(row_lines(rid, 0, 48), 0, "bytes 80..128 share line 1 with the header");
+        assert_eq!(row_lines(rid, 0, 49), 1);
+        assert_eq!(row_lines(rid, 0, 100), 1, "TPC-B's 100-byte row: lines 1 and 2");
+        assert_eq!(row_lines(rid, 60, 8), 1, "an update at offset 60 is on line 2 only");
+        assert_eq!(row_lines(rid, 0, 0), 0);
+    }
 }

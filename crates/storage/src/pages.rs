@@ -8,14 +8,17 @@
 //! write a staging copy and mark dirty lines (see `docs/storage.md`). This is how one B+tree
 //! serves several recovery methods, as one Shore-MT served all three of Pelley et al.'s.
 //!
-//! **Read-latency model** (Pelley §5.1, done online instead of from offline traces): touching a
-//! page consults a simulated cache of `cache_pages` pages (set-associative, LRU-like within a
-//! set); a miss charges the device read latency for the cache lines the operation reads.
+//! **Read-latency model** (Pelley §5.1, done online instead of from offline traces): each page
+//! access (latch event) consults a simulated cache of `cache_pages` pages (fully associative
+//! LRU by default, as the paper's trace analysis; 8-way set-associative as an option); a miss
+//! charges the device read latency for every cache line the operation reads or writes in the
+//! page. Lines and latches are counted per page class (index, heap, other: Pelley Table 4).
 
 use crate::engine::Result;
 use crate::format::{page_offset, Layout, PageId, PAGE_SIZE};
 use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use pmem::Region;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -44,33 +47,186 @@ pub trait PageWriter {
     fn roll_back(&mut self) -> Result<()>;
 }
 
-/// Simulated page cache for the read-latency model: set-associative (8 ways per set, page ids
-/// hashed to sets), approximating LRU within each set by moving a hit one way toward the front
-/// and inserting misses at the front. Lock-free (relaxed atomics): a race between two threads
-/// can misplace a tag, which only perturbs the simulation, never correctness. An exact global
-/// LRU behind one lock cost 40-60% of throughput even when every access hit.
-struct CacheSim {
-    ways: usize,
-    sets: usize,
-    /// `page + 1` per way (0 = empty), `ways` consecutive entries per set.
-    tags: Box<[AtomicU64]>,
+/// Replacement policy of the simulated page cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CachePolicy {
+    /// Fully associative, exact least-recently-used over every thread's accesses, as Pelley
+    /// §5.1 analyses its traces ("a fully associative cache with a least-recently-used
+    /// replacement policy"). One mutex: every access takes it.
+    #[default]
+    Lru,
+    /// 8-way set-associative, LRU-like within a set, lock-free (the model before issue 16):
+    /// cheaper under many threads, but set conflicts miss where LRU would hit.
+    Set8,
+}
+
+impl CachePolicy {
+    pub const ALL: [CachePolicy; 2] = [CachePolicy::Lru, CachePolicy::Set8];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CachePolicy::Lru => "lru",
+            CachePolicy::Set8 => "set8",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CachePolicy> {
+        CachePolicy::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// The simulated page cache of the read-latency model. Capacity is exact for both policies.
+enum CacheSim {
+    Lru(parking_lot::Mutex<LruCache>),
+    Set8(SetCache),
 }
 
 impl CacheSim {
+    fn new(capacity_pages: u64, policy: CachePolicy) -> CacheSim {
+        match policy {
+            CachePolicy::Lru => {
+                CacheSim::Lru(parking_lot::Mutex::new(LruCache::new(capacity_pages)))
+            }
+            CachePolicy::Set8 => CacheSim::Set8(SetCache::new(capacity_pages)),
+        }
+    }
+
+    /// Records an access; returns true on a miss.
+    fn access(&self, page: PageId) -> bool {
+        match self {
+            CacheSim::Lru(c) => c.lock().access(page),
+            CacheSim::Set8(c) => c.access(page),
+        }
+    }
+}
+
+/// Multiply-shift hashing of page ids (SipHash would cost more than the rest of an access).
+#[derive(Default)]
+struct PageHasher(u64);
+
+impl std::hash::Hasher for PageHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ self.0).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+/// Exact LRU: a hash map from page to node, nodes in a doubly linked recency list (front =
+/// most recent). Nodes are allocated as pages arrive, up to the capacity, then recycled.
+struct LruCache {
+    capacity: usize,
+    map: std::collections::HashMap<PageId, u32, std::hash::BuildHasherDefault<PageHasher>>,
+    /// `(page, prev, next)` per node.
+    nodes: Vec<(PageId, u32, u32)>,
+    head: u32,
+    tail: u32,
+}
+
+impl LruCache {
+    /// Capacities beyond 2^32 - 1 pages (32 TiB) are that: no database here comes near.
+    fn new(capacity_pages: u64) -> LruCache {
+        LruCache {
+            capacity: capacity_pages.clamp(1, u64::from(NIL - 1)) as usize,
+            map: Default::default(),
+            nodes: Vec::new(),
+            head: NIL,
+            tail: NIL,
+        }
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (_, prev, next) = self.nodes[i as usize];
+        match prev {
+            NIL => self.head = next,
+            p => self.nodes[p as usize].2 = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            n => self.nodes[n as usize].1 = prev,
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        self.nodes[i as usize].1 = NIL;
+        self.nodes[i as usize].2 = self.head;
+        if self.head != NIL {
+            self.nodes[self.head as usize].1 = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
+        }
+    }
+
+    fn access(&mut self, page: PageId) -> bool {
+        if let Some(&i) = self.map.get(&page) {
+            if self.head != i {
+                self.unlink(i);
+                self.push_front(i);
+            }
+            return false;
+        }
+        let i = if self.nodes.len() < self.capacity {
+            self.nodes.push((page, NIL, NIL));
+            (self.nodes.len() - 1) as u32
+        } else {
+            let victim = self.tail;
+            self.unlink(victim);
+            self.map.remove(&self.nodes[victim as usize].0);
+            self.nodes[victim as usize].0 = page;
+            victim
+        };
+        self.push_front(i);
+        self.map.insert(page, i);
+        true
+    }
+}
+
+/// Set-associative (up to 8 ways per set, page ids hashed to sets), approximating LRU within
+/// each set by moving a hit one way toward the front and inserting misses at the front.
+/// Lock-free (relaxed atomics): a race between two threads can misplace a tag, which only
+/// perturbs the simulation, never correctness. Sets hold 8 ways or one fewer, so the capacity
+/// is exactly the one asked for (it was rounded up to a multiple of 8 before issue 16).
+struct SetCache {
+    sets: usize,
+    /// Ways of the sets that have `base_ways + 1`; the others have `base_ways`.
+    long_sets: usize,
+    base_ways: usize,
+    /// `page + 1` per way (0 = empty), each set's ways consecutive.
+    tags: Box<[AtomicU64]>,
+}
+
+impl SetCache {
     const WAYS: usize = 8;
 
-    fn new(capacity_pages: u64) -> CacheSim {
+    fn new(capacity_pages: u64) -> SetCache {
         let capacity = capacity_pages.clamp(1, 1 << 32) as usize;
-        let ways = capacity.min(Self::WAYS);
-        let sets = capacity.div_ceil(ways);
-        CacheSim { ways, sets, tags: (0..ways * sets).map(|_| AtomicU64::new(0)).collect() }
+        let sets = capacity.div_ceil(Self::WAYS);
+        SetCache {
+            sets,
+            long_sets: capacity % sets,
+            base_ways: capacity / sets,
+            tags: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+        }
     }
 
     /// Records an access; returns true on a miss.
     fn access(&self, page: PageId) -> bool {
         let tag = page + 1;
         let set = ((page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) % self.sets;
-        let ways = &self.tags[set * self.ways..(set + 1) * self.ways];
+        let start = set * self.base_ways + set.min(self.long_sets);
+        let ways = self.base_ways + usize::from(set < self.long_sets);
+        let ways = &self.tags[start..start + ways];
         for i in 0..ways.len() {
             if ways[i].load(Ordering::Relaxed) == tag {
                 if i > 0 {
@@ -88,6 +244,63 @@ impl CacheSim {
     }
 }
 
+/// The page types of Pelley's Table 4: what a latch event's lines are counted under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageClass {
+    /// B+tree nodes.
+    Index = 0,
+    /// Heap pages (rows).
+    Heap = 1,
+    /// Every other page the engine reads in normal operation: catalog, allocator bitmap.
+    Other = 2,
+}
+
+impl PageClass {
+    pub const ALL: [PageClass; 3] = [PageClass::Index, PageClass::Heap, PageClass::Other];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PageClass::Index => "index",
+            PageClass::Heap => "heap",
+            PageClass::Other => "other",
+        }
+    }
+}
+
+/// Counts of the read-latency model per [`PageClass`] (Pelley Table 4's quantities).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassReads {
+    /// Page accesses (latch events): one per page per operation.
+    pub latches: u64,
+    /// Cache lines those accesses read or wrote.
+    pub lines: u64,
+    /// Accesses that missed the simulated cache.
+    pub missed_latches: u64,
+    /// Lines of the missed accesses: the lines charged the read latency.
+    pub missed_lines: u64,
+}
+
+impl ClassReads {
+    /// Lines per latch (Table 4's "lines/latch").
+    pub fn lines_per_latch(&self) -> f64 {
+        self.lines as f64 / self.latches.max(1) as f64
+    }
+}
+
+const READ_SHARDS: usize = 16;
+/// Per class: latches, lines, missed latches, missed lines.
+const READ_COUNTERS: usize = 12;
+
+#[repr(align(128))]
+struct ReadShard([AtomicU64; READ_COUNTERS]);
+
+thread_local! {
+    /// The last latch event of this thread: `(store address, page, missed)`, so that lines an
+    /// operation reads later under the same latch are charged alike ([`PageStore::touch_more`]).
+    static LAST_TOUCH: std::cell::Cell<(usize, PageId, bool)> =
+        const { std::cell::Cell::new((0, 0, false)) };
+}
+
 /// Pages per chunk of the latch table.
 const LATCH_CHUNK: usize = 4096;
 
@@ -102,14 +315,30 @@ pub struct PageStore {
     /// region costs nothing per page (recovery is O(in-flight work), not O(region)).
     latches: Box<[LatchChunk]>,
     cache: Option<CacheSim>,
-    charge_reads: bool,
+    /// The read model is on (a read latency or a cache capacity was given): accesses are
+    /// simulated and counted; they are charged only with a read latency.
+    model_on: bool,
+    reads: Box<[ReadShard]>,
     /// Structural events (splits, merges, frees, ...) for crash-test coverage reports.
     counters: crate::counters::Counters,
 }
 
 impl PageStore {
-    /// `cache_pages`: capacity of the simulated cache (None = unlimited: every access hits).
+    /// `cache_pages`: capacity of the simulated cache (None = unlimited: every access hits), with
+    /// the default (LRU) policy.
     pub fn new(region: &Region, layout: &Layout, cache_pages: Option<u64>) -> PageStore {
+        Self::with_cache(region, layout, cache_pages, CachePolicy::default())
+    }
+
+    /// [`PageStore::new`] with a cache policy. The simulation runs (and counts lines per latch)
+    /// whenever a read latency or a capacity is given, so a 0 ns baseline with a capacity pays
+    /// the same simulation cost as the runs it normalises.
+    pub fn with_cache(
+        region: &Region,
+        layout: &Layout,
+        cache_pages: Option<u64>,
+        policy: CachePolicy,
+    ) -> PageStore {
         let charge_reads = region.timing().is_some_and(|t| t.read_ns > 0);
         let chunks = (layout.page_count as usize).div_ceil(LATCH_CHUNK);
         PageStore {
@@ -117,8 +346,11 @@ impl PageStore {
             page_count: layout.page_count,
             first_data_page: layout.first_data_page(),
             latches: (0..chunks).map(|_| OnceLock::new()).collect(),
-            cache: cache_pages.filter(|_| charge_reads).map(CacheSim::new),
-            charge_reads,
+            cache: cache_pages.map(|c| CacheSim::new(c, policy)),
+            model_on: charge_reads || cache_pages.is_some(),
+            reads: (0..READ_SHARDS)
+                .map(|_| ReadShard(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
             counters: crate::counters::Counters::new(region),
         }
     }
@@ -162,18 +394,63 @@ impl PageStore {
         self.region.read(page_offset(page), PAGE_SIZE)
     }
 
-    /// Records that an operation reads `lines` cache lines of `page`; charges the modelled read
-    /// latency on a simulated cache miss (or always, with an unlimited cache, never).
+    /// A latch event (Pelley §5.1: the read delay is inserted at each page latch): an operation
+    /// accesses `lines` cache lines of `page`. On a simulated cache miss the lines are charged
+    /// the modelled read latency (with an unlimited cache, never).
     #[inline]
-    pub fn touch(&self, page: PageId, lines: u64) {
-        if !self.charge_reads {
+    pub fn touch(&self, class: PageClass, page: PageId, lines: u64) {
+        if !self.model_on {
             return;
         }
-        if let Some(cache) = &self.cache {
-            if cache.access(page) {
-                self.region.charge_read(lines);
-            }
+        let missed = self.cache.as_ref().is_some_and(|c| c.access(page));
+        LAST_TOUCH.with(|t| t.set((self as *const _ as usize, page, missed)));
+        self.count(class, 1, lines, missed);
+    }
+
+    /// More lines the same operation accesses under the latch of its last [`touch`] of `page`
+    /// (a row's bytes after its slot was checked, the entries a leaf insert shifts): charged if
+    /// that access missed.
+    ///
+    /// [`touch`]: PageStore::touch
+    #[inline]
+    pub fn touch_more(&self, class: PageClass, page: PageId, lines: u64) {
+        if !self.model_on || lines == 0 {
+            return;
         }
+        let (store, last, missed) = LAST_TOUCH.with(|t| t.get());
+        let missed = missed && store == self as *const _ as usize && last == page;
+        self.count(class, 0, lines, missed);
+    }
+
+    fn count(&self, class: PageClass, latches: u64, lines: u64, missed: bool) {
+        let shard = &self.reads[pmem::thread_id() as usize % READ_SHARDS].0;
+        let base = class as usize * 4;
+        shard[base].fetch_add(latches, Ordering::Relaxed);
+        shard[base + 1].fetch_add(lines, Ordering::Relaxed);
+        if missed {
+            shard[base + 2].fetch_add(latches, Ordering::Relaxed);
+            shard[base + 3].fetch_add(lines, Ordering::Relaxed);
+            self.region.charge_read(lines);
+        }
+    }
+
+    /// The read model's counts since open, per class (all zero while the model is off).
+    pub fn read_stats(&self) -> [ClassReads; 3] {
+        let sum = |i: usize| self.reads.iter().map(|s| s.0[i].load(Ordering::Relaxed)).sum();
+        PageClass::ALL.map(|c| {
+            let b = c as usize * 4;
+            ClassReads {
+                latches: sum(b),
+                lines: sum(b + 1),
+                missed_latches: sum(b + 2),
+                missed_lines: sum(b + 3),
+            }
+        })
+    }
+
+    /// Whether the read model counts accesses.
+    pub fn read_model_on(&self) -> bool {
+        self.model_on
     }
 
     pub fn latch_shared(&self, page: PageId) -> RwLockReadGuard<'_, ()> {
@@ -199,19 +476,61 @@ impl PageMut<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::CacheSim;
+    use super::{CachePolicy, CacheSim, LruCache, SetCache};
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn cache_sim_hits_within_capacity_and_misses_beyond() {
-        let c = CacheSim::new(64);
-        assert!((0..64).all(|p| c.access(p)), "cold accesses miss");
-        // A working set of half the capacity stays cached (set conflicts aside).
-        let hits = (0..10).flat_map(|_| 0..32u64).filter(|p| !c.access(*p)).count();
-        assert!(hits >= 300, "{hits} hits of 320");
-        // Cycling through 16x the capacity mostly misses.
-        let misses = (0..4).flat_map(|_| 0..1024u64).filter(|p| c.access(*p)).count();
-        assert!(misses > 3500, "{misses} misses of 4096");
-        let tiny = CacheSim::new(1);
-        assert!(tiny.access(7) && !tiny.access(7) && tiny.access(8) && tiny.access(7));
+        for policy in CachePolicy::ALL {
+            let c = CacheSim::new(64, policy);
+            assert!((0..64).all(|p| c.access(p)), "cold accesses miss");
+            // A working set of half the capacity stays cached (set conflicts aside).
+            let hits = (0..10).flat_map(|_| 0..32u64).filter(|p| !c.access(*p)).count();
+            assert!(hits >= 300, "{policy:?}: {hits} hits of 320");
+            // Cycling through 16x the capacity mostly misses.
+            let misses = (0..4).flat_map(|_| 0..1024u64).filter(|p| c.access(*p)).count();
+            assert!(misses > 3500, "{policy:?}: {misses} misses of 4096");
+            let tiny = CacheSim::new(1, policy);
+            assert!(tiny.access(7) && !tiny.access(7) && tiny.access(8) && tiny.access(7));
+        }
+    }
+
+    #[test]
+    fn lru_is_exact_and_fully_associative() {
+        // The set-associative cache misses here: 20 pages hash unevenly over 3 sets of 7 ways.
+        let mut c = LruCache::new(20);
+        assert!((0..20).all(|p| c.access(p)));
+        assert!((0..5).flat_map(|_| 0..20u64).all(|p| !c.access(p)), "20 pages fit in 20");
+        assert!(!c.access(0), "0 becomes the most recent");
+        assert!(c.access(100), "a 21st page evicts the least recent: 1");
+        assert!(c.access(1) && !c.access(0), "1 was evicted, 0 was not");
+        // LRU's known worst case: a cycle one page longer than the cache always misses.
+        let mut c = LruCache::new(20);
+        assert!((0..5).flat_map(|_| 0..21u64).all(|p| c.access(p)));
+        let set = CacheSim::new(20, CachePolicy::Set8);
+        (0..20).for_each(|p| {
+            set.access(p);
+        });
+        let set_misses = (0..5).flat_map(|_| 0..20u64).filter(|p| set.access(*p)).count();
+        assert!(set_misses > 0, "set conflicts: the difference the paper's model does not have");
+    }
+
+    #[test]
+    fn capacity_is_not_rounded() {
+        // Before issue 16 the set-associative cache rounded 20 up to 24 (3 sets of 8 ways).
+        for capacity in [1u64, 7, 8, 9, 20, 100, 1001] {
+            assert_eq!(SetCache::new(capacity).tags.len() as u64, capacity);
+            let c = SetCache::new(capacity);
+            (0..capacity * 50).for_each(|p| {
+                c.access(p);
+            });
+            let resident = c.tags.iter().filter(|t| t.load(Ordering::Relaxed) != 0).count();
+            assert_eq!(resident as u64, capacity, "pages held after many distinct accesses");
+        }
+        let mut c = LruCache::new(9);
+        (0..9).for_each(|p| {
+            c.access(p);
+        });
+        assert!((0..9).all(|p| !c.access(p)) && c.access(9) && c.access(0));
     }
 }

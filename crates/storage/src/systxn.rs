@@ -10,8 +10,8 @@
 
 use crate::alloc::PageAllocator;
 use crate::engine::{DbError, Result};
-use crate::format::{get_u64, page_offset, Layout, PageId};
-use crate::pages::{PageStore, PageWriter};
+use crate::format::{get_u64, page_offset, Layout, PageId, PAGE_SIZE_U64};
+use crate::pages::{PageClass, PageStore, PageWriter};
 use crate::undo::{LogState, UndoLog};
 
 pub const REC_PHYS: u8 = 1;
@@ -234,6 +234,8 @@ impl PageWriter for SysTxn<'_> {
         }
         self.dirty.clear();
         let bits = self.alloc.set_bit(page)?;
+        // The allocator bitmap and its mirror: "other" pages of the read model (Pelley Table 4).
+        bits.iter().for_each(|b| self.store.touch(PageClass::Other, b.0 / PAGE_SIZE_U64, 1));
         self.dirty.extend(bits);
         self.fresh.push(page);
         Ok(page)

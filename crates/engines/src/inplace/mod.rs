@@ -30,13 +30,14 @@
 //!
 //! `protocol=pelley` runs the paper's protocol for reproduction: each row write (update, insert)
 //! latches its heap page, appends the undo entry with `persist_wal` (records without their
-//! checksums, barrier, checksums, barrier) and writes with `persist_page` (the page's 8 KiB
-//! before-image to the worker's system undo log, which is free between system transactions and
-//! so serves as the page log; barrier; log marked active = valid; barrier; the write in place;
-//! barrier; log marked free = invalid; barrier): 6 barriers per page update. System transactions
-//! (B+tree changes) append with `persist_wal` too but keep their own data/free-mark barriers
-//! instead of a page log (their system log is busy holding their undo); commit is the same
-//! 8-byte free mark. Measured, TPC-B 1 thread: 29.06 barriers per transaction (lean 9.04).
+//! checksums, barrier, checksums, barrier) and writes with `persist_page` (the before-image of
+//! the page's lines the write dirties goes to the worker's system undo log, which is free
+//! between system transactions and so serves as the page log; barrier; log marked active =
+//! valid; barrier; the write in place; barrier; log marked free = invalid; barrier): 6 barriers
+//! per page update. System transactions (B+tree changes) append with `persist_wal` too but keep
+//! their own data/free-mark barriers instead of a page log (their system log is busy holding
+//! their undo); commit is the same 8-byte free mark. Measured, TPC-B 1 thread: 29.06 barriers
+//! per transaction (lean 9.04).
 
 mod recovery;
 mod txn;
@@ -57,6 +58,7 @@ use storage::engine::{check_spec, RecoveryReport};
 use storage::format::{
     page_offset, Layout, PageId, Superblock, CATALOG_PAGE, MAX_WORKERS, PAGE_SIZE_U64,
 };
+use storage::pages::PageClass::Heap;
 use storage::pages::PageStore;
 use storage::systxn::SysTxn;
 use storage::undo::UndoLog;
@@ -332,8 +334,13 @@ impl InPlace {
     /// Validates a rid read from an index or an undo record and the slot it names: in use and
     /// holding `key` (when given).
     pub(crate) fn check_row(&self, t: &TableRt, rid: u64, key: Option<u64>) -> Result<()> {
-        storage::heap::check_rid(&self.store, t.id, t.slot_bytes, rid)?;
+        let page = storage::heap::check_rid(&self.store, t.id, t.slot_bytes, rid)?;
         if let Some(key) = key {
+            self.store.touch_more(
+                Heap,
+                page,
+                pmem::line_span(rid, storage::heap::SLOT_HEADER).count,
+            );
             let (state, k) = (self.region.read_u64(rid), self.region.read_u64(rid + 8));
             if state != storage::heap::SLOT_USED || k != key {
                 return Err(DbError::Corrupt(format!(
@@ -401,6 +408,25 @@ impl InPlace {
             }
         }
     }
+}
+
+/// The read model's latches and lines per page class (Pelley Table 4), when it is on.
+pub(crate) fn read_activity(store: &PageStore) -> Vec<(&'static str, u64)> {
+    if !store.read_model_on() {
+        return Vec::new();
+    }
+    let [i, h, o] = store.read_stats();
+    vec![
+        ("index_latches", i.latches),
+        ("index_lines", i.lines),
+        ("index_missed_lines", i.missed_lines),
+        ("heap_latches", h.latches),
+        ("heap_lines", h.lines),
+        ("heap_missed_lines", h.missed_lines),
+        ("other_latches", o.latches),
+        ("other_lines", o.lines),
+        ("other_missed_lines", o.missed_lines),
+    ]
 }
 
 /// What lives at `offset`, for wear reports.
@@ -564,6 +590,17 @@ impl Engine for InPlace {
 
     fn footprint_bytes(&self) -> Option<u64> {
         Some(self.alloc.pages_in_use() * storage::format::PAGE_SIZE_U64)
+    }
+
+    fn activity(&self) -> Vec<(&'static str, u64)> {
+        read_activity(&self.store)
+    }
+
+    fn circular_logs(&self) -> Option<Vec<std::ops::Range<u64>>> {
+        // Every worker's user and system undo logs, back to back before the data pages.
+        let l = &self.layout;
+        let undo_area = page_offset(l.undo_area_first_page())..page_offset(l.first_data_page());
+        Some(std::iter::once(undo_area).collect())
     }
 
     fn shutdown(&self) -> Result<()> {

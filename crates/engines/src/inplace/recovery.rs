@@ -197,7 +197,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
     // its mirror is damage.
     alloc.set_recovering(false);
     // 2. Volatile structures that user rollback needs (all O(tables), nothing scanned).
-    let store = PageStore::new(&region, &layout, options.cache_pages);
+    let store = PageStore::with_cache(&region, &layout, options.cache_pages, options.cache_policy);
     let tables = load_tables(&store)?;
     let db = InPlace {
         alloc,

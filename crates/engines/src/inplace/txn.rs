@@ -8,9 +8,10 @@ use super::{
 use crate::Fault;
 use parking_lot::MutexGuard;
 use storage::engine::{check_row, check_update};
-use storage::format::{page_offset, PAGE_SIZE, PAGE_SIZE_U64};
-use storage::heap::{SLOT_FREE, SLOT_HEADER, SLOT_USED};
+use storage::format::{page_offset, PAGE_SIZE_U64};
+use storage::heap::{row_lines, SLOT_FREE, SLOT_HEADER, SLOT_USED};
 use storage::lock::{LockMode, LockSet};
+use storage::pages::PageClass::Heap;
 use storage::systxn::{encode_phys, SysTxn};
 use storage::{CommitToken, DbError, Result, TableId, Txn};
 
@@ -75,7 +76,9 @@ impl<'a> InPlaceTxn<'a> {
     }
 
     /// Pelley's `persist_page` (VLDB 2014 Fig. 2) for a write within one page: the page's
-    /// before-image goes to a page log (this worker's system undo log, free between system
+    /// before-image of the lines the write dirties (the paper's timing model tracks and persists
+    /// buffer-cache writes at cache-line granularity, thesis §5.1: "track buffer cache writes at
+    /// cache line granularity ... using efficient dirty bitmaps") goes to a page log (this worker's system undo log, free between system
     /// transactions: recovery rolls an active one back before user undo, which is the page
     /// log's "copy valid logs back in place"), barrier, the log is marked valid, barrier, the
     /// write is made in place, barrier, the log is marked invalid, barrier.
@@ -87,7 +90,11 @@ impl<'a> InPlaceTxn<'a> {
         if (offset + bytes.len() as u64).div_ceil(PAGE_SIZE_U64) != page + 1 {
             return Err(DbError::Corrupt(format!("write at {offset} crosses a page boundary")));
         }
-        let image = encode_phys(&db.region, &[(page_offset(page), PAGE_SIZE)]);
+        let line = pmem::CACHE_LINE;
+        let first = offset / line * line;
+        let end = (offset + bytes.len() as u64).div_ceil(line) * line;
+        debug_assert!(first >= page_offset(page) && end <= page_offset(page) + PAGE_SIZE_U64);
+        let image = encode_phys(&db.region, &[(first, (end - first) as usize)]);
         self.logs.sys.append_then_activate(&[(REC_PHYS, &image)])?;
         db.region.write(offset, bytes);
         if skip_flush {
@@ -169,7 +176,7 @@ impl Txn for InPlaceTxn<'_> {
         out.clear();
         let Some(rid) = self.find(&t, key)? else { return Ok(false) };
         let row = self.db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
-        self.db.store.touch(rid / storage::format::PAGE_SIZE_U64, row.len().div_ceil(64) as u64);
+        self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
         out.extend_from_slice(row);
         Ok(true)
     }
@@ -194,6 +201,8 @@ impl Txn for InPlaceTxn<'_> {
         slot.extend_from_slice(&SLOT_USED.to_le_bytes());
         slot.extend_from_slice(&key.to_le_bytes());
         slot.extend_from_slice(row);
+        let lines = pmem::line_span(rid, slot.len() as u64).count;
+        db.store.touch(Heap, rid / PAGE_SIZE_U64, lines);
         {
             let _latch = self.page_latch(rid);
             self.write(rid, &slot)?;
@@ -212,6 +221,8 @@ impl Txn for InPlaceTxn<'_> {
         self.lock(table, key, LockMode::Exclusive)?;
         let Some(rid) = self.find(&t, key)? else { return Ok(false) };
         let at = rid + SLOT_HEADER + offset as u64;
+        let lines = row_lines(rid, offset.into(), bytes.len() as u64);
+        self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, lines);
         let _latch = self.page_latch(at);
         if self.fresh.contains(&rid) {
             self.write(at, bytes)?;
@@ -283,6 +294,7 @@ impl Txn for InPlaceTxn<'_> {
             locks.lock(&db.locks, id, table, key, LockMode::Shared)?;
             db.check_row(&t, rid, Some(key))?;
             let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
+            db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
             n += 1;
             gap = key.checked_add(1);
             stopped = !(visit(key, row) && n < limit);

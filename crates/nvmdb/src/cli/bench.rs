@@ -91,15 +91,24 @@ pub struct Args {
     /// Modelled persist-barrier latency (`500`, `1us`; a bare number is nanoseconds).
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub persist_latency: String,
-    /// Modelled device write bandwidth (`2GB/s`, `500MiB/s`; 0 = unlimited).
+    /// Modelled device write bandwidth (`1.5GiB/s`, `500MB/s`; 0 = unlimited). GiB = 2^30 B,
+    /// GB = 10^9 B; Pelley's "1.5GB/s" is `1.5GiB/s` (thesis: 35 ns a line = 1.7 GiB/s).
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub write_bandwidth: String,
+    /// How flushed lines reserve device bandwidth: lines4 (at least 4 lines per reservation,
+    /// thesis §5.1), epoch (all lines between two barriers as one), flush (one per flush call).
+    #[arg(long, default_value = "lines4")]
+    pub reservation: String,
     /// Modelled extra latency per cache line read on a page-cache miss (`100ns`).
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub read_latency: String,
     /// Simulated page-cache capacity in 8 KiB pages for the read-latency model.
     #[arg(long)]
     pub cache_pages: Option<u64>,
+    /// Its replacement policy: lru (fully associative, exact; Pelley §5.1) or set8 (8-way
+    /// set-associative, lock-free).
+    #[arg(long, default_value = "lru")]
+    pub cache_policy: String,
     /// Flush instruction: clwb, clflushopt, clflush, none (default: the best the CPU has).
     #[arg(long)]
     pub flush: Option<String>,
@@ -110,6 +119,10 @@ pub struct Args {
     /// writes per line, the most-written lines and what lives there).
     #[arg(long)]
     pub wear: bool,
+    /// What `--wear` counts: line (64-byte write-backs) or byte (also each byte stored since its
+    /// line's last write-back: thesis Fig. 5.7's method; 4 bytes of memory per byte stored).
+    #[arg(long, default_value = "line", requires = "wear")]
+    pub wear_granularity: String,
     /// Engine-specific option KEY=VALUE (repeatable).
     #[arg(long = "engine-opt", value_name = "KEY=VALUE")]
     pub engine_opt: Vec<String>,
@@ -290,6 +303,9 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
             Some(0) => return Err(invalid("cache-pages", "must be at least 1").into()),
             other => other,
         },
+        cache_policy: storage::pages::CachePolicy::parse(&args.cache_policy).ok_or_else(|| {
+            invalid("cache-policy", format!("`{}` is not lru or set8", args.cache_policy))
+        })?,
         extra: key_values("engine-opt", &args.engine_opt)?,
     };
     let output = match (args.json, args.csv) {
@@ -422,6 +438,14 @@ fn region_options(args: &Args) -> Result<(RegionOptions, bool), OptionError> {
         flush,
         eadr: args.eadr,
         wear: args.wear,
+        wear_granularity: pmem::WearGranularity::parse(&args.wear_granularity).ok_or_else(
+            || {
+                invalid(
+                    "wear-granularity",
+                    format!("`{}` is not line or byte", args.wear_granularity),
+                )
+            },
+        )?,
         max_size_bytes: max_size_bytes(args, medium, size_bytes)?,
         timing: timing_options(args)?,
         ..RegionOptions::default()
@@ -446,10 +470,14 @@ fn timing_options(args: &Args) -> Result<TimingOptions, OptionError> {
             format!("below {MIN_BANDWIDTH} bytes/s (one cache line per second); 0 means unlimited"),
         ));
     }
+    let reservation = pmem::timing::Reservation::parse(&args.reservation).ok_or_else(|| {
+        invalid("reservation", format!("`{}` is not lines4, epoch or flush", args.reservation))
+    })?;
     Ok(TimingOptions {
         persist_barrier_ns: latency("persist-latency", &args.persist_latency)?,
         write_bandwidth_bytes_per_s: bandwidth,
         read_ns: latency("read-latency", &args.read_latency)?,
+        reservation,
     })
 }
 
@@ -493,7 +521,9 @@ fn config_json(plan: &Plan) -> serde_json::Value {
         "persist_latency_ns": r.timing.persist_barrier_ns,
         "write_bandwidth_bytes_per_s": r.timing.write_bandwidth_bytes_per_s,
         "read_latency_ns": r.timing.read_ns,
+        "reservation": r.timing.reservation.name(),
         "cache_pages": plan.engine_config.cache_pages,
+        "cache_policy": plan.engine_config.cache_policy.name(),
         "flush": r.flush.map(|f| f.name()),
         "eadr": r.eadr,
         "engine_opts": plan.engine_config.extra,

@@ -33,7 +33,12 @@ const MAX_DELAY_ERROR_PCT: f64 = 10.0;
 /// Lines per fence for the batched flush measurements (1 = one fence per line).
 const BATCHES: [u64; 4] = [1, 4, 16, 64];
 /// Reservation sizes for the bandwidth benchmark (thesis Table 5.2 finds 44–122 ns needed).
-const RESERVATIONS_NS: [u64; 7] = [10, 20, 50, 100, 200, 500, 1_000];
+const RESERVATIONS_NS: [u64; 12] = [10, 20, 30, 40, 50, 60, 80, 100, 120, 160, 200, 500];
+/// Thesis Table 5.2: reservation (ns) needed to reserve 99 % of time, 6 and 12 threads over
+/// socket/core placements; Pelley §4: "models reservations above 85ns accurately".
+const PAPER_99PCT_NS: (u64, u64) = (44, 122);
+/// Pelley's 1.5 GB/s, which is 1.5 GiB/s (thesis: 35 ns a line = 1.7 "GB"/s).
+const PAPER_BANDWIDTH_BYTES_PER_S: u64 = 1_610_612_736;
 /// API overhead the region may add to raw store + CLWB + SFENCE.
 const API_TARGET_RATIO: f64 = 1.05;
 
@@ -107,6 +112,8 @@ struct ReservationRow {
     /// Reserved / wall time: also counts time every thread was descheduled.
     wall_fraction: f64,
     reservations: u64,
+    /// 99th percentile of how late a thread's wait ended after its reservation did.
+    late_ns_p99: f64,
 }
 
 #[derive(Serialize)]
@@ -114,6 +121,12 @@ struct Smallest99 {
     threads: usize,
     /// `None` when no tested size reached 99 %.
     reservation_ns: Option<u64>,
+    /// Thesis Table 5.2's range for the same quantity.
+    paper_ns: (u64, u64),
+    /// The shortest reservation the default policy (`lines4`) makes at the paper's 1.5 GiB/s.
+    model_min_reservation_ns: f64,
+    /// Whether that reservation is at least this machine's 99 % size.
+    model_accurate: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -157,7 +170,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .filter(|r| r.threads == t && r.fraction_reserved >= 0.99)
                 .map(|r| r.reservation_ns)
                 .min();
-            Smallest99 { threads: t, reservation_ns: smallest }
+            let model_ns = pmem::timing::MIN_RESERVATION_LINES as f64
+                * pmem::TimingOptions {
+                    write_bandwidth_bytes_per_s: PAPER_BANDWIDTH_BYTES_PER_S,
+                    ..Default::default()
+                }
+                .ns_per_line();
+            Smallest99 {
+                threads: t,
+                reservation_ns: smallest,
+                paper_ns: PAPER_99PCT_NS,
+                model_min_reservation_ns: model_ns,
+                model_accurate: smallest.map(|s| model_ns >= s as f64),
+            }
         })
         .collect();
     let max_error = delays
@@ -316,6 +341,7 @@ fn bandwidth(max_threads: usize, scale: u64) -> Vec<ReservationRow> {
                     fraction_reserved: run.fraction_reserved(),
                     wall_fraction: run.wall_fraction(),
                     reservations: run.reservations,
+                    late_ns_p99: run.late_ns_p99,
                 }
             })
         })
@@ -399,6 +425,30 @@ fn print_human(r: &Report) {
             Some(ns) => println!("   (>= 99% from {ns} ns)"),
             None => println!("   (never >= 99%)"),
         }
+    }
+    println!("  p99 of how late a wait ended after its reservation (ns):");
+    for s in &r.reservation_ns_for_99pct {
+        print!("  {:>8}", s.threads);
+        for row in r.bandwidth.iter().filter(|b| b.threads == s.threads) {
+            print!("  {:>7.0}", row.late_ns_p99);
+        }
+        println!();
+    }
+    let (lo, hi) = PAPER_99PCT_NS;
+    for s in &r.reservation_ns_for_99pct {
+        println!(
+            "  {} thread(s): 99% of time reserved from {} (thesis Table 5.2: {lo}-{hi} ns); the \
+             model's shortest reservation, {} lines at 1.5 GiB/s, is {:.0} ns: {}",
+            s.threads,
+            s.reservation_ns.map_or("no tested size".into(), |n| format!("{n} ns")),
+            pmem::timing::MIN_RESERVATION_LINES,
+            s.model_min_reservation_ns,
+            match s.model_accurate {
+                Some(true) => "accurate",
+                Some(false) => "BELOW this machine's 99% size",
+                None => "unknown",
+            }
+        );
     }
     println!(
         "\nDelay accuracy from {ACCURATE_FROM_NS} ns: worst error {:.1}% ({})",

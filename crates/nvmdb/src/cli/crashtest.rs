@@ -192,7 +192,11 @@ struct ChildPlan {
 
 impl ChildPlan {
     fn config(&self) -> EngineConfig {
-        EngineConfig { workers: self.threads, cache_pages: None, extra: self.engine_opts.clone() }
+        EngineConfig {
+            workers: self.threads,
+            extra: self.engine_opts.clone(),
+            ..Default::default()
+        }
     }
 }
 
@@ -267,8 +271,8 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
     }
     let mut config = EngineConfig {
         workers: args.threads,
-        cache_pages: None,
         extra: key_values("engine-opt", &args.engine_opt)?,
+        ..Default::default()
     };
     if engine.kind == EngineKind::Region && !args.kill {
         config

@@ -113,7 +113,7 @@ fn opener(engine: &'static str) -> anyhow::Result<fuzz::OpenEngine> {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let config = EngineConfig { workers: fuzz::WORKERS, cache_pages: None, extra };
+    let config = EngineConfig { workers: fuzz::WORKERS, extra, ..Default::default() };
     registry::region_engine_options(engine, &config)?;
     Ok(Arc::new(move |region| {
         registry::open_on_region(engine, region, &config).map_err(|e| match e {
