@@ -7,7 +7,9 @@
 //! ("not yet runnable: engine wal missing") instead of guessing.
 
 use crate::data::{Dataset, Missing, PointData};
-use crate::spec::{Aggregate, ClaimKind, ClaimSpec, Conditions, PointAgg, DEFAULT_TOLERANCE};
+use crate::spec::{
+    Aggregate, Bound, ClaimKind, ClaimSpec, Conditions, PointAgg, DEFAULT_TOLERANCE,
+};
 use crate::units::format_number;
 use serde::Serialize;
 
@@ -104,6 +106,20 @@ pub struct ClaimResult {
     /// The number judged (the aggregate), if there is one.
     pub value: Option<f64>,
     pub verdict: Verdict,
+    /// Whether the accepted interval is the paper's number or ours, and why ours.
+    pub bound: Bound,
+    pub bound_reason: Option<String>,
+}
+
+impl ClaimResult {
+    /// The paper's value, with "bound ours: why" when the interval judged is ours.
+    pub fn paper_with_bound(&self) -> String {
+        match (self.bound, &self.bound_reason) {
+            (Bound::Ours, Some(why)) => format!("{} [bound ours: {why}]", self.paper),
+            (Bound::Ours, None) => format!("{} [bound ours]", self.paper),
+            (Bound::Paper, _) => self.paper.clone(),
+        }
+    }
 }
 
 /// One group's outcome.
@@ -131,6 +147,8 @@ pub fn evaluate(claim: &ClaimSpec, data: &Dataset) -> ClaimResult {
         measured,
         value,
         verdict,
+        bound: claim.bound,
+        bound_reason: claim.bound_reason.clone(),
     }
 }
 
@@ -512,6 +530,45 @@ mod tests {
             Some(Crossing::None { a_above: true, lo: 0.0, hi: 5.0 })
         );
         assert_eq!(crossing(&[]), None);
+    }
+
+    #[test]
+    fn an_ours_bound_is_shown_beside_the_paper() {
+        let text = r#"
+            [spec]
+            title = "t"
+            source = "s"
+            [grid]
+            engine = ["inplace"]
+            [[claim]]
+            id = "fast"
+            text = "recovers fast"
+            source = "s"
+            kind = "value"
+            metric = "recovery_ms"
+            range = [0.0, 1000.0]
+            unit = "ms"
+            paper = "near-instantly"
+            bound = "ours"
+            bound_reason = "no number in the paper"
+        "#;
+        let spec = crate::spec::Spec::parse(text, std::path::Path::new("t.toml")).unwrap();
+        let data = Dataset::build(&spec, &[]);
+        let r = evaluate(&spec.claims[0], &data);
+        assert_eq!(r.bound, Bound::Ours);
+        assert_eq!(r.paper_with_bound(), "near-instantly [bound ours: no number in the paper]");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["bound"], "ours");
+        assert_eq!(json["bound_reason"], "no number in the paper");
+        let paper = crate::spec::Spec::parse(
+            &text
+                .replace("bound = \"ours\"", "")
+                .replace("bound_reason = \"no number in the paper\"", ""),
+            std::path::Path::new("t.toml"),
+        )
+        .unwrap();
+        let r = evaluate(&paper.claims[0], &data);
+        assert_eq!(r.paper_with_bound(), "near-instantly");
     }
 
     #[test]

@@ -487,7 +487,7 @@ pub fn html(report: &Report) -> String {
                      <td class=\"{}\">{}</td></tr>",
                     escape(&c.text),
                     escape(&c.source),
-                    escape(&c.paper),
+                    escape(&c.paper_with_bound()),
                     escape(&c.measured),
                     verdict_class(&c.verdict),
                     escape(&c.verdict.label())
@@ -527,7 +527,7 @@ pub fn markdown(report: &Report) -> String {
                 "| {} | {} | {} | {} | {} |",
                 md_cell(&s.name),
                 md_cell(&c.text),
-                md_cell(&c.paper),
+                md_cell(&c.paper_with_bound()),
                 md_cell(&c.measured),
                 md_cell(&c.verdict.label())
             );

@@ -350,6 +350,24 @@ pub struct ClaimSpec {
     /// The paper's value in words, when `expected`/`range` do not say it (`up to 1.5×`).
     #[serde(default)]
     pub paper: Option<String>,
+    /// Whose bound `expected`/`range` is: the paper's number (default), or ours where the paper
+    /// gives none (`"near-instantly"` read as `< 1 s`). An `ours` bound needs `bound_reason`.
+    #[serde(default)]
+    pub bound: Bound,
+    /// Why the bound is ours and what the paper does say; shown beside the paper's value.
+    #[serde(default)]
+    pub bound_reason: Option<String>,
+}
+
+/// Who set a claim's accepted interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    /// The paper states the number the claim checks.
+    #[default]
+    Paper,
+    /// We chose the number: the paper's statement is qualitative or elsewhere.
+    Ours,
 }
 
 /// Relative tolerance used when a claim gives `expected` and no tolerance.
@@ -805,6 +823,22 @@ impl Validator<'_> {
             ClaimKind::Value => {}
         }
         need("expected or range", c.expected.is_some() || c.range.is_some())?;
+        let has_reason = c.bound_reason.as_deref().is_some_and(|r| !r.trim().is_empty());
+        match (c.bound, has_reason) {
+            (Bound::Ours, false) => {
+                return Err(self.err(
+                    format!("{ctx}.bound_reason"),
+                    "a bound = \"ours\" claim says why (what the paper states instead)",
+                ))
+            }
+            (Bound::Paper, true) => {
+                return Err(self.err(
+                    format!("{ctx}.bound_reason"),
+                    "only a bound = \"ours\" claim has a bound_reason",
+                ))
+            }
+            _ => {}
+        }
         if let Some([lo, hi]) = c.range {
             if lo.is_nan() || hi.is_nan() || lo > hi {
                 return Err(
@@ -894,6 +928,26 @@ mod tests {
         assert!(parse(&missing).unwrap_err().to_string().contains("expected or range"));
         let unknown = ok.replace("[\"variant\"]", "[\"variantt\"]");
         assert!(parse(&unknown).unwrap_err().to_string().contains("variantt"));
+    }
+
+    #[test]
+    fn a_bound_of_ours_needs_its_reason() {
+        let claim = format!(
+            "{MINIMAL}\n[[claim]]\nid = \"v\"\ntext = \"t\"\nsource = \"s\"\nkind = \"value\"\n\
+             range = [0.0, 1.0]\n"
+        );
+        assert_eq!(parse(&claim).unwrap().claims[0].bound, Bound::Paper);
+        let ours = format!("{claim}bound = \"ours\"\nbound_reason = \"paper: near-instantly\"\n");
+        let spec = parse(&ours).unwrap();
+        assert_eq!(spec.claims[0].bound, Bound::Ours);
+        assert_eq!(spec.claims[0].bound_reason.as_deref(), Some("paper: near-instantly"));
+        let unexplained = format!("{claim}bound = \"ours\"\n");
+        let e = parse(&unexplained).unwrap_err().to_string();
+        assert!(e.contains("claim `v`.bound_reason"), "{e}");
+        let stray = format!("{claim}bound_reason = \"x\"\n");
+        assert!(parse(&stray).unwrap_err().to_string().contains("only a bound = \"ours\""));
+        let typo = format!("{claim}bound = \"mine\"\n");
+        assert!(parse(&typo).is_err());
     }
 
     #[test]

@@ -72,3 +72,41 @@ fn quick_runs_are_short() {
         }
     }
 }
+
+/// Issue 16: a reproduction (`pelley-*`, `thesis-*`) runs the paper's method (DRAM with the
+/// timing model; Fig. 1's crash test on tmpfs without flush cost) and names the protocol of
+/// every In-Place and WAL point, so its series cannot silently fall back to ours; a product
+/// spec (`product-*`) says it is not a reproduction.
+#[test]
+fn reproductions_use_the_papers_method() {
+    let flag = |p: &grid::Point, k: &str| p.flags.get(k).map(|v| v.to_string()).unwrap_or_default();
+    for path in spec_files() {
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        let spec = Spec::load(&path).unwrap();
+        if file.starts_with("product-") {
+            let title = spec.title.to_lowercase();
+            assert!(title.contains("not a reproduction"), "{file}: title must say so");
+            continue;
+        }
+        if !(file.starts_with("pelley-") || file.starts_with("thesis-")) {
+            continue;
+        }
+        let (points, _) = grid::expand(&spec, &ExpandOptions::default()).unwrap();
+        for p in &points {
+            let medium = flag(p, "medium");
+            match spec.mode {
+                experiments::spec::Mode::Run => assert_eq!(medium, "dram", "{file}: {}", p.id),
+                _ => {
+                    assert_eq!(medium, "shm", "{file}: {}", p.id);
+                    assert_eq!(flag(p, "flush"), "none", "{file}: {} pays real flushes", p.id);
+                }
+            }
+            let opts = flag(p, "engine_opt");
+            match flag(p, "engine").as_str() {
+                "inplace" => assert!(opts.contains("protocol="), "{file}: {} protocol?", p.id),
+                "wal" => assert!(opts.contains("page_flush="), "{file}: {} page_flush?", p.id),
+                _ => {}
+            }
+        }
+    }
+}
