@@ -296,3 +296,33 @@ fn rows_of_4096_bytes_live_one_per_leaf() {
     let report = db.check_integrity().expect("integrity");
     assert_eq!(report.rows, 50 - 17);
 }
+
+/// Regression (found by `crashtest --workload tpcc --threads 2 --engine-opt group_commit_ms=1`):
+/// a group closed by a thread other than the one that wrote its pages fenced only its own
+/// flushes, so the persisted master named pages that were not persisted.
+#[test]
+fn a_group_closed_by_another_thread_persists_the_writers_pages() {
+    let region = Region::open(&RegionOptions::new(Medium::Sim, 4 << 20)).expect("region");
+    let opts = EngineOptions { group_commit_ms: 1, ..options(None) };
+    let db = Cow::open(region.clone(), &opts).expect("open");
+    let t = db.create_table(&spec()).expect("table");
+    let mut model = Model::new();
+    let token = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut tx = db.begin(0).expect("begin");
+            for k in 0..30u64 {
+                tx.insert(t, k, &row(k, 3)).expect("insert");
+            }
+            tx.commit().expect("commit")
+        })
+        .join()
+        .expect("writer thread")
+    });
+    for k in 0..30u64 {
+        model.insert(k, row(k, 3));
+    }
+    assert_ne!(token, storage::CommitToken::DURABLE, "the group must still be open");
+    db.wait_durable(token).expect("durable");
+    let image = region.crash_image(CrashPolicy::Persisted, 0).expect("sim");
+    assert_eq!(contents(&reopen(&image).expect("reopen")), model);
+}

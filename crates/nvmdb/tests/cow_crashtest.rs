@@ -36,7 +36,7 @@ fn clean(args: &[&str]) -> serde_json::Value {
 #[test]
 fn cow_survives_crashes_on_ycsb_and_tpcc() {
     for workload in [["--workload=ycsb", "--mix=write-heavy"], ["--workload=tpcc", "--txns=60"]] {
-        let json = clean(&[workload[0], workload[1], "--crashes=60", "--policy=all", "--seed=8"]);
+        let json = clean(&[workload[0], workload[1], "--crashes=40", "--policy=all", "--seed=8"]);
         assert!(json["coverage"]["windows_with"]["splits"].as_u64().unwrap() > 0, "{json}");
     }
 }
@@ -47,7 +47,7 @@ fn cow_survives_crashes_with_grouped_commits_and_two_threads() {
         "--workload=tpcc",
         "--threads=2",
         "--engine-opt=group_commit_ms=1",
-        "--crashes=40",
+        "--crashes=30",
         "--seed=9",
     ]);
 }
@@ -55,7 +55,7 @@ fn cow_survives_crashes_with_grouped_commits_and_two_threads() {
 fn caught(fault: &str) -> serde_json::Value {
     let fault = format!("--engine-opt=fault={fault}");
     let args = ["--workload=ycsb", "--mix=write-heavy", fault.as_str(), "--seed=10"];
-    let out = crashtest(&[&args[..], &["--crashes=60", "--policy=all"]].concat());
+    let out = crashtest(&[&args[..], &["--crashes=30", "--policy=all"]].concat());
     let json = json_of(&out);
     assert_eq!(out.status.code(), Some(1), "the fault went unnoticed: {json}");
     assert!(json["violations"].as_u64().unwrap() > 0, "{json}");

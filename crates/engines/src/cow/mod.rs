@@ -78,6 +78,9 @@ struct State {
     pending: VecDeque<(u64, Vec<PageId>)>,
     /// Snapshot version -> transactions reading it.
     readers: BTreeMap<u64, usize>,
+    /// Ranges the open group's commits wrote, with the writing thread: a barrier orders only
+    /// its own thread's flushes, so the thread closing the group flushes the others' again.
+    group_ranges: Vec<(std::thread::ThreadId, u64, u64)>,
 }
 
 /// How pages reach the medium: stores + flushes (`io=nvm`) or `pwrite` + `fdatasync` (`io=fs`).
@@ -232,6 +235,7 @@ impl Cow {
             high: scan.high,
             pending: VecDeque::new(),
             readers: BTreeMap::new(),
+            group_ranges: Vec::new(),
         };
         report.duration = started.elapsed();
         Ok(Cow {
@@ -402,6 +406,10 @@ impl Cow {
                 self.device.flush(page_offset(*page), *len);
             }
         }
+        if !self.group_commit.is_zero() {
+            let me = std::thread::current().id();
+            s.group_ranges.extend(written.iter().map(|&(p, len)| (me, page_offset(p), len)));
+        }
         let group = s.group;
         let now = Instant::now();
         let opened = *s.group_opened.get_or_insert(now);
@@ -442,6 +450,15 @@ impl Cow {
     fn close_group(&self, s: &mut State) {
         if s.durable_version == s.current.number {
             return;
+        }
+        // Regression (found by `crashtest --workload tpcc --threads 2 --engine-opt
+        // group_commit_ms=1`): a group closed by another thread's `is_durable` fenced only that
+        // thread's flushes, and the master named pages still in the writer's pending flushes.
+        let me = std::thread::current().id();
+        for (thread, offset, len) in std::mem::take(&mut s.group_ranges) {
+            if thread != me {
+                self.device.flush(offset, len);
+            }
         }
         if self.fault != Some(Fault::CowSkipNodePersist) {
             self.device.barrier();
