@@ -150,9 +150,8 @@ fn reopening_rebuilds_an_exact_free_set_and_keeps_every_commit() {
             let mut tx = db.begin(0).expect("begin");
             for k in 0..10 {
                 let key = (round * 7 + k * 13) % 97;
-                if model.contains_key(&key) {
+                if model.remove(&key).is_some() {
                     assert!(tx.delete(t, key).expect("delete"));
-                    model.remove(&key);
                 } else {
                     tx.insert(t, key, &row(key, round)).expect("insert");
                     model.insert(key, row(key, round));
