@@ -584,8 +584,10 @@ fn recover(region: &Region, layout: &Layout) -> Result<(Version, Scan)> {
 
 /// What opening `region` would find (the version the master names), read without writing.
 pub fn inspect(region: &Region, mut outer: crate::Inspection) -> Result<crate::Inspection> {
-    let sb = Superblock::read(region, ENGINE_NAME, false)?
-        .ok_or_else(|| DbError::Format("cow: region is blank".into()))?;
+    let sb = match Superblock::verdict(region, false)? {
+        storage::format::Verdict::Open { sb, .. } => sb,
+        storage::format::Verdict::Format => return Ok(outer),
+    };
     let (version, scan) = recover(region, &sb.layout)?;
     outer.verdict = format!(
         "{}; master names version {} ({} tables, {} pages in use): nothing to recover",
