@@ -1,6 +1,7 @@
 //! `engines`: one module per storage and recovery method, all behind [`storage::Engine`]
 //! (DESIGN §4). Variants are options, not copies.
 
+pub mod cow;
 mod gated;
 pub mod group;
 pub mod inplace;
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use storage::{DbError, Engine, Result};
 
 /// Engines this crate provides.
-pub const ENGINES: &[&str] = &["inplace", "wal", "group"];
+pub const ENGINES: &[&str] = &["inplace", "wal", "group", "cow"];
 
 /// Options shared by the page-based engines. Defaults live here.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -54,6 +55,9 @@ pub struct EngineOptions {
     pub log_insert: wal::LogInsert,
     /// `inplace`: how page updates persist (ours, or Pelley's `persist_wal` + `persist_page`).
     pub protocol: inplace::Protocol,
+    /// `cow`: commits within this interval share one barrier and master swap (N-Store's
+    /// `gc_interval`); 0: every commit persists alone.
+    pub group_commit_ms: u64,
 }
 
 impl Default for EngineOptions {
@@ -76,6 +80,7 @@ impl Default for EngineOptions {
             io: wal::Io::Nvm,
             log_insert: wal::LogInsert::Aether,
             protocol: inplace::Protocol::Lean,
+            group_commit_ms: 0,
         }
     }
 }
@@ -111,6 +116,14 @@ pub enum Fault {
     /// `inplace protocol=pelley`: `persist_page` before `persist_wal` (the page update
     /// persists before its undo entry).
     PelleyPageBeforeWal,
+    /// `cow`: swap the master record without the barrier that persists the new pages first
+    /// (they are flushed, not fenced: the swap may reach the medium before them).
+    CowSkipNodePersist,
+    /// `cow`: persist the master record before the new pages (flushed after it).
+    CowSwapBeforeNodes,
+    /// `cow`: make a committed page reusable as soon as a writer copies it, before the version
+    /// replacing it is durable (the next new page of the same commit may overwrite it).
+    CowReuseEarly,
 }
 
 impl Fault {
@@ -119,7 +132,8 @@ impl Fault {
         "update-before-undo, commit-before-data, free-before-commit, recovery-rollback-not-persisted, \
          batch-skip-log-barrier, batch-copy-before-log, batch-ack-early, wal-skip-log-barrier, \
          wal-page-before-log, wal-checkpoint-before-pages, pelley-page-not-flushed, \
-         pelley-page-before-wal";
+         pelley-page-before-wal, cow-skip-node-persist, cow-swap-before-nodes, \
+         cow-reuse-early";
 
     pub fn parse(s: &str) -> Option<Fault> {
         match s {
@@ -135,6 +149,9 @@ impl Fault {
             "wal-checkpoint-before-pages" => Some(Fault::WalCheckpointBeforePages),
             "pelley-page-not-flushed" => Some(Fault::PelleyPageNotFlushed),
             "pelley-page-before-wal" => Some(Fault::PelleyPageBeforeWal),
+            "cow-skip-node-persist" => Some(Fault::CowSkipNodePersist),
+            "cow-swap-before-nodes" => Some(Fault::CowSwapBeforeNodes),
+            "cow-reuse-early" => Some(Fault::CowReuseEarly),
             _ => None,
         }
     }
@@ -167,6 +184,7 @@ pub fn inspect(region: &Region) -> Result<Inspection> {
     match outer.engine.as_deref() {
         Some(group::ENGINE_NAME) => return group::inspect(region, outer),
         Some(wal::ENGINE_NAME) => return wal::inspect(region, outer),
+        Some(cow::ENGINE_NAME) => return cow::inspect(region, outer),
         _ => {}
     }
     Ok(outer)
@@ -178,6 +196,7 @@ pub fn open(name: &str, region: Region, options: &EngineOptions) -> Result<Box<d
         "inplace" => Ok(Box::new(inplace::InPlace::open(region, options)?)),
         "group" => Ok(Box::new(group::Group::open(region, options)?)),
         "wal" => Ok(Box::new(wal::Wal::open(region, options)?)),
+        "cow" => Ok(Box::new(cow::Cow::open(region, options)?)),
         other => Err(DbError::Invalid(format!(
             "unknown engine `{other}` (this crate has: {})",
             ENGINES.join(", ")

@@ -74,6 +74,13 @@ pub const ENGINES: &[EngineInfo] = &[
         stores_data: true,
     },
     EngineInfo {
+        name: "cow",
+        kind: EngineKind::Region,
+        about: "CoW / NVM-CoW (Arulraj et al. SIGMOD 2015 §3.2, §4.2): copy-on-write B+tree, \
+                master record swap; io=fs|nvm, group_commit_ms",
+        stores_data: true,
+    },
+    EngineInfo {
         name: "sqlite",
         kind: EngineKind::Peer,
         about: "SQLite, WAL journal, synchronous=FULL: one writer, readers never wait",
@@ -197,6 +204,8 @@ const GROUP_OPTS: &[&str] = &[
     "staging_bytes",
     "batch_txns",
 ];
+/// What `cow` accepts (no undo logs).
+const COW_OPTS: &[&str] = &["node_capacity", "fault", "io", "group_commit_ms"];
 /// What `wal` accepts beyond [`REGION_OPTS`].
 const WAL_OPTS: &[&str] = &[
     "undo_pages",
@@ -231,6 +240,7 @@ pub fn region_engine_options(
         "group" => GROUP_OPTS,
         "wal" => WAL_OPTS,
         "inplace" => INPLACE_OPTS,
+        "cow" => COW_OPTS,
         _ => REGION_OPTS,
     };
     reject_extra(engine, config, accepted)?;
@@ -259,6 +269,7 @@ pub fn region_engine_options(
                 })?
             }
             "max_dirty_pages" => o.max_dirty_pages = parse_opt(engine, k, v)?,
+            "group_commit_ms" => o.group_commit_ms = parse_opt(engine, k, v)?,
             "io" => {
                 o.io = engines::wal::Io::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!("io must be nvm or fs, not `{v}`")))

@@ -1,0 +1,399 @@
+//! Byte layouts of `cow` (documented in `docs/format.md`, "cow"): B+tree nodes and the meta
+//! page (the root of one committed version: the directory of every table's root). Everything
+//! read from the region is validated here: a damaged node or meta page is `DbError::Corrupt`,
+//! never a panic or an out-of-range access.
+
+use storage::format::{get_u16, get_u32, get_u64, PageId, PAGE_SIZE};
+use storage::{DbError, Result, TableSpec};
+
+/// Node header bytes; entries follow.
+pub const HEADER: usize = 32;
+/// "CL": a leaf (key + row entries).
+pub const KIND_LEAF: u16 = u16::from_le_bytes(*b"CL");
+/// "CI": an internal node (key + child page entries).
+pub const KIND_INTERNAL: u16 = u16::from_le_bytes(*b"CI");
+/// Tallest tree a table may have (2^32 leaves at fan-out 2 is far beyond any region).
+pub const MAX_HEIGHT: u32 = 32;
+
+const H_KIND: usize = 0;
+const H_LEVEL: usize = 2;
+const H_COUNT: usize = 4;
+const H_OWNER: usize = 8;
+const H_VALUE_BYTES: usize = 12;
+const H_VERSION: usize = 16;
+const H_CRC: usize = 24;
+
+/// Shape of one table's nodes: what every node read for it must say.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    /// Table id + 1 (0 is never an owner, so a zeroed page fails).
+    pub owner: u32,
+    pub row_bytes: u32,
+    pub leaf_capacity: usize,
+    pub internal_capacity: usize,
+}
+
+impl Shape {
+    pub fn new(table: u32, row_bytes: u32, node_capacity: u32) -> Shape {
+        let leaf_fit = (PAGE_SIZE - HEADER) / (8 + row_bytes as usize);
+        let internal_fit = (PAGE_SIZE - HEADER) / 16;
+        Shape {
+            owner: table + 1,
+            row_bytes,
+            leaf_capacity: leaf_fit.min(node_capacity as usize).max(1),
+            internal_capacity: internal_fit.min(node_capacity as usize),
+        }
+    }
+
+    pub fn value_bytes(&self, level: u16) -> usize {
+        if level == 0 {
+            self.row_bytes as usize
+        } else {
+            8
+        }
+    }
+
+    pub fn capacity(&self, level: u16) -> usize {
+        if level == 0 {
+            self.leaf_capacity
+        } else {
+            self.internal_capacity
+        }
+    }
+}
+
+/// A validated node: its header fields, over the page's bytes.
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    pub bytes: &'a [u8],
+    pub count: usize,
+    pub entry_bytes: usize,
+}
+
+impl<'a> Node<'a> {
+    /// Validates `bytes` (a whole page) as a node of `shape` at `level` (an empty leaf is legal:
+    /// a tree's only node after deletes, and in a writer's own nodes).
+    pub fn parse(bytes: &'a [u8], page: PageId, shape: &Shape, level: u16) -> Result<Node<'a>> {
+        let bad = |why: String| DbError::Corrupt(format!("cow node at page {page}: {why}"));
+        if bytes.len() != PAGE_SIZE {
+            return Err(bad(format!("{} bytes, not a page", bytes.len())));
+        }
+        let kind = get_u16(bytes, H_KIND);
+        let want = if level == 0 { KIND_LEAF } else { KIND_INTERNAL };
+        if kind != want {
+            return Err(bad(format!("kind {kind:#x}, expected {want:#x} at level {level}")));
+        }
+        let got_level = get_u16(bytes, H_LEVEL);
+        if got_level != level {
+            return Err(bad(format!("level {got_level}, expected {level}")));
+        }
+        let owner = get_u32(bytes, H_OWNER);
+        if owner != shape.owner {
+            return Err(bad(format!("belongs to table {}, not {}", owner.wrapping_sub(1), {
+                shape.owner - 1
+            })));
+        }
+        let vb = get_u32(bytes, H_VALUE_BYTES) as usize;
+        if vb != shape.value_bytes(level) {
+            return Err(bad(format!("value size {vb}, expected {}", shape.value_bytes(level))));
+        }
+        let count = get_u32(bytes, H_COUNT) as usize;
+        if count > shape.capacity(level) || (level > 0 && count == 0) {
+            return Err(bad(format!(
+                "{count} entries (capacity {} at level {level})",
+                shape.capacity(level)
+            )));
+        }
+        Ok(Node { bytes, count, entry_bytes: 8 + vb })
+    }
+
+    pub fn key(&self, i: usize) -> u64 {
+        get_u64(self.bytes, HEADER + i * self.entry_bytes)
+    }
+
+    pub fn value(&self, i: usize) -> &'a [u8] {
+        let at = HEADER + i * self.entry_bytes + 8;
+        &self.bytes[at..at + self.entry_bytes - 8]
+    }
+
+    pub fn child(&self, i: usize) -> PageId {
+        get_u64(self.bytes, HEADER + i * self.entry_bytes + 8)
+    }
+
+    /// Index of `key` among the entries (`Err`: where it would go).
+    pub fn search(&self, key: u64) -> std::result::Result<usize, usize> {
+        let (mut lo, mut hi) = (0usize, self.count);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.key(mid).cmp(&key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(lo)
+    }
+
+    /// The child entry whose subtree holds `key`: the last separator `<= key`, or the first
+    /// (entry 0's key is a lower bound only for keys at or above it; smaller keys go there too).
+    pub fn child_index(&self, key: u64) -> usize {
+        match self.search(key) {
+            Ok(i) => i,
+            Err(0) => 0,
+            Err(i) => i - 1,
+        }
+    }
+
+    /// Bytes in use (header + entries): what a commit writes and checksums.
+    pub fn used_bytes(&self) -> usize {
+        HEADER + self.count * self.entry_bytes
+    }
+
+    /// Whether the stored checksum matches (checked by writers and at open, not by readers).
+    pub fn crc_ok(&self) -> bool {
+        get_u32(self.bytes, H_CRC) == node_crc(self.bytes, self.used_bytes())
+    }
+}
+
+fn node_crc(bytes: &[u8], used: usize) -> u32 {
+    let head = crc32c::crc32c(&bytes[..H_CRC]);
+    crc32c::crc32c_append(head, &bytes[H_CRC + 4..used])
+}
+
+/// A node being built or changed by a writer (a whole page buffer).
+pub struct NodeBuf {
+    pub bytes: Vec<u8>,
+}
+
+impl NodeBuf {
+    pub fn new(shape: &Shape, level: u16) -> NodeBuf {
+        let mut bytes = vec![0u8; PAGE_SIZE];
+        let kind = if level == 0 { KIND_LEAF } else { KIND_INTERNAL };
+        bytes[H_KIND..H_KIND + 2].copy_from_slice(&kind.to_le_bytes());
+        bytes[H_LEVEL..H_LEVEL + 2].copy_from_slice(&level.to_le_bytes());
+        bytes[H_OWNER..H_OWNER + 4].copy_from_slice(&shape.owner.to_le_bytes());
+        let vb = shape.value_bytes(level) as u32;
+        bytes[H_VALUE_BYTES..H_VALUE_BYTES + 4].copy_from_slice(&vb.to_le_bytes());
+        NodeBuf { bytes }
+    }
+
+    pub fn level(&self) -> u16 {
+        get_u16(&self.bytes, H_LEVEL)
+    }
+
+    pub fn count(&self) -> usize {
+        get_u32(&self.bytes, H_COUNT) as usize
+    }
+
+    fn entry_bytes(&self) -> usize {
+        8 + get_u32(&self.bytes, H_VALUE_BYTES) as usize
+    }
+
+    fn set_count(&mut self, n: usize) {
+        self.bytes[H_COUNT..H_COUNT + 4].copy_from_slice(&(n as u32).to_le_bytes());
+    }
+
+    /// A read view (the buffer was built by this process, so it is valid by construction; the
+    /// capacity check is the caller's).
+    pub fn view(&self) -> Node<'_> {
+        Node { bytes: &self.bytes, count: self.count(), entry_bytes: self.entry_bytes() }
+    }
+
+    /// Inserts an entry at `i` of a node below its capacity (the caller checks).
+    pub fn insert(&mut self, i: usize, key: u64, value: &[u8]) {
+        let (n, es) = (self.count(), self.entry_bytes());
+        let at = HEADER + i * es;
+        self.bytes.copy_within(at..HEADER + n * es, at + es);
+        self.bytes[at..at + 8].copy_from_slice(&key.to_le_bytes());
+        self.bytes[at + 8..at + es].copy_from_slice(value);
+        self.set_count(n + 1);
+    }
+
+    /// Inserts an entry at `i` of a full node, splitting it: the lower half of the entries
+    /// stays, the upper half goes to `right` (an empty node of the same level). Returns the
+    /// first key of `right` (the separator). Works for any capacity >= 1 (a page need not hold
+    /// capacity + 1 entries).
+    pub fn insert_split(&mut self, i: usize, key: u64, value: &[u8], right: &mut NodeBuf) -> u64 {
+        let (n, es) = (self.count(), self.entry_bytes());
+        let mut all = Vec::with_capacity((n + 1) * es);
+        all.extend_from_slice(&self.bytes[HEADER..HEADER + i * es]);
+        all.extend_from_slice(&key.to_le_bytes());
+        all.extend_from_slice(value);
+        all.extend_from_slice(&self.bytes[HEADER + i * es..HEADER + n * es]);
+        let keep = (n + 1).div_ceil(2);
+        let moved = n + 1 - keep;
+        self.bytes[HEADER..HEADER + keep * es].copy_from_slice(&all[..keep * es]);
+        self.set_count(keep);
+        right.bytes[HEADER..HEADER + moved * es].copy_from_slice(&all[keep * es..]);
+        right.set_count(moved);
+        right.view().key(0)
+    }
+
+    pub fn remove(&mut self, i: usize) {
+        let (n, es) = (self.count(), self.entry_bytes());
+        let at = HEADER + i * es;
+        self.bytes.copy_within(at + es..HEADER + n * es, at);
+        self.set_count(n - 1);
+    }
+
+    pub fn value_mut(&mut self, i: usize) -> &mut [u8] {
+        let es = self.entry_bytes();
+        let at = HEADER + i * es + 8;
+        &mut self.bytes[at..at + es - 8]
+    }
+
+    pub fn set_child(&mut self, i: usize, child: PageId) {
+        self.value_mut(i).copy_from_slice(&child.to_le_bytes());
+    }
+
+    /// Stamps the version and checksum; returns the bytes to write (header + entries).
+    pub fn seal(&mut self, version: u64) -> &[u8] {
+        self.bytes[H_VERSION..H_VERSION + 8].copy_from_slice(&version.to_le_bytes());
+        let used = self.view().used_bytes();
+        let crc = node_crc(&self.bytes, used);
+        self.bytes[H_CRC..H_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        &self.bytes[..used]
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// meta page: one committed version
+
+/// "NVMDBcow" at offset 0 of a meta page.
+pub const META_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBcow");
+const M_VERSION: usize = 8;
+const M_TABLES: usize = 16;
+const M_CRC: usize = 20;
+const M_ENTRIES: usize = 32;
+const ENTRY_BYTES: usize = 96;
+/// Tables one meta page holds.
+pub const MAX_TABLES: usize = 64;
+const _: () = assert!(M_ENTRIES + MAX_TABLES * ENTRY_BYTES <= PAGE_SIZE);
+const E_NAME_LEN: usize = 0;
+const E_NAME: usize = 1;
+const E_ROW_BYTES: usize = 52;
+const E_EXPECTED_ROWS: usize = 56;
+const E_ROOT: usize = 64;
+const E_HEIGHT: usize = 72;
+const E_ROWS: usize = 80;
+
+/// One table in a version: its spec, its tree's root page (0: empty) and height, its row count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableRoot {
+    pub spec: TableSpec,
+    pub root: PageId,
+    pub height: u32,
+    pub rows: u64,
+}
+
+/// Encodes a version's meta page; returns the bytes in use.
+pub fn encode_meta(version: u64, tables: &[TableRoot]) -> Vec<u8> {
+    let mut b = vec![0u8; M_ENTRIES + tables.len() * ENTRY_BYTES];
+    b[0..8].copy_from_slice(&META_MAGIC.to_le_bytes());
+    b[M_VERSION..M_VERSION + 8].copy_from_slice(&version.to_le_bytes());
+    b[M_TABLES..M_TABLES + 4].copy_from_slice(&(tables.len() as u32).to_le_bytes());
+    for (i, t) in tables.iter().enumerate() {
+        let e = M_ENTRIES + i * ENTRY_BYTES;
+        let name = t.spec.name.as_bytes();
+        b[e + E_NAME_LEN] = name.len() as u8;
+        b[e + E_NAME..e + E_NAME + name.len()].copy_from_slice(name);
+        b[e + E_ROW_BYTES..e + E_ROW_BYTES + 4].copy_from_slice(&t.spec.row_bytes.to_le_bytes());
+        let expected = t.spec.expected_rows.to_le_bytes();
+        b[e + E_EXPECTED_ROWS..e + E_EXPECTED_ROWS + 8].copy_from_slice(&expected);
+        b[e + E_ROOT..e + E_ROOT + 8].copy_from_slice(&t.root.to_le_bytes());
+        b[e + E_HEIGHT..e + E_HEIGHT + 4].copy_from_slice(&t.height.to_le_bytes());
+        b[e + E_ROWS..e + E_ROWS + 8].copy_from_slice(&t.rows.to_le_bytes());
+    }
+    let crc = meta_crc(&b);
+    b[M_CRC..M_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn meta_crc(b: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&b[..M_CRC]), &b[M_CRC + 4..])
+}
+
+/// Decodes and validates a meta page (a whole page); `is_data_page` checks root page ids.
+pub fn decode_meta(
+    page: &[u8],
+    at: PageId,
+    is_data_page: impl Fn(PageId) -> bool,
+) -> Result<(u64, Vec<TableRoot>)> {
+    let bad = |why: String| DbError::Corrupt(format!("cow meta page {at}: {why}"));
+    if page.len() < M_ENTRIES || get_u64(page, 0) != META_MAGIC {
+        return Err(bad(
+            "bad magic (the master record names a page that is not a meta page)".into()
+        ));
+    }
+    let n = get_u32(page, M_TABLES) as usize;
+    if n > MAX_TABLES {
+        return Err(bad(format!("{n} tables, at most {MAX_TABLES}")));
+    }
+    let used = M_ENTRIES + n * ENTRY_BYTES;
+    if get_u32(page, M_CRC) != meta_crc(&page[..used]) {
+        return Err(bad("checksum mismatch".into()));
+    }
+    let mut tables = Vec::with_capacity(n);
+    for i in 0..n {
+        let e = M_ENTRIES + i * ENTRY_BYTES;
+        let len = page[e + E_NAME_LEN] as usize;
+        if len == 0 || len > storage::engine::MAX_TABLE_NAME {
+            return Err(bad(format!("table {i}: name length {len}")));
+        }
+        let name = std::str::from_utf8(&page[e + E_NAME..e + E_NAME + len])
+            .map_err(|_| bad(format!("table {i}: name is not UTF-8")))?;
+        let spec = TableSpec {
+            name: name.to_string(),
+            row_bytes: get_u32(page, e + E_ROW_BYTES),
+            expected_rows: get_u64(page, e + E_EXPECTED_ROWS),
+        };
+        storage::engine::check_spec(&spec).map_err(|err| bad(format!("table {i}: {err}")))?;
+        let (root, height) = (get_u64(page, e + E_ROOT), get_u32(page, e + E_HEIGHT));
+        let root_ok = if root == 0 { height == 0 } else { is_data_page(root) };
+        if !root_ok || height > MAX_HEIGHT {
+            return Err(bad(format!("table {name}: root page {root}, height {height}")));
+        }
+        tables.push(TableRoot { spec, root, height, rows: get_u64(page, e + E_ROWS) });
+    }
+    Ok((get_u64(page, M_VERSION), tables))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_round_trips_and_rejects_damage() {
+        let t = TableRoot {
+            spec: TableSpec { name: "usertable".into(), row_bytes: 1000, expected_rows: 7 },
+            root: 40,
+            height: 2,
+            rows: 99,
+        };
+        let mut page = encode_meta(12, std::slice::from_ref(&t));
+        page.resize(PAGE_SIZE, 0);
+        let (v, got) = decode_meta(&page, 5, |p| p >= 10).expect("valid");
+        assert_eq!((v, got), (12, vec![t]));
+        page[M_ENTRIES + E_ROWS] ^= 1;
+        assert!(matches!(decode_meta(&page, 5, |_| true), Err(DbError::Corrupt(_))));
+    }
+
+    #[test]
+    fn nodes_split_and_validate() {
+        let shape = Shape::new(0, 16, 4);
+        let mut n = NodeBuf::new(&shape, 0);
+        for k in 0..4u64 {
+            n.insert(k as usize, k * 10, &[k as u8; 16]);
+        }
+        let mut right = NodeBuf::new(&shape, 0);
+        assert_eq!(n.insert_split(4, 40, &[4; 16], &mut right), 30);
+        assert_eq!((n.count(), right.count()), (3, 2));
+        n.seal(1);
+        let v = Node::parse(&n.bytes, 9, &shape, 0).expect("valid");
+        assert!(v.crc_ok());
+        assert_eq!(v.search(20), Ok(2));
+        assert!(Node::parse(&n.bytes, 9, &shape, 1).is_err(), "level checked");
+        assert!(Node::parse(&n.bytes, 9, &Shape::new(1, 16, 4), 0).is_err(), "owner checked");
+        assert!(Node::parse(&[0u8; PAGE_SIZE], 9, &shape, 0).is_err(), "zero page rejected");
+    }
+}

@@ -1,0 +1,527 @@
+//! `cow` transactions: snapshot reads, and the single writer's copy-on-write B+tree changes
+//! (the dirty directory: a writer's new pages, held in DRAM until commit writes them).
+//!
+//! Invariant: a writer changes only pages it allocated itself (keys of `dirty`); a committed page
+//! it needs to change is copied first, and the original goes to `freed`, reclaimed only after
+//! the commit that replaces it is durable and no snapshot can reach it.
+
+use super::layout::{Node, NodeBuf, Shape, TableRoot, MAX_HEIGHT};
+use super::{Cow, Version};
+use parking_lot::MutexGuard;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use storage::engine::{check_row, check_update};
+use storage::format::PageId;
+use storage::{CommitToken, DbError, IntegrityReport, Result, TableId, Txn};
+
+/// The writer's state: its copy of the directory and its new pages.
+struct Writer<'a> {
+    _slot: MutexGuard<'a, ()>,
+    tables: Vec<TableRoot>,
+    dirty: HashMap<PageId, NodeBuf>,
+    /// Committed pages this transaction replaced (freed with its commit).
+    freed: Vec<PageId>,
+}
+
+pub(crate) struct CowTxn<'a> {
+    db: &'a Cow,
+    snap: Arc<Version>,
+    /// Whether the transaction has read the snapshot (then a writer that committed since makes
+    /// its first write fail: it would write on stale reads).
+    read_any: bool,
+    w: Option<Writer<'a>>,
+    done: bool,
+}
+
+impl<'a> CowTxn<'a> {
+    pub fn new(db: &'a Cow) -> CowTxn<'a> {
+        CowTxn { db, snap: db.snapshot(), read_any: false, w: None, done: false }
+    }
+
+    fn tables(&self) -> &[TableRoot] {
+        match &self.w {
+            Some(w) => &w.tables,
+            None => &self.snap.tables,
+        }
+    }
+
+    fn table(&self, table: TableId) -> Result<(&TableRoot, Shape)> {
+        let t = self.tables().get(table as usize).ok_or(DbError::NoSuchTable(table))?;
+        Ok((t, self.db.shape(table, &t.spec)))
+    }
+
+    /// A node of the transaction's view: its own new page, or a committed one (validated).
+    fn node(&self, shape: &Shape, page: PageId, level: u16) -> Result<Node<'_>> {
+        if let Some(n) = self.w.as_ref().and_then(|w| w.dirty.get(&page)) {
+            return Ok(n.view());
+        }
+        Node::parse(self.db.page(page)?, page, shape, level)
+    }
+
+    /// The leaf holding `key` and the entry's index, if present.
+    fn find(&self, table: TableId, key: u64) -> Result<Option<(PageId, usize)>> {
+        let (t, shape) = self.table(table)?;
+        if t.root == 0 {
+            return Ok(None);
+        }
+        let (mut page, mut level) = (t.root, t.height as u16 - 1);
+        loop {
+            let node = self.node(&shape, page, level)?;
+            if level == 0 {
+                return Ok(node.search(key).ok().map(|i| (page, i)));
+            }
+            page = node.child(node.child_index(key));
+            level -= 1;
+        }
+    }
+
+    /// Becomes the writer (once): takes the writer slot; fails retryably if another writer
+    /// committed after this transaction read its snapshot.
+    fn become_writer(&mut self, table: TableId, key: u64) -> Result<()> {
+        if self.w.is_some() {
+            return Ok(());
+        }
+        let conflict = DbError::Conflict { table, key };
+        let slot = self.db.writer_slot().ok_or(conflict)?;
+        let fresh = self.db.snapshot();
+        if fresh.number != self.snap.number {
+            if self.read_any {
+                self.db.release(fresh.number);
+                self.db.note_snapshot_conflict();
+                return Err(DbError::Conflict { table, key });
+            }
+            self.db.release(self.snap.number);
+            self.snap = fresh;
+        } else {
+            self.db.release(fresh.number);
+        }
+        let tables = self.snap.tables.clone();
+        self.w = Some(Writer { _slot: slot, tables, dirty: HashMap::new(), freed: Vec::new() });
+        Ok(())
+    }
+
+    fn writer(&mut self) -> &mut Writer<'a> {
+        self.w.as_mut().expect("become_writer ran")
+    }
+
+    /// Makes `page` (at `level` of `shape`'s tree) one of the writer's own pages, copying a
+    /// committed one (checksum verified) to a new page. Returns the page to change.
+    fn own(&mut self, shape: &Shape, page: PageId, level: u16) -> Result<PageId> {
+        let db = self.db;
+        if self.writer().dirty.contains_key(&page) {
+            return Ok(page);
+        }
+        let node = Node::parse(db.page(page)?, page, shape, level)?;
+        if !node.crc_ok() {
+            return Err(DbError::Corrupt(format!("cow: node at page {page} fails its checksum")));
+        }
+        let copy = NodeBuf { bytes: node.bytes.to_vec() };
+        let new = db.alloc()?;
+        db.note_copy();
+        let w = self.writer();
+        w.dirty.insert(new, copy);
+        if db.fault_reuse_early() {
+            // The fault: the committed page is reusable before the version replacing it is.
+            db.give_back([page]);
+        } else {
+            w.freed.push(page);
+        }
+        Ok(new)
+    }
+
+    fn new_node(&mut self, shape: &Shape, level: u16) -> Result<PageId> {
+        let page = self.db.alloc()?;
+        self.writer().dirty.insert(page, NodeBuf::new(shape, level));
+        Ok(page)
+    }
+
+    /// Drops one of the writer's own pages (never visible to anyone: reusable at once).
+    fn drop_own(&mut self, page: PageId) {
+        self.writer().dirty.remove(&page);
+        self.db.give_back([page]);
+        self.db.counters_ref().page_free();
+    }
+
+    fn dirty(&mut self, page: PageId) -> Result<&mut NodeBuf> {
+        self.writer()
+            .dirty
+            .get_mut(&page)
+            .ok_or_else(|| DbError::Invalid(format!("cow: internal: page {page} is not dirty")))
+    }
+
+    /// Copies the path from the root to the leaf for `key` (creating a root leaf for an empty
+    /// table). Returns (page, child index taken) from the root down; the leaf is last.
+    fn cow_path(&mut self, table: TableId, key: u64) -> Result<Vec<(PageId, usize)>> {
+        let (t, shape) = self.table(table)?;
+        let (root, height) = (t.root, t.height);
+        let tid = table as usize;
+        if root == 0 {
+            let leaf = self.new_node(&shape, 0)?;
+            let t = &mut self.writer().tables[tid];
+            (t.root, t.height) = (leaf, 1);
+            return Ok(vec![(leaf, 0)]);
+        }
+        let mut level = height as u16 - 1;
+        let mut page = self.own(&shape, root, level)?;
+        self.writer().tables[tid].root = page;
+        let mut path = Vec::with_capacity(height as usize);
+        while level > 0 {
+            let (i, child) = {
+                let n = self.dirty(page)?.view();
+                let i = n.child_index(key);
+                (i, n.child(i))
+            };
+            let own = self.own(&shape, child, level - 1)?;
+            if own != child {
+                self.dirty(page)?.set_child(i, own);
+            }
+            path.push((page, i));
+            page = own;
+            level -= 1;
+        }
+        path.push((page, 0));
+        Ok(path)
+    }
+
+    /// Inserts (sep, right) above `path[j]` after it split, splitting upwards as needed.
+    fn propagate(
+        &mut self,
+        table: TableId,
+        shape: &Shape,
+        path: &[(PageId, usize)],
+        mut j: usize,
+        mut sep: u64,
+        mut right: PageId,
+    ) -> Result<()> {
+        let tid = table as usize;
+        loop {
+            self.db.counters_ref().split();
+            if j == 0 {
+                let old_root = path[0].0;
+                let level = self.dirty(old_root)?.level() + 1;
+                if u32::from(level) >= MAX_HEIGHT {
+                    return Err(DbError::TxnTooLarge(format!(
+                        "cow: tree taller than {MAX_HEIGHT}"
+                    )));
+                }
+                let root = self.new_node(shape, level)?;
+                let n = self.dirty(root)?;
+                n.insert(0, 0, &old_root.to_le_bytes());
+                n.insert(1, sep, &right.to_le_bytes());
+                let t = &mut self.writer().tables[tid];
+                t.root = root;
+                t.height += 1;
+                return Ok(());
+            }
+            let (parent, i) = path[j - 1];
+            let level = self.dirty(parent)?.level();
+            if self.dirty(parent)?.count() < shape.capacity(level) {
+                self.dirty(parent)?.insert(i + 1, sep, &right.to_le_bytes());
+                return Ok(());
+            }
+            let r2 = self.new_node(shape, level)?;
+            let mut r2buf = self.writer().dirty.remove(&r2).expect("just added");
+            sep = self.dirty(parent)?.insert_split(i + 1, sep, &right.to_le_bytes(), &mut r2buf);
+            self.writer().dirty.insert(r2, r2buf);
+            right = r2;
+            j -= 1;
+        }
+    }
+
+    /// Removes nodes a delete emptied, bottom-up, and shortens a root with one child.
+    fn prune(&mut self, table: TableId, path: &[(PageId, usize)]) -> Result<()> {
+        let tid = table as usize;
+        let mut j = path.len() - 1;
+        while j > 0 && self.dirty(path[j].0)?.count() == 0 {
+            self.drop_own(path[j].0);
+            let (parent, i) = path[j - 1];
+            self.dirty(parent)?.remove(i);
+            j -= 1;
+        }
+        let root = path[0].0;
+        if self.dirty(root)?.count() == 0 {
+            self.drop_own(root);
+            let t = &mut self.writer().tables[tid];
+            (t.root, t.height) = (0, 0);
+            return Ok(());
+        }
+        // A root with a single child: the child becomes the root (it may be a committed page,
+        // which is fine: it is not changed, only named by the new directory).
+        loop {
+            let (root, height) = {
+                let t = &self.writer().tables[tid];
+                (t.root, t.height)
+            };
+            if height <= 1 || !self.writer().dirty.contains_key(&root) {
+                return Ok(());
+            }
+            let n = self.dirty(root)?.view();
+            if n.count != 1 {
+                return Ok(());
+            }
+            let child = n.child(0);
+            self.drop_own(root);
+            self.db.counters_ref().merge();
+            let t = &mut self.writer().tables[tid];
+            (t.root, t.height) = (child, height - 1);
+        }
+    }
+
+    fn scan_node(
+        &self,
+        shape: &Shape,
+        page: PageId,
+        level: u16,
+        range: (u64, u64),
+        budget: &mut usize,
+        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<bool> {
+        let node = self.node(shape, page, level)?;
+        let (low, high) = range;
+        if level == 0 {
+            let start = node.search(low).unwrap_or_else(|i| i);
+            for i in start..node.count {
+                let k = node.key(i);
+                if k > high || *budget == 0 {
+                    return Ok(false);
+                }
+                *budget -= 1;
+                if !visit(k, node.value(i)) {
+                    return Ok(false);
+                }
+            }
+            return Ok(true);
+        }
+        let start = node.child_index(low);
+        for i in start..node.count {
+            if i > start && node.key(i) > high {
+                return Ok(false);
+            }
+            if !self.scan_node(shape, node.child(i), level - 1, range, budget, visit)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Ends the transaction's claims: gives back its own pages (abort) and its snapshot.
+    fn end(&mut self, aborted: bool) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        if let Some(w) = self.w.take() {
+            if aborted {
+                self.db.give_back(w.dirty.keys().copied());
+            }
+        }
+        self.db.release(self.snap.number);
+    }
+}
+
+impl Drop for CowTxn<'_> {
+    fn drop(&mut self) {
+        self.end(true);
+    }
+}
+
+impl Txn for CowTxn<'_> {
+    fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        out.clear();
+        self.read_any = true;
+        let Some((leaf, i)) = self.find(table, key)? else { return Ok(false) };
+        let (_, shape) = self.table(table)?;
+        out.extend_from_slice(self.node(&shape, leaf, 0)?.value(i));
+        Ok(true)
+    }
+
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        let (t, shape) = self.table(table)?;
+        check_row(table, &t.spec, row)?;
+        self.become_writer(table, key)?;
+        if self.find(table, key)?.is_some() {
+            return Err(DbError::Duplicate { table, key });
+        }
+        let path = self.cow_path(table, key)?;
+        let (leaf, _) = path[path.len() - 1];
+        let n = self.dirty(leaf)?;
+        let pos = n.view().search(key).unwrap_or_else(|i| i);
+        if n.count() < shape.leaf_capacity {
+            n.insert(pos, key, row);
+        } else {
+            let right = self.new_node(&shape, 0)?;
+            let mut rbuf = self.writer().dirty.remove(&right).expect("just added");
+            let sep = self.dirty(leaf)?.insert_split(pos, key, row, &mut rbuf);
+            self.writer().dirty.insert(right, rbuf);
+            self.propagate(table, &shape, &path, path.len() - 1, sep, right)?;
+        }
+        self.writer().tables[table as usize].rows += 1;
+        Ok(())
+    }
+
+    fn update(&mut self, table: TableId, key: u64, offset: u32, bytes: &[u8]) -> Result<bool> {
+        let (t, _) = self.table(table)?;
+        check_update(table, &t.spec, offset, bytes.len())?;
+        self.become_writer(table, key)?;
+        if self.find(table, key)?.is_none() {
+            return Ok(false);
+        }
+        let path = self.cow_path(table, key)?;
+        let n = self.dirty(path[path.len() - 1].0)?;
+        let i = n.view().search(key).map_err(|_| {
+            DbError::Corrupt(format!("cow: key {key} vanished from its leaf in table {table}"))
+        })?;
+        let at = offset as usize;
+        n.value_mut(i)[at..at + bytes.len()].copy_from_slice(bytes);
+        Ok(true)
+    }
+
+    fn delete(&mut self, table: TableId, key: u64) -> Result<bool> {
+        self.table(table)?;
+        self.become_writer(table, key)?;
+        if self.find(table, key)?.is_none() {
+            return Ok(false);
+        }
+        let path = self.cow_path(table, key)?;
+        let n = self.dirty(path[path.len() - 1].0)?;
+        let i = n.view().search(key).map_err(|_| {
+            DbError::Corrupt(format!("cow: key {key} vanished from its leaf in table {table}"))
+        })?;
+        n.remove(i);
+        self.db.counters_ref().delete();
+        let t = &mut self.writer().tables[table as usize];
+        t.rows = t.rows.saturating_sub(1);
+        self.prune(table, &path)?;
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        table: TableId,
+        low: u64,
+        high: u64,
+        limit: usize,
+        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        self.read_any = true;
+        let (t, shape) = self.table(table)?;
+        if t.root == 0 || low > high || limit == 0 {
+            return Ok(0);
+        }
+        let (root, level) = (t.root, t.height as u16 - 1);
+        let mut budget = limit;
+        self.scan_node(&shape, root, level, (low, high), &mut budget, visit)?;
+        Ok(limit - budget)
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<CommitToken> {
+        let Some(mut w) = self.w.take() else {
+            let token = self.db.read_token(&self.snap);
+            self.end(false);
+            return Ok(token);
+        };
+        if w.dirty.is_empty() && w.tables == self.snap.tables {
+            self.end(false);
+            return Ok(self.db.read_token(&self.snap));
+        }
+        let tables = std::mem::take(&mut w.tables);
+        let freed = std::mem::take(&mut w.freed);
+        let result = self.db.commit_version(&mut w.dirty, tables, freed, false);
+        drop(w);
+        self.end(false);
+        result
+    }
+
+    fn abort(mut self: Box<Self>) -> Result<()> {
+        self.end(true);
+        Ok(())
+    }
+}
+
+/// Walks the current version: every node valid with its checksum, keys strictly increasing
+/// across each tree, row counts as the directory says, no page reachable twice or free or
+/// pending; with no writer active, reachable + free + pending = every page below the high mark.
+pub(crate) fn check_integrity(db: &Cow) -> Result<IntegrityReport> {
+    let quiet = db.writer.try_lock();
+    let snap = db.snapshot();
+    let result = walk(db, &snap);
+    db.release(snap.number);
+    let (reachable, rows) = result?;
+    let s = db.state.lock();
+    let pending: usize = s.pending.iter().map(|(_, p)| p.len()).sum();
+    for p in &reachable {
+        if s.free.contains(p) || s.pending.iter().any(|(_, ps)| ps.contains(p)) {
+            return Err(DbError::Corrupt(format!("cow: page {p} is reachable and also free")));
+        }
+    }
+    let below = s.high - db.layout.first_data_page();
+    let accounted = (reachable.len() + s.free.len() + pending) as u64;
+    if quiet.is_some() && accounted != below {
+        return Err(DbError::Corrupt(format!(
+            "cow: {} reachable + {} free + {pending} pending pages != {below} pages in use",
+            reachable.len(),
+            s.free.len()
+        )));
+    }
+    Ok(IntegrityReport {
+        tables: snap.tables.len() as u64,
+        rows,
+        pages_in_use: (reachable.len() + pending) as u64,
+        pages_free: s.free.len() as u64 + (db.layout.page_count - s.high),
+    })
+}
+
+fn walk(db: &Cow, snap: &Version) -> Result<(HashSet<PageId>, u64)> {
+    let mut reachable = HashSet::new();
+    if snap.meta_page != 0 {
+        reachable.insert(snap.meta_page);
+    }
+    let mut total_rows = 0u64;
+    for (id, t) in snap.tables.iter().enumerate() {
+        if t.root == 0 {
+            if t.rows != 0 {
+                return Err(DbError::Corrupt(format!("cow: empty table {} has rows", t.spec.name)));
+            }
+            continue;
+        }
+        let shape = db.shape(id as TableId, &t.spec);
+        let mut rows = 0u64;
+        let mut last: Option<u64> = None;
+        // (page, level, lower bound of its keys): depth first, left to right.
+        let mut stack = vec![(t.root, t.height as u16 - 1)];
+        while let Some((page, level)) = stack.pop() {
+            if !reachable.insert(page) {
+                return Err(DbError::Corrupt(format!("cow: page {page} is reachable twice")));
+            }
+            let node = Node::parse(db.page(page)?, page, &shape, level)?;
+            if !node.crc_ok() {
+                return Err(DbError::Corrupt(format!("cow: node at page {page} fails its crc")));
+            }
+            if level == 0 {
+                for i in 0..node.count {
+                    let k = node.key(i);
+                    if last.is_some_and(|l| l >= k) {
+                        return Err(DbError::Corrupt(format!(
+                            "cow: table {}: key {k} out of order",
+                            t.spec.name
+                        )));
+                    }
+                    last = Some(k);
+                }
+                rows += node.count as u64;
+            } else {
+                for i in (0..node.count).rev() {
+                    stack.push((node.child(i), level - 1));
+                }
+            }
+        }
+        if rows != t.rows {
+            return Err(DbError::Corrupt(format!(
+                "cow: table {} holds {rows} rows, its directory says {}",
+                t.spec.name, t.rows
+            )));
+        }
+        total_rows += rows;
+    }
+    Ok((reachable, total_rows))
+}
