@@ -74,7 +74,7 @@ pub struct NvwalOptions {
     pub heap: HeapMode,
     /// Heap block size (fixed at format time).
     pub block_bytes: u64,
-    /// Bytes of log blocks (fixed at format time; `None`: a quarter of the region, 4-64 MiB).
+    /// Bytes of log blocks (fixed at format time; `None`: half the region, 4-64 MiB).
     pub log_bytes: Option<u64>,
     pub fault: Option<Fault>,
 }

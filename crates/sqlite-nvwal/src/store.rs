@@ -134,7 +134,7 @@ impl Store {
                 (layout, true)
             }
         } else if region.read(0, HEADER_BYTES as usize).iter().all(|b| *b == 0) {
-            let log_bytes = options.log_bytes.unwrap_or((len / 4).clamp(4 << 20, 64 << 20));
+            let log_bytes = options.log_bytes.unwrap_or((len / 2).clamp(4 << 20, 64 << 20));
             let layout = Layout::plan(len, log_bytes, options.block_bytes)?;
             format(&region, &layout);
             (layout, true)
