@@ -53,8 +53,8 @@ pub const NO_BASE: u32 = u32::MAX;
 pub const MIN_PAGE_BYTES: u32 = 512;
 pub const MAX_PAGE_BYTES: u32 = 65536;
 
-const _: () = assert!(RECORD_HEADER_BYTES % 8 == 0);
-const _: () = assert!(H_WAL_HEADER % 64 == 0 && WAL_HEADER_BYTES <= 64);
+const _: () = assert!(RECORD_HEADER_BYTES.is_multiple_of(8));
+const _: () = assert!(H_WAL_HEADER.is_multiple_of(64) && WAL_HEADER_BYTES <= 64);
 const _: () = assert!(H_FIRST_BLOCK + 8 <= H_WAL_HEADER);
 
 /// Where things are in a region; fixed at format time.

@@ -36,10 +36,10 @@ fn conformance_cs_per_frame_no_diff() {
 #[test]
 fn bad_options_are_clear_errors() {
     for (k, v) in [("nvwal", "x"), ("diff", "maybe"), ("heap", "kernel"), ("block_bytes", "100")] {
-        let err = open_with(dram(16 << 20), 1, &extra(&[(k, v)])).err().expect("rejected");
+        let err = open_with(dram(16 << 20), 1, &extra(&[(k, v)])).expect_err("rejected");
         assert!(err.to_string().contains(k), "{err}");
     }
-    let err = open_with(dram(1 << 20), 1, &extra(&[])).err().expect("too small");
+    let err = open_with(dram(1 << 20), 1, &extra(&[])).expect_err("too small");
     assert!(err.to_string().contains("region"), "{err}");
 }
 

@@ -1,6 +1,6 @@
-//! A scripted stand-in for SQLite's WAL writer: it writes the WAL header, frames (24-byte header
-//! + page) and syncs through a [`Store`] exactly as SQLite's `walWriteOneFrame` does, and keeps
-//! the byte-exact WAL file it wrote as the model.
+//! A scripted stand-in for SQLite's WAL writer: it writes the WAL header, frames (a 24-byte
+//! header, then the page) and syncs through a [`Store`] as SQLite's `walWriteOneFrame` does,
+//! and keeps the byte-exact WAL file it wrote as the model.
 
 #![allow(dead_code)]
 
