@@ -81,6 +81,13 @@ pub const ENGINES: &[EngineInfo] = &[
         stores_data: true,
     },
     EngineInfo {
+        name: "sqlite-nvwal",
+        kind: EngineKind::Region,
+        about: "NVWAL (Kim et al. ASPLOS 2016): SQLite with its WAL as differential records in \
+                NVRAM (VFS on the region); --engine-opt nvwal=ls|e|cs diff=on|off heap=user|per-frame",
+        stores_data: true,
+    },
+    EngineInfo {
         name: "sqlite",
         kind: EngineKind::Peer,
         about: "SQLite, WAL journal, synchronous=FULL: one writer, readers never wait",
@@ -315,6 +322,11 @@ fn open_region_engine(
     region: Region,
     config: &EngineConfig,
 ) -> Result<Box<dyn Engine>, RegistryError> {
+    if info.name == sqlite_nvwal::ENGINE_NAME {
+        reject_extra(info.name, config, sqlite_nvwal::OPTION_KEYS)?;
+        let engine = sqlite_nvwal::engine::open_with(region, config.workers, &config.extra)?;
+        return Ok(Box::new(engine));
+    }
     let options = region_engine_options(info.name, config)?;
     Ok(engines::open(info.name, region, &options)?)
 }

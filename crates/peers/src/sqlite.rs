@@ -122,8 +122,11 @@ pub struct SqliteEngine {
     gate: WriterGate,
     clock: CommitClock,
     report: RecoveryReport,
+    /// The engine's name: `sqlite`, or the name of an engine built on this one through a VFS.
+    name: &'static str,
     /// Held while the engine is open; after the fields above, so released after they close.
-    _claim: DirClaim,
+    /// `None` for a database that lives behind a VFS rather than in a directory.
+    _claim: Option<DirClaim>,
 }
 
 const SCHEMA: &str = "
@@ -136,11 +139,39 @@ impl SqliteEngine {
     /// Opens or creates the database in `dir`.
     pub fn open(dir: &Path, options: &PeerOptions) -> Result<Self> {
         let claim = claim_dir(dir, ENGINE)?;
-        let started = Instant::now();
         let path = dir.join(DB_FILE);
         let formatted = !path.exists();
         let wal_bytes =
             std::fs::metadata(dir.join(format!("{DB_FILE}-wal"))).map_or(0, |m| m.len());
+        Self::open_at(path, Some(claim), formatted, wal_bytes, ENGINE, options)
+    }
+
+    /// Opens or creates the database `path` names inside the VFS `options.sqlite_vfs` (which
+    /// must be set), as engine `name`: no directory is claimed (the VFS owns the storage and
+    /// its exclusion). `formatted`: the VFS made the storage now; `leftover_wal_bytes`: the WAL
+    /// the VFS recovered, for the report.
+    pub fn open_on_vfs(
+        path: &Path,
+        name: &'static str,
+        formatted: bool,
+        leftover_wal_bytes: u64,
+        options: &PeerOptions,
+    ) -> Result<Self> {
+        if options.sqlite_vfs.is_none() {
+            return Err(DbError::Invalid(format!("{name}: open_on_vfs needs a VFS name")));
+        }
+        Self::open_at(path.to_path_buf(), None, formatted, leftover_wal_bytes, name, options)
+    }
+
+    fn open_at(
+        path: PathBuf,
+        claim: Option<DirClaim>,
+        formatted: bool,
+        wal_bytes: u64,
+        name: &'static str,
+        options: &PeerOptions,
+    ) -> Result<Self> {
+        let started = Instant::now();
         let vfs = options.sqlite_vfs.as_deref();
         let per_conn_cache = options.cache_bytes / (options.workers as u64 + 1);
         let connect = |durability| {
@@ -175,6 +206,7 @@ impl SqliteEngine {
             gate: WriterGate::new(ENGINE, options.writer_wait),
             clock: CommitClock::new(options.durability == PeerDurability::Relaxed),
             report,
+            name,
             _claim: claim,
         })
     }
@@ -217,7 +249,7 @@ fn load_catalog(conn: &Connection) -> Result<Vec<(TableSpec, TableSql)>> {
 
 impl Engine for SqliteEngine {
     fn name(&self) -> &str {
-        ENGINE
+        self.name
     }
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {

@@ -5,6 +5,8 @@
 //!   al., SIGMOD 2015, §5.1), on the reference generators of [`generators`];
 //! - [`tpcb`], [`tpcc`], [`tatp`]: the workloads of Pelley et al. (VLDB 2014, §4, Table 3) and
 //!   Wang & Johnson (VLDB 2014, §5);
+//! - [`mobibench`]: Mobibench-style SQLite transactions of N 100-byte inserts, updates or
+//!   deletes (Kim et al., ASPLOS 2016, §5);
 //! - [`by_name`] / [`WorkloadOptions`]: build any of them from flat options (the CLI's way in);
 //! - [`testing`]: `MemEngine` and `NoopEngine`, to test workloads and the driver without a real
 //!   engine.
@@ -18,6 +20,7 @@
 use storage::{CommitToken, DbError, Engine};
 
 pub mod generators;
+pub mod mobibench;
 pub mod registry;
 pub mod tatp;
 pub mod testing;

@@ -2,6 +2,7 @@
 //! --workload W [options]`), so the CLI and experiment specs need not know each workload's
 //! configuration type. Options a workload does not understand are an error, not ignored.
 
+use crate::mobibench::{MobiOp, Mobibench, MobibenchConfig};
 use crate::tatp::{SubscriberDistribution, Tatp, TatpConfig, TatpTxn, SUBSCRIBERS_PER_SCALE};
 use crate::tpcb::{Tpcb, TpcbConfig};
 use crate::tpcc::{Tpcc, TpccConfig, TpccTxn};
@@ -10,7 +11,7 @@ use crate::Workload;
 use serde::{Deserialize, Serialize};
 
 /// Workload names [`by_name`] accepts (plus `ycsb-a` .. `ycsb-f`, `tpc-b`, `tpc-c`).
-pub const WORKLOAD_NAMES: &[&str] = &["ycsb", "tpcb", "tpcc", "tatp"];
+pub const WORKLOAD_NAMES: &[&str] = &["ycsb", "tpcb", "tpcc", "tatp", "mobibench"];
 
 /// Options common to the CLI and experiment specs; `None` means the workload's default.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -51,6 +52,8 @@ pub struct WorkloadOptions {
     pub customers_per_district: Option<u32>,
     /// Conflict retries per transaction.
     pub max_retries: Option<u32>,
+    /// Mobibench: operations (single-record inserts, updates or deletes) per transaction.
+    pub ops_per_txn: Option<u32>,
 }
 
 impl WorkloadOptions {
@@ -72,6 +75,7 @@ impl WorkloadOptions {
             ("items", self.items.is_some()),
             ("customers_per_district", self.customers_per_district.is_some()),
             ("max_retries", self.max_retries.is_some()),
+            ("ops_per_txn", self.ops_per_txn.is_some()),
         ];
         flags.iter().filter(|(_, set)| *set).map(|(name, _)| *name).collect()
     }
@@ -93,6 +97,7 @@ pub fn by_name(name: &str, options: &WorkloadOptions) -> Result<Box<dyn Workload
         "tpcb" | "tpc-b" => Ok(Box::new(tpcb(options)?)),
         "tpcc" | "tpc-c" => Ok(Box::new(tpcc(options)?)),
         "tatp" => Ok(Box::new(tatp(options)?)),
+        "mobibench" => Ok(Box::new(mobibench(options)?)),
         other => match other.strip_prefix("ycsb-") {
             Some(mix) if mix.len() == 1 && ("a"..="f").contains(&mix) => {
                 Ok(Box::new(ycsb(options, Some(mix))?))
@@ -211,6 +216,28 @@ fn standard_mix(workload: &str, mix: &Option<String>) -> Result<(), String> {
         None | Some("standard") => Ok(()),
         Some(m) => Err(format!("{workload} has only the standard mix, not {m:?}; use txn")),
     }
+}
+
+/// Mobibench: `txn` = insert (default), update or delete; `ops_per_txn` = N; `records`.
+fn mobibench(o: &WorkloadOptions) -> Result<Mobibench, String> {
+    o.only("mobibench", &["txn", "ops_per_txn", "records", "max_retries"])?;
+    let op = match o.txn.as_deref() {
+        None => MobiOp::Insert,
+        Some(t) => MobiOp::parse(t).ok_or_else(|| {
+            format!("unknown mobibench transaction {t:?}: insert, update or delete")
+        })?,
+    };
+    let mut cfg = MobibenchConfig::new(op);
+    if let Some(n) = o.ops_per_txn {
+        cfg.ops_per_txn = n;
+    }
+    if let Some(n) = o.records {
+        cfg.records = n;
+    }
+    if let Some(n) = o.max_retries {
+        cfg.max_retries = n;
+    }
+    Mobibench::new(cfg)
 }
 
 fn tpcb(o: &WorkloadOptions) -> Result<Tpcb, String> {

@@ -274,13 +274,16 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         extra: key_values("engine-opt", &args.engine_opt)?,
         ..Default::default()
     };
-    if engine.kind == EngineKind::Region && !args.kill {
+    // sqlite-nvwal has no B+tree of ours (SQLite's own): no node capacity; its options are
+    // checked when it opens.
+    let ours = engine.kind == EngineKind::Region && engine.name != sqlite_nvwal::ENGINE_NAME;
+    if ours && !args.kill {
         config
             .extra
             .entry("node_capacity".into())
             .or_insert_with(|| DEFAULT_SIM_NODE_CAPACITY.into());
     }
-    if engine.kind == EngineKind::Region {
+    if ours {
         registry::region_engine_options(engine.name, &config)
             .map_err(|e| invalid("engine-opt", e.to_string()))?;
     }
