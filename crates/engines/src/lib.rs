@@ -4,6 +4,7 @@
 mod gated;
 pub mod group;
 pub mod inplace;
+pub mod lsm;
 mod staging;
 pub mod wal;
 
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use storage::{DbError, Engine, Result};
 
 /// Engines this crate provides.
-pub const ENGINES: &[&str] = &["inplace", "wal", "group"];
+pub const ENGINES: &[&str] = &["inplace", "wal", "group", "lsm"];
 
 /// Options shared by the page-based engines. Defaults live here.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,6 +50,9 @@ pub struct EngineOptions {
     pub io: wal::Io,
     /// `wal`: how log records are inserted (Aether-style, or under one global lock).
     pub log_insert: wal::LogInsert,
+    /// `lsm`: bytes of the memtable (an NVRAM arena with `io=nvm`, of which there are two; DRAM
+    /// with `io=fs`, whose log is twice this); a full memtable is flushed into runs.
+    pub memtable_bytes: u64,
 }
 
 impl Default for EngineOptions {
@@ -69,6 +73,7 @@ impl Default for EngineOptions {
             page_flush: wal::PageFlush::Paper,
             io: wal::Io::Nvm,
             log_insert: wal::LogInsert::Aether,
+            memtable_bytes: 4 << 20,
         }
     }
 }
@@ -98,6 +103,12 @@ pub enum Fault {
     WalPageBeforeLog,
     /// `wal`: move the checkpoint's redo point before the flushed pages are durable.
     WalCheckpointBeforePages,
+    /// `lsm`: commit links its memtable nodes without persisting them and its log record first.
+    LsmSkipLogPersist,
+    /// `lsm`: the manifest names a new run before the run's contents are persisted.
+    LsmRunBeforePersist,
+    /// `lsm`: compaction drops the merged runs from the manifest before publishing their merge.
+    LsmDropRunsBeforePublish,
 }
 
 impl Fault {
@@ -105,7 +116,8 @@ impl Fault {
     pub const NAMES: &'static str =
         "update-before-undo, commit-before-data, free-before-commit, recovery-rollback-not-persisted, \
          batch-skip-log-barrier, batch-copy-before-log, batch-ack-early, wal-skip-log-barrier, \
-         wal-page-before-log, wal-checkpoint-before-pages";
+         wal-page-before-log, wal-checkpoint-before-pages, lsm-skip-log-persist, \
+         lsm-run-before-persist, lsm-drop-runs-before-publish";
 
     pub fn parse(s: &str) -> Option<Fault> {
         match s {
@@ -119,6 +131,9 @@ impl Fault {
             "wal-skip-log-barrier" => Some(Fault::WalSkipLogBarrier),
             "wal-page-before-log" => Some(Fault::WalPageBeforeLog),
             "wal-checkpoint-before-pages" => Some(Fault::WalCheckpointBeforePages),
+            "lsm-skip-log-persist" => Some(Fault::LsmSkipLogPersist),
+            "lsm-run-before-persist" => Some(Fault::LsmRunBeforePersist),
+            "lsm-drop-runs-before-publish" => Some(Fault::LsmDropRunsBeforePublish),
             _ => None,
         }
     }
@@ -151,6 +166,7 @@ pub fn inspect(region: &Region) -> Result<Inspection> {
     match outer.engine.as_deref() {
         Some(group::ENGINE_NAME) => return group::inspect(region, outer),
         Some(wal::ENGINE_NAME) => return wal::inspect(region, outer),
+        Some(lsm::ENGINE_NAME) => return lsm::inspect(region, outer),
         _ => {}
     }
     Ok(outer)
@@ -162,6 +178,7 @@ pub fn open(name: &str, region: Region, options: &EngineOptions) -> Result<Box<d
         "inplace" => Ok(Box::new(inplace::InPlace::open(region, options)?)),
         "group" => Ok(Box::new(group::Group::open(region, options)?)),
         "wal" => Ok(Box::new(wal::Wal::open(region, options)?)),
+        "lsm" => Ok(Box::new(lsm::Lsm::open(region, options)?)),
         other => Err(DbError::Invalid(format!(
             "unknown engine `{other}` (this crate has: {})",
             ENGINES.join(", ")

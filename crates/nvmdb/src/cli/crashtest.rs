@@ -270,7 +270,8 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         cache_pages: None,
         extra: key_values("engine-opt", &args.engine_opt)?,
     };
-    if engine.kind == EngineKind::Region && !args.kill {
+    // `lsm` has no B+tree (its index is its sorted runs): no node capacity to shrink.
+    if engine.kind == EngineKind::Region && !args.kill && engine.name != "lsm" {
         config
             .extra
             .entry("node_capacity".into())
