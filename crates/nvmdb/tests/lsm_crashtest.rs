@@ -9,7 +9,8 @@ use std::process::{Command, Output};
 fn crashtest(args: &[&str]) -> Output {
     // Small memtables (16 KiB for YCSB's 34-byte rows, 128 KiB for TPC-C) and 200-transaction
     // windows: most windows hold a memtable flush and compactions.
-    let common = ["crashtest", "--engine=lsm", "--size=32MiB"];
+    // Short histories keep the suite fast; long campaigns are commands (see the note).
+    let common = ["crashtest", "--engine=lsm", "--size=32MiB", "--history=300", "--ages=2"];
     Command::new(env!("CARGO_BIN_EXE_nvmdb"))
         .args(common)
         .args(args)
@@ -36,25 +37,26 @@ fn clean(args: &[&str]) -> serde_json::Value {
 
 #[test]
 fn nvm_log_survives_crashes_on_ycsb_and_tpcc() {
-    for workload in [
-        [
-            "--workload=ycsb",
-            "--mix=write-heavy",
-            "--records=2000",
-            "--workload-opt=field_length=1",
-            "--engine-opt=memtable_bytes=16KiB",
-            "--txns=200",
-        ],
-        [
-            "--workload=tpcc",
-            "--scale=1",
-            "--workload-opt=items=1000",
-            "--engine-opt=memtable_bytes=128KiB",
-            "--txns=50",
-        ],
-    ] {
+    let ycsb: &[&str] = &[
+        "--workload=ycsb",
+        "--mix=write-heavy",
+        "--records=2000",
+        "--workload-opt=field_length=1",
+        "--engine-opt=memtable_bytes=16KiB",
+        "--txns=200",
+        "--crashes=40",
+    ];
+    let tpcc: &[&str] = &[
+        "--workload=tpcc",
+        "--scale=1",
+        "--workload-opt=items=1000",
+        "--engine-opt=memtable_bytes=128KiB",
+        "--txns=50",
+        "--crashes=20",
+    ];
+    for workload in [ycsb, tpcc] {
         let mut args = workload.to_vec();
-        args.extend(["--crashes=120", "--policy=all", "--recovery-crashes=1", "--seed=8"]);
+        args.extend(["--policy=all", "--recovery-crashes=1", "--seed=8"]);
         let json = clean(&args);
         assert!(json["recovery_crashes"].as_u64().unwrap_or(0) > 0, "{json}");
     }
@@ -70,7 +72,7 @@ fn nvm_log_survives_crashes_with_two_threads() {
         "--engine-opt=memtable_bytes=16KiB",
         "--txns=200",
         "--threads=2",
-        "--crashes=80",
+        "--crashes=30",
     ]);
 }
 
@@ -88,17 +90,23 @@ fn caught(fault: &str, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn links_persisted_before_their_nodes_are_caught() {
-    caught("lsm-skip-log-persist", &["--crashes=150", "--seed=3"]);
+    caught("lsm-skip-log-persist", &["--crashes=60", "--seed=3"]);
 }
 
 #[test]
 fn a_run_named_before_it_is_persisted_is_caught() {
-    caught("lsm-run-before-persist", &["--crashes=200", "--policy=persisted", "--seed=4"]);
+    caught(
+        "lsm-run-before-persist",
+        &["--crashes=30", "--load-every=1", "--policy=persisted", "--seed=4"],
+    );
 }
 
 #[test]
 fn merged_runs_dropped_before_their_merge_is_published_is_caught() {
-    caught("lsm-drop-runs-before-publish", &["--crashes=200", "--event=fence", "--seed=5"]);
+    caught(
+        "lsm-drop-runs-before-publish",
+        &["--crashes=30", "--load-every=1", "--event=fence", "--seed=5"],
+    );
 }
 
 #[test]

@@ -22,8 +22,8 @@
 //! acknowledged write of version `v` leaves the row at a version `>= v`.
 
 use crate::generators::{
-    check_theta, fnvhash64, Hotspot, InsertCounter, NstoreSkew, ScrambledZipfian, SkewedLatest, WorkerRng,
-    Zipfian,
+    check_theta, fnvhash64, Hotspot, InsertCounter, NstoreSkew, ScrambledZipfian, SkewedLatest,
+    WorkerRng, Zipfian,
 };
 use crate::util::{
     create_table, get_u64, lookup_table, put_u64, read_row, scan_table, Loader, Outcome, Retrier,

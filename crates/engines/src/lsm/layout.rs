@@ -6,8 +6,8 @@
 //! database's structure; a new manifest is written to the other slot and is published by its
 //! own persist (a torn slot fails its checksum, so the previous generation stays current).
 
-use storage::format::{crc, get_u32, get_u64, page_offset, PageId, PAGE_SIZE_U64};
 use storage::engine::{MAX_ROW_BYTES, MAX_TABLE_NAME};
+use storage::format::{crc, get_u32, get_u64, page_offset, PageId, PAGE_SIZE_U64};
 use storage::{DbError, Result, TableSpec};
 
 pub(crate) const CONTROL_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBlsm");
@@ -20,8 +20,8 @@ pub(crate) const MAX_RUNS: usize = 512;
 const MANIFEST_HEADER: usize = 64;
 const TABLE_BYTES: usize = 64;
 const RUN_BYTES: usize = 32;
-const _: () = assert!(MANIFEST_HEADER + MAX_TABLES * TABLE_BYTES + MAX_RUNS * RUN_BYTES
-    <= MANIFEST_BYTES);
+const _: () =
+    assert!(MANIFEST_HEADER + MAX_TABLES * TABLE_BYTES + MAX_RUNS * RUN_BYTES <= MANIFEST_BYTES);
 /// Bytes of one pointer-log slot (`io=nvm`): a commit's record of node pointers.
 pub(crate) const LOG_SLOT_BYTES: u64 = 64 * 1024;
 
@@ -132,8 +132,10 @@ pub(crate) struct Manifest {
 impl Manifest {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; MANIFEST_BYTES];
-        let put64 = |b: &mut [u8], at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-        let put32 = |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        let put64 =
+            |b: &mut [u8], at: usize, v: u64| b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        let put32 =
+            |b: &mut [u8], at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
         put64(&mut b, 0, MANIFEST_MAGIC);
         put64(&mut b, 8, self.generation);
         put64(&mut b, 16, self.flushed_seq);

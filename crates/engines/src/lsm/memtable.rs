@@ -100,11 +100,10 @@ impl NvmMem {
 
     /// Reads and checks the node at `off`.
     pub fn node(&self, region: &Region, tables: &[TableSpec], off: u64) -> Result<Node> {
-        let bad = |why: &str| {
-            Err(DbError::Corrupt(format!("lsm memtable: node at offset {off}: {why}")))
-        };
+        let bad =
+            |why: &str| Err(DbError::Corrupt(format!("lsm memtable: node at offset {off}: {why}")));
         let end = self.base + self.used;
-        if off < self.base + HEAD_BYTES || off % 8 != 0 || off + NODE_HEADER > end {
+        if off < self.base + HEAD_BYTES || !off.is_multiple_of(8) || off + NODE_HEADER > end {
             return bad("pointer outside the arena");
         }
         let h = region.read(off, NODE_HEADER as usize);
@@ -129,12 +128,26 @@ impl NvmMem {
         })
     }
 
-    pub fn value<'r>(&self, region: &'r Region, tables: &[TableSpec], n: &Node) -> Option<&'r [u8]> {
-        (!n.tombstone).then(|| region.read(n.value_at(), tables[n.table as usize].row_bytes as usize))
+    pub fn value<'r>(
+        &self,
+        region: &'r Region,
+        tables: &[TableSpec],
+        n: &Node,
+    ) -> Option<&'r [u8]> {
+        (!n.tombstone)
+            .then(|| region.read(n.value_at(), tables[n.table as usize].row_bytes as usize))
     }
 
     /// Writes a node's header and value (not its next pointers) at `off`.
-    pub fn write_node(region: &Region, off: u64, table: u32, key: u64, seq: u64, height: usize, value: Option<&[u8]>) {
+    pub fn write_node(
+        region: &Region,
+        off: u64,
+        table: u32,
+        key: u64,
+        seq: u64,
+        height: usize,
+        value: Option<&[u8]>,
+    ) {
         let mut h = [0u8; NODE_HEADER as usize];
         h[0..4].copy_from_slice(&table.to_le_bytes());
         h[4] = height as u8;
@@ -185,7 +198,12 @@ impl NvmMem {
     /// new node's own next pointers, and the new nodes' pointers to each other, directly (they
     /// are unreachable), and returns the stores to reachable fields (the head's, existing
     /// nodes'), which the caller makes after the nodes are persisted.
-    pub fn plan_links(&self, region: &Region, tables: &[TableSpec], nodes: &[Node]) -> Result<Vec<(u64, u64)>> {
+    pub fn plan_links(
+        &self,
+        region: &Region,
+        tables: &[TableSpec],
+        nodes: &[Node],
+    ) -> Result<Vec<(u64, u64)>> {
         let first_new = nodes.first().map_or(u64::MAX, |n| n.off);
         let mut overlay: HashMap<u64, u64> = HashMap::new();
         for n in nodes {
@@ -236,7 +254,13 @@ impl NvmMem {
     }
 
     /// The newest node of `(table, key)`, if any.
-    pub fn get(&self, region: &Region, tables: &[TableSpec], table: u32, key: u64) -> Result<Option<Node>> {
+    pub fn get(
+        &self,
+        region: &Region,
+        tables: &[TableSpec],
+        table: u32,
+        key: u64,
+    ) -> Result<Option<Node>> {
         match self.seek(region, tables, table, key)? {
             Some(n) if n.table == table && n.key == key => Ok(Some(n)),
             _ => Ok(None),
@@ -244,7 +268,13 @@ impl NvmMem {
     }
 
     /// The first node at or after `(table, key)` (its newest version).
-    pub fn seek(&self, region: &Region, tables: &[TableSpec], table: u32, key: u64) -> Result<Option<Node>> {
+    pub fn seek(
+        &self,
+        region: &Region,
+        tables: &[TableSpec],
+        table: u32,
+        key: u64,
+    ) -> Result<Option<Node>> {
         let none = HashMap::new();
         let preds = self.preds(region, tables, (table, key, std::cmp::Reverse(u64::MAX)), &none)?;
         let next = self.next_of(region, preds[0], 0, &none);
@@ -259,7 +289,12 @@ impl NvmMem {
     }
 
     /// The first node after every version of `n`'s key.
-    pub fn next_key(&self, region: &Region, tables: &[TableSpec], n: &Node) -> Result<Option<Node>> {
+    pub fn next_key(
+        &self,
+        region: &Region,
+        tables: &[TableSpec],
+        n: &Node,
+    ) -> Result<Option<Node>> {
         let mut cur = *n;
         loop {
             let next = region.read_u64(cur.next_field(0));

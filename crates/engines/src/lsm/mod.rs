@@ -63,8 +63,7 @@ use storage::engine::{check_spec, RecoveryReport};
 use storage::format::{crc, get_u32, get_u64, page_offset, Layout, Superblock, PAGE_SIZE_U64};
 use storage::lock::LockManager;
 use storage::{
-    CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, Result, TableId, TableSpec,
-    Txn,
+    CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, Result, TableId, TableSpec, Txn,
 };
 
 pub const ENGINE_NAME: &str = "lsm";
@@ -84,9 +83,11 @@ const REC_ENTRY_HEADER: usize = 16;
 /// Test-only protocol violations of `lsm`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum LsmFault {
-    /// Commit does not persist its nodes and pointer record before linking them.
+    /// Commit persists its nodes and pointer record after linking them, not before (`io=fs`:
+    /// no `fdatasync` of the log record, which process kills cannot see).
     SkipLogPersist,
-    /// A run is named by the manifest before its contents are persisted.
+    /// A run is named by the manifest before its contents are persisted (they are persisted
+    /// right after the manifest).
     RunBeforePersist,
     /// Compaction drops the merged-away runs from the manifest before the new run is published.
     DropRunsBeforePublish,
@@ -94,6 +95,8 @@ enum LsmFault {
 
 /// The writes of one transaction: the new row, or `None` for a delete.
 pub(crate) type WriteSet = BTreeMap<(TableId, u64), Option<Vec<u8>>>;
+/// One table's rows in key order (`None`: a tombstone), as a flush writes them.
+type TableRows = Vec<(u64, Option<Vec<u8>>)>;
 
 enum Mem {
     Dram(DramMem),
@@ -177,15 +180,7 @@ impl Lsm {
                 Self::format(&region, options)?
             }
         };
-        let control_page = sb.layout.first_data_page();
-        if page_offset(control_page + 1) > region.backed_len() {
-            return Err(DbError::Corrupt("region is shorter than its lsm control page".into()));
-        }
-        let areas = Areas::decode(
-            region.read(page_offset(control_page), 64),
-            control_page,
-            sb.layout.page_count,
-        )?;
+        let areas = read_areas(&region, &sb)?;
         let io_fs = options.io == Io::Fs;
         if areas.io_fs != io_fs {
             let was = if areas.io_fs { "fs" } else { "nvm" };
@@ -236,23 +231,30 @@ impl Lsm {
 
     /// Formats a blank region (crash-atomic: the superblock's valid magic is the last store).
     fn format(region: &Region, o: &EngineOptions) -> Result<Superblock> {
-        let layout = Layout {
+        let memtable_bytes = o.memtable_bytes.next_multiple_of(PAGE_SIZE_U64);
+        let io_fs = o.io == Io::Fs;
+        let mut areas = Areas {
+            control_page: 0,
+            io_fs,
+            memtable_bytes,
+            log_bytes: if io_fs { fs_log_bytes(memtable_bytes) } else { 2 * LOG_SLOT_BYTES },
             page_count: region.len() / PAGE_SIZE_U64,
+        };
+        // The shared superblock's nominal layout (one worker) is sized so that its "undo log"
+        // pages are exactly lsm's control page, manifests, log and arenas, and its first data
+        // page is the first run page: format writes only below it, so a format cut short
+        // leaves a region the superblock check still sees as blank (and formats again).
+        let fixed_pages = areas.first_run_page();
+        let layout = Layout {
+            page_count: areas.page_count,
             workers: 1,
-            undo_pages: 1,
+            undo_pages: (fixed_pages - 2) as u32,
             sys_undo_pages: 2,
             node_capacity: storage::btree::MAX_NODE_ENTRIES as u32,
         };
         layout.validate()?;
-        let memtable_bytes = o.memtable_bytes.next_multiple_of(PAGE_SIZE_U64);
-        let io_fs = o.io == Io::Fs;
-        let areas = Areas {
-            control_page: layout.first_data_page(),
-            io_fs,
-            memtable_bytes,
-            log_bytes: if io_fs { fs_log_bytes(memtable_bytes) } else { 2 * LOG_SLOT_BYTES },
-            page_count: layout.page_count,
-        };
+        areas.control_page = layout.undo_log_page(0);
+        debug_assert_eq!(areas.first_run_page(), layout.first_data_page());
         let needed = areas.first_run_page() + 16;
         if needed > layout.page_count {
             return Err(DbError::RegionFull(format!(
@@ -420,6 +422,12 @@ impl Lsm {
             self.region.flush(field, 8);
         }
         self.region.fence();
+        if self.fault == Some(LsmFault::SkipLogPersist) {
+            // The bug: barrier 1 moved after the links (reachable before durable).
+            self.region.flush(m.base + start, m.used - start);
+            self.region.flush(slot, rec.len() as u64);
+            self.region.fence();
+        }
         let committed = page_offset(self.areas.control_page) + C_COMMITTED;
         self.region.write_u64(committed, seq);
         self.region.persist(committed, 8);
@@ -486,9 +494,9 @@ impl Lsm {
     }
 
     /// The newest entry of each key in the memtable, per table, in key order.
-    fn memtable_entries(&self, st: &State) -> Result<Vec<Vec<(u64, Option<Vec<u8>>)>>> {
+    fn memtable_entries(&self, st: &State) -> Result<Vec<TableRows>> {
         let tables = &st.manifest.tables;
-        let mut out: Vec<Vec<(u64, Option<Vec<u8>>)>> = vec![Vec::new(); tables.len()];
+        let mut out: Vec<TableRows> = vec![Vec::new(); tables.len()];
         match &st.mem {
             Mem::Dram(d) => {
                 for (&(t, k), v) in &d.map {
@@ -592,6 +600,7 @@ impl Lsm {
             return Err(e);
         }
         st.runs = runs;
+        self.persist_late(&new);
         st.mem = match st.mem {
             Mem::Dram(_) => Mem::Dram(DramMem::default()),
             Mem::Nvm(_) => Mem::Nvm(NvmMem::new(
@@ -613,6 +622,17 @@ impl Lsm {
             }
         }
         Ok(())
+    }
+
+    /// Fault `lsm-run-before-persist`: the runs' contents are persisted only now, after the
+    /// manifest that names them.
+    fn persist_late(&self, runs: &[Run]) {
+        if self.fault == Some(LsmFault::RunBeforePersist) {
+            for r in runs {
+                self.device.flush(page_offset(r.r.first_page), r.r.pages * PAGE_SIZE_U64);
+            }
+            self.device.fence();
+        }
     }
 
     /// Which newest runs of a table the policy merges (index of the oldest one), if any.
@@ -659,6 +679,7 @@ impl Lsm {
             return Err(e);
         }
         st.runs = runs;
+        self.persist_late(merged.as_slice());
         for r in inputs {
             Self::release(st, r.r.first_page, r.r.pages);
         }
@@ -672,8 +693,8 @@ impl Lsm {
             run.check(&self.region)?;
         }
         let mut rows = 0;
-        let mut cursor = txn::ScanCursor::new(self, st, None, table, 0, u64::MAX)
-            .map_err(|e| e.to_string())?;
+        let mut cursor =
+            txn::ScanCursor::new(self, st, None, table, 0, u64::MAX).map_err(|e| e.to_string())?;
         let mut last = None;
         while let Some((k, v)) = cursor.next().map_err(|e| e.to_string())? {
             if last.is_some_and(|l| l >= k) {
@@ -736,6 +757,23 @@ impl Iterator for MergeIter<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         self.step().transpose()
     }
+}
+
+/// The control page's areas, checked against the superblock's nominal layout.
+fn read_areas(region: &Region, sb: &Superblock) -> Result<Areas> {
+    let control_page = sb.layout.undo_log_page(0);
+    if page_offset(sb.layout.first_data_page()) > region.backed_len() {
+        return Err(DbError::Corrupt("region is shorter than its lsm areas".into()));
+    }
+    let areas = Areas::decode(
+        region.read(page_offset(control_page), 64),
+        control_page,
+        sb.layout.page_count,
+    )?;
+    if areas.first_run_page() != sb.layout.first_data_page() {
+        return Err(DbError::Corrupt("lsm control page disagrees with the superblock".into()));
+    }
+    Ok(areas)
 }
 
 fn read_manifest(region: &Region, areas: &Areas) -> Result<(Manifest, u64)> {
@@ -955,12 +993,8 @@ pub fn inspect(region: &Region, mut outer: crate::Inspection) -> Result<crate::I
         storage::format::Verdict::Open { sb, .. } => sb,
         storage::format::Verdict::Format => return Ok(outer),
     };
-    let control_page = sb.layout.first_data_page();
-    if page_offset(control_page + 1) > region.backed_len() {
-        return Err(DbError::Corrupt("region is shorter than its lsm control page".into()));
-    }
-    let areas =
-        Areas::decode(region.read(page_offset(control_page), 64), control_page, sb.layout.page_count)?;
+    let areas = read_areas(region, &sb)?;
+    let control_page = areas.control_page;
     let (m, _) = read_manifest(region, &areas)?;
     if areas.io_fs {
         let mut report = RecoveryReport::default();

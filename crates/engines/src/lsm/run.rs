@@ -206,7 +206,8 @@ pub(crate) type Entry<'a> = (u64, Option<&'a [u8]>);
 impl Run {
     /// Opens the run the manifest lists as `r` of a table with `row_bytes`-byte rows.
     pub fn open(region: &Region, r: RunRef, row_bytes: u32) -> Result<Run> {
-        let bad = |why: String| Err(DbError::Corrupt(format!("lsm run at page {}: {why}", r.first_page)));
+        let bad =
+            |why: String| Err(DbError::Corrupt(format!("lsm run at page {}: {why}", r.first_page)));
         if pages_for(r.entries, row_bytes) != r.pages {
             return bad(format!("{} pages for {} entries", r.pages, r.entries));
         }

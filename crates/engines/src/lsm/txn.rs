@@ -5,7 +5,7 @@
 //! Invariant: nothing a transaction writes reaches the memtable or the log before its commit,
 //! so abort (or drop) only releases locks.
 
-use super::memtable::{NvmMem, Node};
+use super::memtable::{Node, NvmMem};
 use super::run::Run;
 use super::{Lsm, Mem, State, WriteSet};
 use pmem::Region;
@@ -164,7 +164,12 @@ enum Source<'a> {
 type Item<'a> = (u64, Option<&'a [u8]>);
 
 impl<'a> Source<'a> {
-    fn advance(&mut self, region: &'a Region, table: TableId, high: u64) -> Result<Option<Item<'a>>> {
+    fn advance(
+        &mut self,
+        region: &'a Region,
+        table: TableId,
+        high: u64,
+    ) -> Result<Option<Item<'a>>> {
         match self {
             Source::Txn(r) => Ok(r.next().map(|(&(_, k), v)| (k, v.as_deref()))),
             Source::Dram(r) => Ok(r.next().map(|(&(_, k), v)| (k, v.as_deref()))),
