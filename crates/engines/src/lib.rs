@@ -5,6 +5,7 @@ pub mod cow;
 mod gated;
 pub mod group;
 pub mod inplace;
+pub mod lsm;
 mod staging;
 pub mod wal;
 
@@ -13,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use storage::{DbError, Engine, Result};
 
 /// Engines this crate provides.
-pub const ENGINES: &[&str] = &["inplace", "wal", "group", "cow"];
+pub const ENGINES: &[&str] = &["inplace", "wal", "group", "cow", "lsm"];
 
 /// Options shared by the page-based engines. Defaults live here.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -58,6 +59,9 @@ pub struct EngineOptions {
     /// `cow`: commits within this interval share one barrier and master swap (N-Store's
     /// `gc_interval`); 0: every commit persists alone.
     pub group_commit_ms: u64,
+    /// `lsm`: bytes of the memtable (an NVRAM arena with `io=nvm`, of which there are two; DRAM
+    /// with `io=fs`, whose log is twice this); a full memtable is flushed into runs.
+    pub memtable_bytes: u64,
 }
 
 impl Default for EngineOptions {
@@ -81,6 +85,7 @@ impl Default for EngineOptions {
             log_insert: wal::LogInsert::Aether,
             protocol: inplace::Protocol::Lean,
             group_commit_ms: 0,
+            memtable_bytes: 4 << 20,
         }
     }
 }
@@ -124,6 +129,12 @@ pub enum Fault {
     /// `cow`: make a committed page reusable as soon as a writer copies it, before the version
     /// replacing it is durable (the next new page of the same commit may overwrite it).
     CowReuseEarly,
+    /// `lsm`: commit links its memtable nodes without persisting them and its log record first.
+    LsmSkipLogPersist,
+    /// `lsm`: the manifest names a new run before the run's contents are persisted.
+    LsmRunBeforePersist,
+    /// `lsm`: compaction drops the merged runs from the manifest before publishing their merge.
+    LsmDropRunsBeforePublish,
 }
 
 impl Fault {
@@ -133,7 +144,8 @@ impl Fault {
          batch-skip-log-barrier, batch-copy-before-log, batch-ack-early, wal-skip-log-barrier, \
          wal-page-before-log, wal-checkpoint-before-pages, pelley-page-not-flushed, \
          pelley-page-before-wal, cow-skip-node-persist, cow-swap-before-nodes, \
-         cow-reuse-early";
+         cow-reuse-early, lsm-skip-log-persist, lsm-run-before-persist, \
+         lsm-drop-runs-before-publish";
 
     pub fn parse(s: &str) -> Option<Fault> {
         match s {
@@ -152,6 +164,9 @@ impl Fault {
             "cow-skip-node-persist" => Some(Fault::CowSkipNodePersist),
             "cow-swap-before-nodes" => Some(Fault::CowSwapBeforeNodes),
             "cow-reuse-early" => Some(Fault::CowReuseEarly),
+            "lsm-skip-log-persist" => Some(Fault::LsmSkipLogPersist),
+            "lsm-run-before-persist" => Some(Fault::LsmRunBeforePersist),
+            "lsm-drop-runs-before-publish" => Some(Fault::LsmDropRunsBeforePublish),
             _ => None,
         }
     }
@@ -185,6 +200,7 @@ pub fn inspect(region: &Region) -> Result<Inspection> {
         Some(group::ENGINE_NAME) => return group::inspect(region, outer),
         Some(wal::ENGINE_NAME) => return wal::inspect(region, outer),
         Some(cow::ENGINE_NAME) => return cow::inspect(region, outer),
+        Some(lsm::ENGINE_NAME) => return lsm::inspect(region, outer),
         _ => {}
     }
     Ok(outer)
@@ -197,6 +213,7 @@ pub fn open(name: &str, region: Region, options: &EngineOptions) -> Result<Box<d
         "group" => Ok(Box::new(group::Group::open(region, options)?)),
         "wal" => Ok(Box::new(wal::Wal::open(region, options)?)),
         "cow" => Ok(Box::new(cow::Cow::open(region, options)?)),
+        "lsm" => Ok(Box::new(lsm::Lsm::open(region, options)?)),
         other => Err(DbError::Invalid(format!(
             "unknown engine `{other}` (this crate has: {})",
             ENGINES.join(", ")

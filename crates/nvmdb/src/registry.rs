@@ -88,6 +88,12 @@ pub const ENGINES: &[EngineInfo] = &[
         stores_data: true,
     },
     EngineInfo {
+        name: "lsm",
+        kind: EngineKind::Region,
+        about: "Log-structured (Arulraj et al. SIGMOD 2015 §3.3/§4.3): memtable, log, sorted runs",
+        stores_data: true,
+    },
+    EngineInfo {
         name: "sqlite",
         kind: EngineKind::Peer,
         about: "SQLite, WAL journal, synchronous=FULL: one writer, readers never wait",
@@ -226,6 +232,9 @@ const WAL_OPTS: &[&str] = &[
     "io",
 ];
 
+/// What `lsm` accepts.
+const LSM_OPTS: &[&str] = &["fault", "io", "memtable_bytes"];
+
 fn parse_opt<T: std::str::FromStr>(
     engine: &'static str,
     key: &str,
@@ -248,6 +257,7 @@ pub fn region_engine_options(
         "wal" => WAL_OPTS,
         "inplace" => INPLACE_OPTS,
         "cow" => COW_OPTS,
+        "lsm" => LSM_OPTS,
         _ => REGION_OPTS,
     };
     reject_extra(engine, config, accepted)?;
@@ -273,6 +283,11 @@ pub fn region_engine_options(
             "log_bytes" => {
                 o.log_bytes = bench::units::parse_bytes(v).map_err(|e| {
                     RegistryError::Db(DbError::Invalid(format!("log_bytes={v}: {e}")))
+                })?
+            }
+            "memtable_bytes" => {
+                o.memtable_bytes = bench::units::parse_bytes(v).map_err(|e| {
+                    RegistryError::Db(DbError::Invalid(format!("memtable_bytes={v}: {e}")))
                 })?
             }
             "max_dirty_pages" => o.max_dirty_pages = parse_opt(engine, k, v)?,

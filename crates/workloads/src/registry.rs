@@ -34,8 +34,10 @@ pub struct WorkloadOptions {
     pub distribution: Option<String>,
     /// YCSB: zipfian constant θ in (0, 1).
     pub theta: Option<f64>,
-    /// YCSB: N-Store skew, `low` (50% of requests to 20% of records) or `high` (90% to 10%);
-    /// implies the hotspot distribution.
+    /// YCSB: with `distribution = nstore-skew`, N-Store's skew α as a number in (0, 1) (or `low`
+    /// = 0.1, `high` = 0.5, as N-Store's runs); otherwise the hotspot presets `low` (50% of
+    /// requests to 20% of records) or `high` (90% to 10%), implying the hotspot distribution.
+    #[serde(deserialize_with = "string_or_number")]
     pub skew: Option<String>,
     /// YCSB hotspot: fraction of the records that are hot.
     pub hot_set_fraction: Option<f64>,
@@ -54,6 +56,20 @@ pub struct WorkloadOptions {
     pub max_retries: Option<u32>,
     /// Mobibench: operations (single-record inserts, updates or deletes) per transaction.
     pub ops_per_txn: Option<u32>,
+}
+
+/// Accepts `skew = 0.1` as well as `skew = "low"` (command lines turn numbers into numbers).
+fn string_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        S(String),
+        N(f64),
+    }
+    Ok(Option::<Either>::deserialize(d)?.map(|e| match e {
+        Either::S(s) => s,
+        Either::N(n) => n.to_string(),
+    }))
 }
 
 impl WorkloadOptions {
@@ -172,15 +188,24 @@ fn ycsb(o: &WorkloadOptions, named_mix: Option<&str>) -> Result<Ycsb, String> {
             "scrambled-zipfian" => RequestDistribution::ScrambledZipfian,
             "latest" => RequestDistribution::Latest,
             "hotspot" => RequestDistribution::Hotspot,
+            "nstore-skew" => RequestDistribution::NstoreSkew,
             _ => {
                 return Err(format!(
                     "unknown YCSB distribution {d:?}: use uniform, zipfian, scrambled-zipfian, \
-                     latest or hotspot"
+                     latest, hotspot or nstore-skew"
                 ))
             }
         };
     }
-    if let Some(s) = &o.skew {
+    if let (Some(s), RequestDistribution::NstoreSkew) = (&o.skew, cfg.request_distribution) {
+        cfg.nstore_skew = match s.as_str() {
+            "low" => 0.1,
+            "high" => 0.5,
+            n => n.parse().map_err(|_| {
+                format!("nstore-skew: skew must be a number in (0, 1), low or high, not {n:?}")
+            })?,
+        };
+    } else if let Some(s) = &o.skew {
         if cfg.request_distribution != RequestDistribution::Hotspot && o.distribution.is_some() {
             return Err("skew implies the hotspot distribution; drop distribution".to_string());
         }

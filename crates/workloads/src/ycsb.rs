@@ -3,6 +3,12 @@
 //! Dulloor, SIGMOD 2015, §5.1: read-only, read-heavy, balanced, write-heavy, under low or high
 //! skew).
 //!
+//! N-Store's YCSB as its code defines it: 2 M keys (scale to the machine), an integer key and 10
+//! fields of 100 bytes, one operation per transaction, updates rewriting all 10 fields, write
+//! fractions 0 / 0.1 / 0.5 / 0.9, and `--distribution nstore-skew --workload-opt skew=0.1`
+//! (low) or `skew=0.5` (high), see [`crate::generators::NstoreSkew`]. `--skew low|high` without
+//! that distribution keeps the hotspot guess (50% → 20%, 90% → 10%) of earlier versions.
+//!
 //! One table, `usertable`, of `field_count × field_length`-byte records keyed by `u64`. Key
 //! number `n` (0-based, loaded `0 .. record_count`, inserted after) lives at key
 //! `fnvhash64(n)` (YCSB's default hashed insert order) or at `n` with `ordered_inserts`.
@@ -16,8 +22,8 @@
 //! acknowledged write of version `v` leaves the row at a version `>= v`.
 
 use crate::generators::{
-    check_theta, fnvhash64, Hotspot, InsertCounter, ScrambledZipfian, SkewedLatest, WorkerRng,
-    Zipfian,
+    check_theta, fnvhash64, Hotspot, InsertCounter, NstoreSkew, ScrambledZipfian, SkewedLatest,
+    WorkerRng, Zipfian,
 };
 use crate::util::{
     create_table, get_u64, lookup_table, put_u64, read_row, scan_table, Loader, Outcome, Retrier,
@@ -50,9 +56,12 @@ pub enum RequestDistribution {
     ScrambledZipfian,
     /// YCSB's skewed-latest: recently inserted keys are popular (D).
     Latest,
-    /// N-Store's simple skew: `hot_ops_fraction` of requests to the first `hot_set_fraction`
-    /// of the key numbers, the rest uniform over the others.
+    /// YCSB's hotspot: `hot_ops_fraction` of requests to the first `hot_set_fraction` of the
+    /// key numbers, the rest uniform over the others (the `--skew low|high` presets).
     Hotspot,
+    /// N-Store's skew (its code, not the paper's words): `nstore_skew` (α) of requests to the
+    /// first ⌈10α⌉ key numbers, the rest uniform over the top (1 − α) of them.
+    NstoreSkew,
 }
 
 /// Scan lengths (YCSB's `scanlengthdistribution`).
@@ -63,7 +72,9 @@ pub enum ScanLengthDistribution {
     Zipfian,
 }
 
-/// N-Store's skew settings (Arulraj et al. §5.1).
+/// The hotspot skew settings of the `--skew low|high` presets: a reading of Arulraj et al.
+/// §5.1's "low" and "high" skew. N-Store's code skews differently: see
+/// [`RequestDistribution::NstoreSkew`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Skew {
@@ -113,6 +124,8 @@ pub struct YcsbConfig {
     pub hot_set_fraction: f64,
     /// Hotspot: fraction of the requests that go to the hot set, in [0, 1].
     pub hot_ops_fraction: f64,
+    /// N-Store skew α, in (0, 1): 0.1 is N-Store's "low", 0.5 its "high".
+    pub nstore_skew: f64,
     pub max_scan_length: u32,
     pub scan_length_distribution: ScanLengthDistribution,
     /// Updates rewrite every field (YCSB `writeallfields`) instead of one random field.
@@ -138,6 +151,7 @@ impl Default for YcsbConfig {
             zipfian_theta: ScrambledZipfian::DEFAULT_THETA,
             hot_set_fraction: 0.2,
             hot_ops_fraction: 0.8,
+            nstore_skew: 0.1,
             max_scan_length: 1000,
             scan_length_distribution: ScanLengthDistribution::Uniform,
             write_all_fields: false,
@@ -207,6 +221,8 @@ impl YcsbConfig {
             request_distribution: RequestDistribution::Hotspot,
             hot_set_fraction,
             hot_ops_fraction,
+            // N-Store's update rewrites all ten fields of the tuple.
+            write_all_fields: true,
             ..YcsbConfig::default()
         })
     }
@@ -267,6 +283,9 @@ impl YcsbConfig {
         if self.request_distribution == RequestDistribution::Hotspot {
             Hotspot::new(0, 0, self.hot_set_fraction, self.hot_ops_fraction)?;
         }
+        if self.request_distribution == RequestDistribution::NstoreSkew {
+            NstoreSkew::new(self.record_count, self.nstore_skew)?;
+        }
         if self.scan_proportion > 0.0 && self.max_scan_length == 0 {
             return Err("max_scan_length must be at least 1 when scans are in the mix".to_string());
         }
@@ -312,6 +331,7 @@ struct Shared {
     zipfian: Option<Zipfian>,
     scrambled: Option<ScrambledZipfian>,
     hotspot: Option<Hotspot>,
+    nstore: Option<NstoreSkew>,
     scan_zipfian: Option<Zipfian>,
 }
 
@@ -339,6 +359,10 @@ impl Ycsb {
             }
             _ => None,
         };
+        let nstore = match cfg.request_distribution {
+            RequestDistribution::NstoreSkew => Some(NstoreSkew::new(n, cfg.nstore_skew)?),
+            _ => None,
+        };
         let scan_zipfian = if cfg.scan_proportion > 0.0
             && cfg.scan_length_distribution == ScanLengthDistribution::Zipfian
         {
@@ -348,7 +372,15 @@ impl Ycsb {
         };
         let counter = InsertCounter::new(n);
         Ok(Ycsb {
-            shared: Arc::new(Shared { cfg, counter, zipfian, scrambled, hotspot, scan_zipfian }),
+            shared: Arc::new(Shared {
+                cfg,
+                counter,
+                zipfian,
+                scrambled,
+                hotspot,
+                nstore,
+                scan_zipfian,
+            }),
         })
     }
 
@@ -540,6 +572,7 @@ enum Chooser {
     Scrambled(ScrambledZipfian),
     Latest(SkewedLatest),
     Hotspot(Hotspot),
+    Nstore(NstoreSkew),
 }
 
 /// The deterministic operation stream of one YCSB worker.
@@ -564,6 +597,9 @@ impl YcsbInputs {
             }
             RequestDistribution::Hotspot => {
                 shared.hotspot.clone().map_or(Chooser::Uniform, Chooser::Hotspot)
+            }
+            RequestDistribution::NstoreSkew => {
+                shared.nstore.clone().map_or(Chooser::Uniform, Chooser::Nstore)
             }
             RequestDistribution::Latest => {
                 // Validated θ: construction cannot fail; fall back to uniform if it ever does.
@@ -595,6 +631,7 @@ impl YcsbInputs {
             Chooser::Zipfian(z) => z.next(rng),
             Chooser::Scrambled(z) => z.next(rng),
             Chooser::Hotspot(h) => h.next(rng),
+            Chooser::Nstore(s) => s.next(rng),
             Chooser::Latest(l) => l.next(rng, self.shared.counter.last()),
         }
     }

@@ -109,3 +109,30 @@ fn options_deserialize_from_json() {
     assert_eq!(by_name("tpcc", &o).unwrap().name(), "tpcc");
     assert!(serde_json::from_str::<WorkloadOptions>(r#"{"sclae": 2}"#).is_err());
 }
+
+#[test]
+fn nstore_skew_is_a_distribution_with_a_numeric_skew() {
+    // `--distribution nstore-skew --workload-opt skew=0.1` arrives as a number.
+    let o: WorkloadOptions = serde_json::from_value(serde_json::json!({
+        "records": 1000, "mix": "write-heavy", "distribution": "nstore-skew", "skew": 0.5
+    }))
+    .expect("a numeric skew deserializes");
+    assert_eq!(o.skew.as_deref(), Some("0.5"));
+    by_name("ycsb", &o).expect("builds");
+    for named in ["low", "high"] {
+        let o = WorkloadOptions {
+            distribution: Some("nstore-skew".into()),
+            skew: Some(named.into()),
+            ..opts()
+        };
+        by_name("ycsb", &o).expect("low and high name N-Store's 0.1 and 0.5");
+    }
+    for bad in ["1.5", "0", "steep"] {
+        let o = WorkloadOptions {
+            distribution: Some("nstore-skew".into()),
+            skew: Some(bad.into()),
+            ..opts()
+        };
+        err("ycsb", o);
+    }
+}

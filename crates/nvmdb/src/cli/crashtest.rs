@@ -274,9 +274,11 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         extra: key_values("engine-opt", &args.engine_opt)?,
         ..Default::default()
     };
-    // sqlite-nvwal has no B+tree of ours (SQLite's own): no node capacity; its options are
-    // checked when it opens.
-    let ours = engine.kind == EngineKind::Region && engine.name != sqlite_nvwal::ENGINE_NAME;
+    // sqlite-nvwal has no B+tree of ours (SQLite's own), `lsm` none at all (its index is its
+    // sorted runs): no node capacity to shrink.
+    let ours = engine.kind == EngineKind::Region
+        && engine.name != sqlite_nvwal::ENGINE_NAME
+        && engine.name != "lsm";
     if ours && !args.kill {
         config
             .extra

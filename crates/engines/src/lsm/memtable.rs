@@ -1,0 +1,336 @@
+//! The memtable: in DRAM for the traditional Log engine (a `BTreeMap`, rebuilt from the log at
+//! recovery), or, for NVM-Log (Arulraj et al. §4.3), a persistent skip list in a region arena
+//! whose links are 8-byte atomic stores, so recovery never rebuilds it.
+//!
+//! The skip list is append-only between flushes: every write adds a node `(table, key, seq)`
+//! with the row (or a tombstone), ordered by table and key ascending and sequence number
+//! descending, so the first node of a key is its newest version. A commit links its nodes in
+//! two steps (see `Lsm::commit_nvm`): the nodes' contents and their own next pointers are
+//! written and persisted before any existing node points to them.
+//!
+//! Invariant: every node reachable from the head was fully persisted (contents and next
+//! pointers) before the store that made it reachable; every pointer read from the arena is
+//! checked to lie inside the arena's used part before it is followed.
+
+use pmem::Region;
+use std::collections::{BTreeMap, HashMap};
+use storage::format::get_u64;
+use storage::{DbError, Result, TableSpec};
+
+pub(crate) const MAX_HEIGHT: usize = 12;
+const NODE_HEADER: u64 = 24;
+/// The head node: a header and `MAX_HEIGHT` next pointers.
+pub(crate) const HEAD_BYTES: u64 = 128;
+const _: () = assert!(NODE_HEADER + 8 * MAX_HEIGHT as u64 <= HEAD_BYTES);
+pub(crate) const FLAG_TOMBSTONE: u8 = 1;
+
+pub(crate) fn node_bytes(height: usize, value_bytes: usize) -> u64 {
+    (NODE_HEADER + 8 * height as u64 + value_bytes as u64).next_multiple_of(8)
+}
+
+/// A checked node header.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Node {
+    pub off: u64,
+    pub table: u32,
+    pub key: u64,
+    pub seq: u64,
+    pub height: usize,
+    pub tombstone: bool,
+}
+
+impl Node {
+    fn order(&self) -> (u32, u64, std::cmp::Reverse<u64>) {
+        (self.table, self.key, std::cmp::Reverse(self.seq))
+    }
+    pub fn next_field(&self, level: usize) -> u64 {
+        self.off + NODE_HEADER + 8 * level as u64
+    }
+    fn value_at(&self) -> u64 {
+        self.off + NODE_HEADER + 8 * self.height as u64
+    }
+}
+
+/// The persistent skip list of one arena.
+pub(crate) struct NvmMem {
+    pub base: u64,
+    pub capacity: u64,
+    /// Bytes of the arena in use (head included); nodes lie below `base + used`.
+    pub used: u64,
+    rng: u64,
+}
+
+/// Where a search is: the head, or a node.
+#[derive(Clone, Copy)]
+enum At {
+    Head,
+    Node(Node),
+}
+
+impl NvmMem {
+    pub fn new(base: u64, capacity: u64, used: u64) -> NvmMem {
+        NvmMem { base, capacity, used, rng: 0x9E37_79B9_7F4A_7C15 ^ base }
+    }
+
+    /// Writes an empty head (flushed; the caller fences).
+    pub fn format(region: &Region, base: u64) {
+        region.write(base, &[0u8; HEAD_BYTES as usize]);
+        region.flush(base, HEAD_BYTES);
+    }
+
+    pub fn random_height(&mut self) -> usize {
+        let mut h = 1;
+        loop {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            if h >= MAX_HEIGHT || self.rng & 3 != 0 {
+                return h;
+            }
+            h += 1;
+        }
+    }
+
+    fn field(&self, at: At, level: usize) -> u64 {
+        match at {
+            At::Head => self.base + NODE_HEADER + 8 * level as u64,
+            At::Node(n) => n.next_field(level),
+        }
+    }
+
+    /// Reads and checks the node at `off`.
+    pub fn node(&self, region: &Region, tables: &[TableSpec], off: u64) -> Result<Node> {
+        let bad =
+            |why: &str| Err(DbError::Corrupt(format!("lsm memtable: node at offset {off}: {why}")));
+        let end = self.base + self.used;
+        if off < self.base + HEAD_BYTES || !off.is_multiple_of(8) || off + NODE_HEADER > end {
+            return bad("pointer outside the arena");
+        }
+        let h = region.read(off, NODE_HEADER as usize);
+        let table = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        let height = h[4] as usize;
+        let flags = h[5];
+        let Some(spec) = tables.get(table as usize) else { return bad("no such table") };
+        if height == 0 || height > MAX_HEIGHT || flags > FLAG_TOMBSTONE {
+            return bad("bad height or flags");
+        }
+        let value = if flags == FLAG_TOMBSTONE { 0 } else { spec.row_bytes as usize };
+        if off + node_bytes(height, value) > end {
+            return bad("node overruns the arena");
+        }
+        Ok(Node {
+            off,
+            table,
+            key: get_u64(h, 8),
+            seq: get_u64(h, 16),
+            height,
+            tombstone: flags == FLAG_TOMBSTONE,
+        })
+    }
+
+    pub fn value<'r>(
+        &self,
+        region: &'r Region,
+        tables: &[TableSpec],
+        n: &Node,
+    ) -> Option<&'r [u8]> {
+        (!n.tombstone)
+            .then(|| region.read(n.value_at(), tables[n.table as usize].row_bytes as usize))
+    }
+
+    /// Writes a node's header and value (not its next pointers) at `off`.
+    pub fn write_node(
+        region: &Region,
+        off: u64,
+        table: u32,
+        key: u64,
+        seq: u64,
+        height: usize,
+        value: Option<&[u8]>,
+    ) {
+        let mut h = [0u8; NODE_HEADER as usize];
+        h[0..4].copy_from_slice(&table.to_le_bytes());
+        h[4] = height as u8;
+        h[5] = if value.is_none() { FLAG_TOMBSTONE } else { 0 };
+        h[8..16].copy_from_slice(&key.to_le_bytes());
+        h[16..24].copy_from_slice(&seq.to_le_bytes());
+        region.write(off, &h);
+        region.write(off + NODE_HEADER, &vec![0u8; 8 * height]);
+        if let Some(v) = value {
+            region.write(off + NODE_HEADER + 8 * height as u64, v);
+        }
+    }
+
+    fn next_of(&self, region: &Region, at: At, level: usize, overlay: &HashMap<u64, u64>) -> u64 {
+        let f = self.field(at, level);
+        overlay.get(&f).copied().unwrap_or_else(|| region.read_u64(f))
+    }
+
+    /// The last position before `target` at each level (following `overlay` for fields of
+    /// reachable nodes that a commit is about to change).
+    fn preds(
+        &self,
+        region: &Region,
+        tables: &[TableSpec],
+        target: (u32, u64, std::cmp::Reverse<u64>),
+        overlay: &HashMap<u64, u64>,
+    ) -> Result<[At; MAX_HEIGHT]> {
+        let mut preds = [At::Head; MAX_HEIGHT];
+        let mut cur = At::Head;
+        for level in (0..MAX_HEIGHT).rev() {
+            loop {
+                let next = self.next_of(region, cur, level, overlay);
+                if next == 0 {
+                    break;
+                }
+                let n = self.node(region, tables, next)?;
+                if n.order() >= target {
+                    break;
+                }
+                cur = At::Node(n);
+            }
+            preds[level] = cur;
+        }
+        Ok(preds)
+    }
+
+    /// Plans the links of `nodes` (written, sorted ascending, not yet reachable): writes each
+    /// new node's own next pointers, and the new nodes' pointers to each other, directly (they
+    /// are unreachable), and returns the stores to reachable fields (the head's, existing
+    /// nodes'), which the caller makes after the nodes are persisted.
+    pub fn plan_links(
+        &self,
+        region: &Region,
+        tables: &[TableSpec],
+        nodes: &[Node],
+    ) -> Result<Vec<(u64, u64)>> {
+        let first_new = nodes.first().map_or(u64::MAX, |n| n.off);
+        let mut overlay: HashMap<u64, u64> = HashMap::new();
+        for n in nodes {
+            let preds = self.preds(region, tables, n.order(), &overlay)?;
+            for (level, &pred) in preds.iter().enumerate().take(n.height) {
+                let next = self.next_of(region, pred, level, &overlay);
+                region.write_u64(n.next_field(level), next);
+                let f = self.field(pred, level);
+                match pred {
+                    At::Node(p) if p.off >= first_new => region.write_u64(f, n.off),
+                    _ => {
+                        overlay.insert(f, n.off);
+                    }
+                }
+            }
+        }
+        let mut stores: Vec<_> = overlay.into_iter().collect();
+        stores.sort_unstable();
+        Ok(stores)
+    }
+
+    /// Makes node `n` unreachable (recovery's undo of an uncommitted write), flushing each
+    /// changed pointer. Idempotent. Returns whether it was linked at any level.
+    pub fn unlink(&self, region: &Region, tables: &[TableSpec], n: &Node) -> Result<bool> {
+        let none = HashMap::new();
+        let mut cur = At::Head;
+        let mut was_linked = false;
+        for level in (0..MAX_HEIGHT).rev() {
+            loop {
+                let next = self.next_of(region, cur, level, &none);
+                if next == 0 || next == n.off {
+                    if next == n.off && level < n.height {
+                        let f = self.field(cur, level);
+                        region.write_u64(f, region.read_u64(n.next_field(level)));
+                        region.flush(f, 8);
+                        was_linked = true;
+                    }
+                    break;
+                }
+                let m = self.node(region, tables, next)?;
+                if m.order() >= n.order() {
+                    break;
+                }
+                cur = At::Node(m);
+            }
+        }
+        Ok(was_linked)
+    }
+
+    /// The newest node of `(table, key)`, if any.
+    pub fn get(
+        &self,
+        region: &Region,
+        tables: &[TableSpec],
+        table: u32,
+        key: u64,
+    ) -> Result<Option<Node>> {
+        match self.seek(region, tables, table, key)? {
+            Some(n) if n.table == table && n.key == key => Ok(Some(n)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The first node at or after `(table, key)` (its newest version).
+    pub fn seek(
+        &self,
+        region: &Region,
+        tables: &[TableSpec],
+        table: u32,
+        key: u64,
+    ) -> Result<Option<Node>> {
+        let none = HashMap::new();
+        let preds = self.preds(region, tables, (table, key, std::cmp::Reverse(u64::MAX)), &none)?;
+        let next = self.next_of(region, preds[0], 0, &none);
+        self.at(region, tables, next)
+    }
+
+    pub fn at(&self, region: &Region, tables: &[TableSpec], off: u64) -> Result<Option<Node>> {
+        if off == 0 {
+            return Ok(None);
+        }
+        self.node(region, tables, off).map(Some)
+    }
+
+    /// The first node after every version of `n`'s key.
+    pub fn next_key(
+        &self,
+        region: &Region,
+        tables: &[TableSpec],
+        n: &Node,
+    ) -> Result<Option<Node>> {
+        let mut cur = *n;
+        loop {
+            let next = region.read_u64(cur.next_field(0));
+            match self.at(region, tables, next)? {
+                Some(m) if m.table == n.table && m.key == n.key => {
+                    if m.seq >= cur.seq {
+                        return Err(DbError::Corrupt("lsm memtable: versions out of order".into()));
+                    }
+                    cur = m
+                }
+                other => return Ok(other),
+            }
+        }
+    }
+
+    /// The first node of the list.
+    pub fn first(&self, region: &Region, tables: &[TableSpec]) -> Result<Option<Node>> {
+        let next = region.read_u64(self.base + NODE_HEADER);
+        self.at(region, tables, next)
+    }
+}
+
+/// The DRAM memtable of the traditional engine: the newest version of each key.
+#[derive(Default)]
+pub(crate) struct DramMem {
+    pub map: BTreeMap<(u32, u64), Option<Box<[u8]>>>,
+    /// Bytes of rows and keys held (the flush threshold).
+    pub bytes: u64,
+}
+
+impl DramMem {
+    pub fn put(&mut self, table: u32, key: u64, value: Option<&[u8]>) {
+        let add = 16 + value.map_or(0, |v| v.len() as u64);
+        if let Some(old) = self.map.insert((table, key), value.map(Box::from)) {
+            self.bytes -= 16 + old.map_or(0, |v| v.len() as u64);
+        }
+        self.bytes += add;
+    }
+}

@@ -1,0 +1,257 @@
+//! `lsm` transactions: key-level strict 2PL (no-wait), writes buffered in the transaction and
+//! applied at commit ([`Lsm::commit_writes`]), reads merged from the write set, the memtable
+//! and the runs, newest first.
+//!
+//! Invariant: nothing a transaction writes reaches the memtable or the log before its commit,
+//! so abort (or drop) only releases locks.
+
+use super::memtable::{Node, NvmMem};
+use super::run::Run;
+use super::{Lsm, Mem, State, WriteSet};
+use pmem::Region;
+use std::collections::btree_map::Range;
+use storage::engine::{check_row, check_update};
+use storage::lock::{LockMode, LockSet};
+use storage::{CommitToken, DbError, Result, TableId, TableSpec, Txn};
+
+pub(crate) struct LsmTxn<'e> {
+    engine: &'e Lsm,
+    id: u64,
+    locks: LockSet,
+    writes: WriteSet,
+}
+
+impl<'e> LsmTxn<'e> {
+    pub fn new(engine: &'e Lsm, id: u64) -> Self {
+        LsmTxn { engine, id, locks: LockSet::default(), writes: WriteSet::new() }
+    }
+
+    fn lock(&mut self, table: TableId, key: u64, mode: LockMode) -> Result<()> {
+        self.locks.lock(&self.engine.locks, self.id, table, key, mode)
+    }
+
+    fn spec(&self, table: TableId) -> Result<TableSpec> {
+        let st = self.engine.state.read();
+        self.engine.table_spec(&st, table)
+    }
+
+    /// The row as this transaction sees it (its own writes first).
+    fn visible(&self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        if let Some(v) = self.writes.get(&(table, key)) {
+            out.clear();
+            if let Some(v) = v {
+                out.extend_from_slice(v);
+            }
+            return Ok(v.is_some());
+        }
+        let st = self.engine.state.read();
+        self.engine.get(&st, table, key, out)
+    }
+
+    fn release(&mut self) {
+        self.locks.release_all(&self.engine.locks, self.id);
+    }
+}
+
+impl Drop for LsmTxn<'_> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl Txn for LsmTxn<'_> {
+    fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        self.spec(table)?;
+        self.lock(table, key, LockMode::Shared)?;
+        self.visible(table, key, out)
+    }
+
+    fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        let spec = self.spec(table)?;
+        check_row(table, &spec, row)?;
+        self.lock(table, key, LockMode::Exclusive)?;
+        let mut cur = Vec::new();
+        if self.visible(table, key, &mut cur)? {
+            return Err(DbError::Duplicate { table, key });
+        }
+        self.writes.insert((table, key), Some(row.to_vec()));
+        Ok(())
+    }
+
+    fn update(&mut self, table: TableId, key: u64, offset: u32, bytes: &[u8]) -> Result<bool> {
+        let spec = self.spec(table)?;
+        check_update(table, &spec, offset, bytes.len())?;
+        self.lock(table, key, LockMode::Exclusive)?;
+        let mut row = Vec::new();
+        if !self.visible(table, key, &mut row)? {
+            return Ok(false);
+        }
+        row[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
+        self.writes.insert((table, key), Some(row));
+        Ok(true)
+    }
+
+    fn delete(&mut self, table: TableId, key: u64) -> Result<bool> {
+        self.spec(table)?;
+        self.lock(table, key, LockMode::Exclusive)?;
+        let mut row = Vec::new();
+        if !self.visible(table, key, &mut row)? {
+            return Ok(false);
+        }
+        self.writes.insert((table, key), None);
+        Ok(true)
+    }
+
+    fn scan(
+        &mut self,
+        table: TableId,
+        low: u64,
+        high: u64,
+        limit: usize,
+        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
+    ) -> Result<usize> {
+        self.spec(table)?;
+        if low > high || limit == 0 {
+            return Ok(0);
+        }
+        let engine = self.engine;
+        let st = engine.state.read();
+        let mut cursor = ScanCursor::new(engine, &st, Some(&self.writes), table, low, high)?;
+        let mut visited = 0;
+        while let Some((key, value)) = cursor.next()? {
+            // Lock every key met, deleted or not, so that a scan conflicts with an uncommitted
+            // delete or update of it (as a read would).
+            self.locks.lock(&engine.locks, self.id, table, key, LockMode::Shared)?;
+            let Some(v) = value else { continue };
+            visited += 1;
+            if !visit(key, v) || visited >= limit {
+                break;
+            }
+        }
+        Ok(visited)
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<CommitToken> {
+        if !self.writes.is_empty() {
+            let engine = self.engine;
+            let mut st = engine.state.write();
+            let r = engine.commit_writes(&mut st, &self.writes);
+            drop(st);
+            if let Err(e) = r {
+                self.release();
+                return Err(e);
+            }
+        }
+        self.release();
+        Ok(CommitToken::DURABLE)
+    }
+
+    fn abort(mut self: Box<Self>) -> Result<()> {
+        self.writes.clear();
+        self.release();
+        Ok(())
+    }
+}
+
+/// One source of a merged scan.
+enum Source<'a> {
+    Txn(Range<'a, (TableId, u64), Option<Vec<u8>>>),
+    Dram(Range<'a, (TableId, u64), Option<Box<[u8]>>>),
+    Nvm { mem: &'a NvmMem, tables: &'a [TableSpec], cur: Option<Node> },
+    Run { run: &'a Run, i: u64 },
+}
+
+type Item<'a> = (u64, Option<&'a [u8]>);
+
+impl<'a> Source<'a> {
+    fn advance(
+        &mut self,
+        region: &'a Region,
+        table: TableId,
+        high: u64,
+    ) -> Result<Option<Item<'a>>> {
+        match self {
+            Source::Txn(r) => Ok(r.next().map(|(&(_, k), v)| (k, v.as_deref()))),
+            Source::Dram(r) => Ok(r.next().map(|(&(_, k), v)| (k, v.as_deref()))),
+            Source::Nvm { mem, tables, cur } => match *cur {
+                Some(n) if n.table == table && n.key <= high => {
+                    let v = mem.value(region, tables, &n);
+                    *cur = mem.next_key(region, tables, &n)?;
+                    Ok(Some((n.key, v)))
+                }
+                _ => Ok(None),
+            },
+            Source::Run { run, i } => {
+                if *i >= run.r.entries {
+                    return Ok(None);
+                }
+                let (k, v) = run.entry(region, *i)?;
+                if k > high {
+                    return Ok(None);
+                }
+                *i += 1;
+                Ok(Some((k, v)))
+            }
+        }
+    }
+}
+
+/// A merged, ordered view of one table's keys in `[low, high]`: each key once, from the
+/// newest source that has it (the write set, then the memtable, then runs newest first);
+/// tombstones come out as `None`.
+pub(crate) struct ScanCursor<'a> {
+    region: &'a Region,
+    table: TableId,
+    high: u64,
+    sources: Vec<Source<'a>>,
+    heads: Vec<Option<Item<'a>>>,
+}
+
+impl<'a> ScanCursor<'a> {
+    pub fn new(
+        engine: &'a Lsm,
+        st: &'a State,
+        writes: Option<&'a WriteSet>,
+        table: TableId,
+        low: u64,
+        high: u64,
+    ) -> Result<ScanCursor<'a>> {
+        let region = &engine.region;
+        let tables = &st.manifest.tables;
+        let mut sources = Vec::new();
+        if let Some(w) = writes {
+            sources.push(Source::Txn(w.range((table, low)..=(table, high))));
+        }
+        match &st.mem {
+            Mem::Dram(d) => sources.push(Source::Dram(d.map.range((table, low)..=(table, high)))),
+            Mem::Nvm(m) => {
+                let cur = m.seek(region, tables, table, low)?;
+                sources.push(Source::Nvm { mem: m, tables, cur });
+            }
+        }
+        for run in st.runs[table as usize].iter().rev() {
+            sources.push(Source::Run { run, i: run.lower_bound(region, low) });
+        }
+        let mut heads = Vec::with_capacity(sources.len());
+        for s in &mut sources {
+            heads.push(s.advance(region, table, high)?);
+        }
+        Ok(ScanCursor { region, table, high, sources, heads })
+    }
+
+    pub fn next(&mut self) -> Result<Option<Item<'a>>> {
+        let Some(key) = self.heads.iter().flatten().map(|&(k, _)| k).min() else {
+            return Ok(None);
+        };
+        let mut winner = None;
+        for i in 0..self.sources.len() {
+            if let Some((k, v)) = self.heads[i] {
+                if k == key {
+                    winner.get_or_insert((k, v));
+                    self.heads[i] = self.sources[i].advance(self.region, self.table, self.high)?;
+                }
+            }
+        }
+        Ok(winner)
+    }
+}
