@@ -190,3 +190,44 @@ fn the_seed_replays_the_same_transactions() {
     assert_ne!(first, acks("8", "c.jsonl"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Peers' `--path`: an existing empty directory (never created, parents neither), emptied
+/// after the run unless `--keep`; a directory with other files is refused.
+#[test]
+fn a_peer_path_must_be_an_empty_directory_and_is_emptied_after_the_run() {
+    let base = std::env::temp_dir().join(format!("nvmdb-peer-path-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let missing = base.join("a/b");
+    let text = |p: &std::path::Path| p.display().to_string();
+    let run = |dir: &str, keep: bool| {
+        let mut args = vec!["--engine", "redb", "--txns", "20", "--path", dir];
+        args.extend_from_slice(SMALL_TPCB);
+        if keep {
+            args.push("--keep");
+        }
+        nvmdb(&args)
+    };
+    let out = run(&text(&missing), false);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    assert!(!base.exists(), "no parent directories were made");
+
+    std::fs::create_dir_all(&base).unwrap();
+    let out = run(&text(&base), false);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0, "emptied after the run");
+
+    let out = run(&text(&base), true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(base.join("PEER").exists(), "kept with --keep");
+    std::fs::remove_dir_all(&base).unwrap();
+
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("thesis.tex"), "mine").unwrap();
+    let out = run(&text(&base), false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not empty (thesis.tex is in it)"), "{stderr}");
+    assert!(!stderr.contains("invalid argument"), "{stderr}");
+    std::fs::remove_dir_all(&base).unwrap();
+}

@@ -171,6 +171,9 @@ struct Plan {
     acks: Option<PathBuf>,
     /// The region file exists before the run (it is reopened, and never removed).
     path_existed: bool,
+    /// A peer's `--path` held no peer database before the run: its contents are this run's
+    /// and are removed afterwards unless `--keep`.
+    peer_dir_fresh: bool,
 }
 
 /// What selects and sizes the workload.
@@ -330,6 +333,9 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
         keep: args.keep,
         acks: args.acks.clone(),
         path_existed,
+        peer_dir_fresh: registry::lookup(&args.engine.clone().unwrap_or_default())
+            .is_some_and(|e| e.kind == registry::EngineKind::Peer)
+            && args.path.as_ref().is_some_and(|p| !p.join("PEER").exists()),
     })
 }
 
@@ -686,6 +692,23 @@ fn install_interrupt(remove: Option<PathBuf>) {
 
 /// Removes the region file this run created, unless `--keep`.
 fn remove_created_file(plan: &Plan) -> anyhow::Result<()> {
+    if let (true, false, Some(dir)) = (plan.peer_dir_fresh, plan.keep, &plan.region.path) {
+        // The directory is the user's; what the peer wrote into it is this run's.
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("listing the peer directory {}", dir.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.with_context(|| {
+                format!("removing {} after the run (keep it with --keep)", path.display())
+            })?;
+        }
+        return Ok(());
+    }
     let Some(path) = removable_file(plan) else { return Ok(()) };
     if !path.is_file() {
         return Ok(());
