@@ -147,7 +147,7 @@ pub struct Report {
 }
 
 /// The fixed leading CSV columns; `config.<key>` columns follow, in key order.
-pub const CSV_COLUMNS: [&str; 19] = [
+pub const CSV_COLUMNS: [&str; 22] = [
     "engine",
     "workload",
     "threads",
@@ -167,6 +167,9 @@ pub const CSV_COLUMNS: [&str; 19] = [
     "seed",
     "measured_s",
     "load_ms",
+    "latency_us_p999",
+    "latency_us_mean",
+    "commits_by_kind",
 ];
 
 /// Pelley Table 4's "lines/latch" (average over the three workloads): index, heap, other, all.
@@ -288,6 +291,10 @@ impl Report {
             self.seed.to_string(),
             format!("{:.3}", self.measured_s),
             format!("{:.1}", self.load_ms),
+            format!("{:.3}", l.p999),
+            format!("{:.3}", l.mean),
+            // `kind=commits` pairs, `;`-separated (TPC-C and TATP mixes have several kinds).
+            self.kinds.iter().map(|(k, n)| format!("{k}={n}")).collect::<Vec<_>>().join(";"),
         ];
         fields.extend(self.config_entries().into_iter().map(|(_, v)| v));
         fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(",")

@@ -1,39 +1,120 @@
 //! `Db`: the embedded entry point. Opens (formatting or recovering) a region with one of
-//! nvmdb's engines and hands out transactions through the [`storage::Engine`] trait.
+//! nvmdb's engines; hands out closures' transactions over named tables (`crate::kv`) and,
+//! for benchmark-level code, the engine itself through the [`storage::Engine`] trait.
 
+use crate::kv::{self, ReadTx, RetryOptions, SlotPool, Tables, TxCore, WriteTx};
 use engines::EngineOptions;
 use pmem::RegionOptions;
 use serde::Serialize;
 use std::ops::Deref;
+use std::sync::{Mutex, OnceLock};
 use storage::{DbError, Engine, IntegrityReport, RecoveryReport, Result};
 
+/// Worker slots the table layer uses at most: its ids carry the slot in 8 bits.
+const MAX_LAYER_SLOTS: usize = 256;
+/// Reclamation transactions one commit runs at most; the rest waits for the next commit or
+/// the next open.
+const MAX_RECLAIM_STEPS: usize = 4096;
+
 /// Everything needed to open a database. `Default` is an in-place engine on a 64 MiB private
-/// `shm` region; set `region.path` for a database that outlives the process.
+/// `shm` region with 4 workers whose undo logs hold a 1 MiB value each; set `region.path` for
+/// a database that outlives the process. How large one transaction may be is the engine's
+/// limit (`DbError::TxnTooLarge` beyond it): raise `engine_options.undo_pages` (in-place),
+/// `log_bytes` (WAL) or `staging_bytes` (group commit) for larger ones.
+///
+/// ```
+/// let mut options = nvmdb::DbOptions::default();
+/// options.engine = "wal".into();
+/// options.region.size_bytes = 128 << 20;
+/// let db = nvmdb::Db::open(&options)?;
+/// assert_eq!(db.name(), "wal");
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct DbOptions {
+    /// One of [`engines::ENGINES`].
     pub engine: String,
+    /// Medium, size and path of the region.
     pub region: RegionOptions,
+    /// Engine parameters; `workers` is also the number of transactions that run at once.
     pub engine_options: EngineOptions,
+    /// How [`Db::write`] and [`Db::read`] retry lock conflicts.
+    pub retry: RetryOptions,
 }
+
+/// Undo log pages per worker of an embedded database: 1.25 MiB, so one transaction can write
+/// a 1 MiB value (the in-place engine logs about a row's size per row written).
+const EMBEDDED_UNDO_PAGES: u32 = 160;
+/// Concurrent transactions of an embedded database (each worker has its own undo log).
+const EMBEDDED_WORKERS: u32 = 4;
 
 impl Default for DbOptions {
     fn default() -> Self {
         DbOptions {
             engine: "inplace".into(),
             region: RegionOptions::new(pmem::Medium::Shm, 64 << 20),
-            engine_options: EngineOptions::default(),
+            engine_options: EngineOptions {
+                workers: EMBEDDED_WORKERS,
+                undo_pages: EMBEDDED_UNDO_PAGES,
+                ..EngineOptions::default()
+            },
+            retry: RetryOptions::default(),
         }
     }
 }
 
-/// An open database. Dereferences to the engine.
+/// An open database. [`Db::write`] and [`Db::read`] run transactions over named tables;
+/// `Db` also dereferences to the [`Engine`] for benchmark-level code (fixed-size rows keyed
+/// by `u64`, caller-chosen worker slots).
+///
+/// ```
+/// let mut options = nvmdb::DbOptions::default();
+/// let dir = std::env::temp_dir().join(format!("nvmdb-doc-{}", std::process::id()));
+/// options.region.medium = nvmdb::pmem::Medium::File;
+/// options.region.path = Some(dir.clone());
+/// {
+///     let db = nvmdb::Db::open(&options)?;
+///     db.write(|tx| tx.open_table::<str>("greetings")?.insert("hello", b"world"))?;
+/// } // closed; the data is durable
+/// let db = nvmdb::Db::open(&options)?;
+/// let v = db.read(|tx| match tx.open_table::<str>("greetings")? {
+///     Some(t) => t.get("hello"),
+///     None => Ok(None),
+/// })?;
+/// assert_eq!(v.as_deref(), Some(&b"world"[..]));
+/// # drop(db);
+/// # std::fs::remove_file(&dir).ok();
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 pub struct Db {
     engine: Box<dyn Engine>,
+    slots: SlotPool,
+    slot_count: usize,
+    retry: RetryOptions,
+    layer: OnceLock<Tables>,
+    layer_init: Mutex<()>,
+    /// Test-only: acknowledge writes without waiting for durability (see [`Db::set_fault`]).
+    skip_durable_wait: bool,
+}
+
+/// Deliberate bugs in the table layer, to show its crash test catches them. Never set
+/// outside tests.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerFault {
+    /// `Db::write` returns once the commit is visible, without waiting for it to be durable.
+    AckBeforeDurable,
 }
 
 impl Db {
     /// Opens the region and the engine on it; a region with data is recovered first (see
     /// [`Db::recovery_report`]).
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// assert!(db.recovery_report().formatted);
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
     pub fn open(options: &DbOptions) -> Result<Db> {
         if !engines::ENGINES.contains(&options.engine.as_str()) {
             return Err(DbError::Invalid(format!(
@@ -44,7 +125,233 @@ impl Db {
         }
         let region = storage::format::open_region(&options.region)?;
         let engine = engines::open(&options.engine, region, &options.engine_options)?;
-        Ok(Db { engine })
+        let slots = options.engine_options.workers as usize;
+        Ok(Db::from_engine(engine, slots, options.retry.clone()))
+    }
+
+    /// Wraps an engine opened some other way (a peer from the registry, say) so the table
+    /// layer runs on it; `slots` is how many of its worker slots transactions may use.
+    ///
+    /// ```
+    /// let region = nvmdb::pmem::Region::open(&nvmdb::pmem::RegionOptions::new(
+    ///     nvmdb::pmem::Medium::Dram, 64 << 20))?;
+    /// let engine = nvmdb::engines::open("group", region, &Default::default())?;
+    /// let db = nvmdb::Db::from_engine(engine, 4, Default::default());
+    /// db.write(|tx| tx.open_table::<u64>("t")?.insert(1, b"x"))?;
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn from_engine(engine: Box<dyn Engine>, slots: usize, retry: RetryOptions) -> Db {
+        let slot_count = slots.clamp(1, MAX_LAYER_SLOTS);
+        Db {
+            engine,
+            slots: SlotPool::new(slot_count),
+            slot_count,
+            retry,
+            layer: OnceLock::new(),
+            layer_init: Mutex::new(()),
+            skip_durable_wait: false,
+        }
+    }
+
+    /// Test-only: injects a layer bug (see [`LayerFault`]).
+    #[doc(hidden)]
+    pub fn set_fault(&mut self, fault: Option<LayerFault>) {
+        self.skip_durable_wait = fault == Some(LayerFault::AckBeforeDurable);
+    }
+
+    fn commit_durably(&self, txn: Box<dyn storage::Txn + '_>) -> Result<()> {
+        let token = txn.commit()?;
+        if self.skip_durable_wait {
+            return Ok(());
+        }
+        self.engine.wait_durable(token)
+    }
+
+    /// Runs `f` in a read-write transaction and commits it; returns once the commit is
+    /// durable. A lock conflict with a concurrent transaction rolls `f`'s work back and runs it
+    /// again after a random backoff (see [`RetryOptions`]), so `f` may run more than once and
+    /// should have no effects outside the transaction. `Err` from `f` rolls back and is
+    /// returned.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<u64>("t")?.insert(1, b"kept"))?;
+    /// let failed: nvmdb::storage::Result<()> = db.write(|tx| {
+    ///     tx.open_table::<u64>("t")?.insert(1, b"rolled back")?;
+    ///     Err(nvmdb::DbError::Invalid("changed my mind".into()))
+    /// });
+    /// assert!(failed.is_err());
+    /// let v = db.write(|tx| tx.open_table::<u64>("t")?.get(1))?;
+    /// assert_eq!(v.as_deref(), Some(&b"kept"[..]));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn write<T>(&self, f: impl FnMut(&WriteTx<'_>) -> Result<T>) -> Result<T> {
+        self.try_write(f)
+    }
+
+    /// [`Db::write`] for a closure with its own error type `E` (which must hold a
+    /// [`DbError`]): `Err` from `f` rolls back and comes back unchanged.
+    ///
+    /// ```
+    /// #[derive(Debug)]
+    /// enum AppError { Db(nvmdb::DbError), Overdrawn }
+    /// impl From<nvmdb::DbError> for AppError {
+    ///     fn from(e: nvmdb::DbError) -> Self { AppError::Db(e) }
+    /// }
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default()).unwrap();
+    /// let r: Result<(), AppError> = db.try_write(|tx| {
+    ///     tx.open_table::<u64>("t")?.insert(1, b"x")?;
+    ///     Err(AppError::Overdrawn)
+    /// });
+    /// assert!(matches!(r, Err(AppError::Overdrawn)));
+    /// ```
+    pub fn try_write<T, E: From<DbError>>(
+        &self,
+        mut f: impl FnMut(&WriteTx<'_>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let tables = self.layer()?;
+        let slot = self.slots.take();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let txn = self.engine.begin(slot.slot)?;
+            let tx = WriteTx { core: TxCore::new(txn, tables, slot.slot) };
+            let result = f(&tx);
+            let (conflicted, trashed) = (tx.core.conflicted.get(), tx.core.trashed.get());
+            let Some(txn) = tx.core.take_txn() else {
+                return Err(DbError::Invalid("transaction vanished".into()).into());
+            };
+            let retry = match result {
+                Ok(value) if !conflicted => match self.commit_durably(txn) {
+                    Ok(()) => {
+                        if trashed {
+                            self.reclaim(tables, slot.slot);
+                        }
+                        return Ok(value);
+                    }
+                    Err(e) if e.is_retryable() => Err(e.into()),
+                    Err(e) => return Err(e.into()),
+                },
+                other => {
+                    txn.abort()?;
+                    if !conflicted {
+                        return other;
+                    }
+                    other.and_then(|_| Err(conflict_persisted(attempt).into()))
+                }
+            };
+            if attempt >= self.retry.max_attempts {
+                return retry;
+            }
+            std::thread::sleep(self.retry.backoff(attempt));
+        }
+    }
+
+    /// Runs `f` in a read-only transaction. Lock conflicts are retried as in [`Db::write`].
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<str>("t")?.insert("k", b"v"))?;
+    /// let v = db.read(|tx| tx.open_table::<str>("t")?.map_or(Ok(None), |t| t.get("k")))?;
+    /// assert_eq!(v.as_deref(), Some(&b"v"[..]));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn read<T>(&self, f: impl FnMut(&ReadTx<'_>) -> Result<T>) -> Result<T> {
+        self.try_read(f)
+    }
+
+    /// [`Db::read`] for a closure with its own error type (see [`Db::try_write`]).
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default()).unwrap();
+    /// #[derive(Debug, PartialEq)]
+    /// struct AppError(String);
+    /// impl From<nvmdb::DbError> for AppError {
+    ///     fn from(e: nvmdb::DbError) -> Self { AppError(e.to_string()) }
+    /// }
+    /// let r: Result<usize, AppError> = db.try_read(|tx| Ok(tx.table_names()?.len()));
+    /// assert_eq!(r, Ok(0));
+    /// ```
+    pub fn try_read<T, E: From<DbError>>(
+        &self,
+        mut f: impl FnMut(&ReadTx<'_>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        let tables = self.layer()?;
+        let slot = self.slots.take();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let txn = self.engine.begin(slot.slot)?;
+            let tx = ReadTx { core: TxCore::new(txn, tables, slot.slot) };
+            let result = f(&tx);
+            let conflicted = tx.core.conflicted.get();
+            let Some(txn) = tx.core.take_txn() else {
+                return Err(DbError::Invalid("transaction vanished".into()).into());
+            };
+            let retry = match result {
+                Ok(value) if !conflicted => match txn.commit() {
+                    Ok(_) => return Ok(value),
+                    Err(e) if e.is_retryable() => Err(e.into()),
+                    Err(e) => return Err(e.into()),
+                },
+                other => {
+                    txn.abort()?;
+                    if !conflicted {
+                        return other;
+                    }
+                    other.and_then(|_| Err(conflict_persisted(attempt).into()))
+                }
+            };
+            if attempt >= self.retry.max_attempts {
+                return retry;
+            }
+            std::thread::sleep(self.retry.backoff(attempt));
+        }
+    }
+
+    /// The table layer's engine tables, created (and the catalog made) on first use; the
+    /// first use also finishes reclamation a crash interrupted.
+    fn layer(&self) -> Result<Tables> {
+        if let Some(t) = self.layer.get() {
+            return Ok(*t);
+        }
+        let _init = self.layer_init.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = self.layer.get() {
+            return Ok(*t);
+        }
+        let tables = Tables::open_or_create(&*self.engine, self.slot_count)?;
+        let slot = self.slots.take();
+        let mut txn = self.engine.begin(slot.slot)?;
+        match kv::init_catalog(&mut *txn, tables, slot.slot) {
+            Ok(()) => self.engine.wait_durable(txn.commit()?)?,
+            Err(e) => {
+                txn.abort()?;
+                return Err(e);
+            }
+        }
+        self.reclaim(tables, slot.slot);
+        Ok(*self.layer.get_or_init(|| tables))
+    }
+
+    /// Frees trashed rows in small transactions until the trash is empty, a bound is hit or
+    /// a step fails (a conflict means another thread is at it; leftovers wait for the next
+    /// commit that trashes something, or the next open).
+    fn reclaim(&self, tables: Tables, slot: usize) {
+        for _ in 0..MAX_RECLAIM_STEPS {
+            let Ok(mut txn) = self.engine.begin(slot) else { return };
+            match kv::reclaim_step(&mut *txn, tables, slot) {
+                Ok(more) => {
+                    let durable = self.commit_durably(txn);
+                    if !more || durable.is_err() {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    let _ = txn.abort();
+                    return;
+                }
+            }
+        }
     }
 
     /// What opening recovered.
@@ -53,12 +360,24 @@ impl Db {
     }
 
     /// Checks the open database: the engine's structural integrity (indexes, heap and
-    /// allocator agree) and every table's row count (a full scan of each).
+    /// allocator agree) and every engine table's row count (a full scan of each).
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// assert!(db.check()?.ok());
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
     pub fn check(&self) -> Result<CheckReport> {
         check_engine(&*self.engine)
     }
 
     /// The engine, for code that takes `&dyn Engine`.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// assert_eq!(db.engine().name(), "inplace");
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
     pub fn engine(&self) -> &dyn Engine {
         &*self.engine
     }
@@ -71,6 +390,13 @@ impl Deref for Db {
     }
 }
 
+fn conflict_persisted(attempts: u32) -> DbError {
+    DbError::Invalid(format!(
+        "the transaction still conflicted after {attempts} attempts; \
+         raise DbOptions::retry.max_attempts or reduce contention"
+    ))
+}
+
 /// What [`Db::check`] found.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckReport {
@@ -80,6 +406,7 @@ pub struct CheckReport {
     pub tables: Vec<TableRows>,
 }
 
+/// One engine table in a [`CheckReport`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TableRows {
     pub name: String,
@@ -88,6 +415,7 @@ pub struct TableRows {
 }
 
 impl CheckReport {
+    /// Whether the integrity check passed.
     pub fn ok(&self) -> bool {
         self.integrity.is_ok()
     }
@@ -95,6 +423,12 @@ impl CheckReport {
 
 /// [`Db::check`] for any engine (the `nvmdb check` command uses it too). A damaged table is an
 /// `Err` from its scan.
+///
+/// ```
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// assert!(nvmdb::check_engine(db.engine())?.tables.is_empty());
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 pub fn check_engine(engine: &dyn Engine) -> Result<CheckReport> {
     let integrity = engine.check_integrity();
     let mut tables = Vec::new();

@@ -378,9 +378,7 @@ fn open_peer(
             _ => unreachable!("rejected above"),
         }
     }
-    std::fs::create_dir_all(dir).map_err(|e| {
-        RegistryError::Db(DbError::Invalid(format!("cannot create {}: {e}", dir.display())))
-    })?;
+    // The directory must exist: the peer checks it is empty or its own (`claim_dir`).
     Ok(peers::open_with(info.name, dir, &o)?)
 }
 
@@ -454,6 +452,13 @@ fn open_peer_private(
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).map_err(|e| {
+        RegistryError::Db(DbError::Peer {
+            engine: info.name,
+            message: format!("cannot create the private directory {}: {e}", dir.display()),
+            retryable: false,
+        })
+    })?;
     match open_peer(info, &dir, config) {
         Ok(engine) => Ok(Box::new(PrivateDir { engine: Some(engine), dir })),
         Err(e) => {

@@ -49,8 +49,44 @@ fn json_has_every_documented_key() {
     assert_eq!(json["committed"], 400);
     assert_eq!(json["checker"], "pass");
     assert_eq!(json["config"]["threads"], 2);
-    assert_eq!(json["config"]["medium"], "shm");
+    // `mem` runs on no region: the row says so instead of naming the default medium.
+    assert!(json["config"]["medium"].is_null(), "{json}");
+    assert!(json["config"]["persist_latency_ns"].is_null(), "{json}");
     assert_eq!(json["config"]["workload_opts"]["accounts_per_branch"], 500);
+    // Values as run, after defaults: remote_fraction was not given.
+    assert_eq!(json["config"]["scale"], 1);
+    assert!(json["config"]["workload_opts"]["remote_fraction"].is_number(), "{json}");
+    for key in ["p999", "mean"] {
+        assert!(json["latency_us"][key].is_number(), "{json}");
+    }
+    // What produced the row: version, commit (or "unknown" without git), host.
+    assert_eq!(json["config"]["nvmdb_version"], env!("CARGO_PKG_VERSION"));
+    assert!(json["config"]["git_commit"].as_str().is_some_and(|c| !c.is_empty()), "{json}");
+    assert!(json["config"]["host_cores"].as_u64().is_some_and(|n| n >= 1), "{json}");
+    assert!(json["config"]["host_cpu"].is_string() && json["config"]["host_flush"].is_string());
+}
+
+#[test]
+fn a_region_engine_row_names_its_medium_and_model() {
+    let mut args = vec!["--engine", "inplace", "--medium", "dram", "--txns", "50", "--json"];
+    args.extend_from_slice(&["--persist-latency", "100ns", "--size", "32MiB"]);
+    args.extend_from_slice(SMALL_TPCB);
+    let out = nvmdb(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["config"]["medium"], "dram");
+    assert_eq!(json["config"]["persist_latency_ns"], 100);
+}
+
+#[test]
+fn json_errors_are_json_on_stdout_and_a_line_on_stderr() {
+    let out = nvmdb(&["--engine", "mem", "--medium", "dram", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json["error"].as_str().is_some_and(|e| e.contains("cannot honour")), "{json}");
+    assert_eq!(json["exit_code"], 2);
 }
 
 #[test]
@@ -63,6 +99,8 @@ fn csv_is_a_header_and_a_row() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2);
     assert!(lines[0].starts_with("engine,workload,threads,committed,aborted,tps,"));
+    assert!(lines[0].contains(",latency_us_p999,latency_us_mean,commits_by_kind,"), "{text}");
+    assert!(lines[1].contains(",account-update=50,"), "{text}");
     assert!(lines[1].starts_with("mem,tpcb,1,50,"));
     args.push("--no-header");
     let out = nvmdb(&args);
@@ -108,6 +146,10 @@ fn bad_options_are_one_line_and_exit_2() {
         (&["--engine", "mem", "--flush", "wbinvd"], "--flush"),
         (&["--engine", "mem", "--keep"], "--keep"),
         (&["--engine", "mem", "--duration", "0"], "--duration"),
+        (&["--engine", "mem", "--duration", "0.05"], "shorter than 100 ms"),
+        (&["--engine", "mem", "--medium", "dram"], "engine mem cannot honour it"),
+        (&["--engine", "noop", "--persist-latency", "2us"], "--persist-latency"),
+        (&["--engine", "mem", "--eadr"], "--eadr"),
         (&["--engine", "mem", "--engine-opt", "x"], "KEY=VALUE"),
         (&["--engine", "mem", "--engine-opt", "x=1"], "has no option `x`"),
         (&["--engine", "mem", "--workload-opt", "colour=red"], "colour"),
@@ -147,4 +189,45 @@ fn the_seed_replays_the_same_transactions() {
     assert_eq!(first, acks("7", "b.jsonl"));
     assert_ne!(first, acks("8", "c.jsonl"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Peers' `--path`: an existing empty directory (never created, parents neither), emptied
+/// after the run unless `--keep`; a directory with other files is refused.
+#[test]
+fn a_peer_path_must_be_an_empty_directory_and_is_emptied_after_the_run() {
+    let base = std::env::temp_dir().join(format!("nvmdb-peer-path-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    let missing = base.join("a/b");
+    let text = |p: &std::path::Path| p.display().to_string();
+    let run = |dir: &str, keep: bool| {
+        let mut args = vec!["--engine", "redb", "--txns", "20", "--path", dir];
+        args.extend_from_slice(SMALL_TPCB);
+        if keep {
+            args.push("--keep");
+        }
+        nvmdb(&args)
+    };
+    let out = run(&text(&missing), false);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    assert!(!base.exists(), "no parent directories were made");
+
+    std::fs::create_dir_all(&base).unwrap();
+    let out = run(&text(&base), false);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0, "emptied after the run");
+
+    let out = run(&text(&base), true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(base.join("PEER").exists(), "kept with --keep");
+    std::fs::remove_dir_all(&base).unwrap();
+
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("thesis.tex"), "mine").unwrap();
+    let out = run(&text(&base), false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("is not empty (thesis.tex is in it)"), "{stderr}");
+    assert!(!stderr.contains("invalid argument"), "{stderr}");
+    std::fs::remove_dir_all(&base).unwrap();
 }

@@ -23,12 +23,50 @@ pub(crate) struct DirClaim {
     _lock: pmem::FileLock,
 }
 
-/// Creates `dir` if needed, locks it for this open, and checks it belongs to peer `name` (or is
-/// new), so one peer never opens another's files and two openers never share one directory.
+/// Locks `dir` for this open and checks it belongs to peer `name`, so one peer never opens
+/// another's files and two openers never share one directory. `dir` must exist (it is never
+/// created here, nor its parents) and be empty or hold this peer's marker: a peer never
+/// writes into a directory with someone else's files.
 pub(crate) fn claim_dir(dir: &Path, name: &'static str) -> Result<DirClaim> {
-    let io =
-        |what: &str, e: std::io::Error| DbError::Invalid(format!("{what} {}: {e}", dir.display()));
-    std::fs::create_dir_all(dir).map_err(|e| io("cannot create directory", e))?;
+    let io = |what: &str, e: std::io::Error| DbError::Peer {
+        engine: name,
+        message: format!("{what} {}: {e}", dir.display()),
+        retryable: false,
+    };
+    let entries = std::fs::read_dir(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => DbError::Peer {
+            engine: name,
+            message: format!(
+                "directory {} does not exist; create an empty directory for the peer's files",
+                dir.display()
+            ),
+            retryable: false,
+        },
+        _ => io("cannot list directory", e),
+    })?;
+    let mut foreign = None;
+    let mut marked = false;
+    for entry in entries {
+        let entry = entry.map_err(|e| io("cannot list directory", e))?;
+        let file = entry.file_name();
+        if file == PEER_MARKER {
+            marked = true;
+        } else if file != LOCK_FILE {
+            foreign.get_or_insert(file);
+        }
+    }
+    if let (false, Some(file)) = (marked, foreign) {
+        return Err(DbError::Peer {
+            engine: name,
+            message: format!(
+                "directory {} is not empty ({} is in it) and was not made by a peer; give an \
+                 empty directory",
+                dir.display(),
+                file.to_string_lossy()
+            ),
+            retryable: false,
+        });
+    }
     // Locked before the marker is read or written and before the library touches any file.
     let lock = pmem::FileLock::create(&dir.join(LOCK_FILE)).map_err(|e| match e {
         pmem::PmemError::Locked { holder, .. } => DbError::Peer {
@@ -53,7 +91,8 @@ pub(crate) fn claim_dir(dir: &Path, name: &'static str) -> Result<DirClaim> {
             )))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::write(&marker, format!("{name}\n")).map_err(|e| io("cannot write to", e))?
+            std::fs::write(&marker, format!("{name}\n"))
+                .map_err(|e| io("cannot write the peer marker in", e))?
         }
         Err(e) => return Err(io("cannot read the peer marker in", e)),
     }

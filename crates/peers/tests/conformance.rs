@@ -12,6 +12,7 @@ fn conform(peer: &str, durability: PeerDurability) {
     let make = || {
         let n = next.fetch_add(1, Ordering::Relaxed);
         let path = dir.path().join(format!("{peer}-{n}"));
+        std::fs::create_dir(&path).unwrap();
         // A small PMDK pool: PMDK writes the whole pool when it makes it (tmpfs memory).
         let options = PeerOptions {
             durability,

@@ -73,6 +73,7 @@ fn populate(engine: &dyn Engine) -> [BTreeMap<u64, Vec<u8>>; 2] {
 fn reopen_keeps_rows(peer: &str, durability: PeerDurability) {
     let dir = common::scratch();
     let path = dir.path().join(peer);
+    std::fs::create_dir(&path).unwrap();
     let engine = open(peer, &path, durability, 2).expect("open");
     assert!(engine.recovery_report().formatted, "{peer}: a new directory is formatted");
     let model = populate(&*engine);

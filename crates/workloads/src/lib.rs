@@ -59,6 +59,11 @@ pub struct TxnDone {
 pub trait Workload: Send + Sync {
     fn name(&self) -> &'static str;
 
+    /// Every parameter of the workload as it runs, defaults filled in (for result rows).
+    fn resolved_config(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
     /// Creates the tables and loads the initial database. Loaders commit in batches small enough
     /// for any engine's per-transaction limits (at most a few hundred rows per transaction).
     /// `progress(done, total)` is called now and then.

@@ -449,6 +449,10 @@ fn load_subscriber(
 }
 
 impl Workload for Tatp {
+    fn resolved_config(&self) -> serde_json::Value {
+        serde_json::to_value(self.config()).unwrap_or(serde_json::Value::Null)
+    }
+
     fn name(&self) -> &'static str {
         "tatp"
     }

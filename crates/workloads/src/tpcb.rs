@@ -205,6 +205,10 @@ impl Tpcb {
 }
 
 impl Workload for Tpcb {
+    fn resolved_config(&self) -> serde_json::Value {
+        serde_json::to_value(self.config()).unwrap_or(serde_json::Value::Null)
+    }
+
     fn name(&self) -> &'static str {
         "tpcb"
     }

@@ -393,6 +393,10 @@ impl Tpcc {
 }
 
 impl Workload for Tpcc {
+    fn resolved_config(&self) -> serde_json::Value {
+        serde_json::to_value(self.config()).unwrap_or(serde_json::Value::Null)
+    }
+
     fn name(&self) -> &'static str {
         "tpcc"
     }

@@ -457,6 +457,10 @@ fn fill_new_row(row: &mut [u8], keynum: u64, rng: &mut WorkerRng) {
 }
 
 impl Workload for Ycsb {
+    fn resolved_config(&self) -> serde_json::Value {
+        serde_json::to_value(self.config()).unwrap_or(serde_json::Value::Null)
+    }
+
     fn name(&self) -> &'static str {
         "ycsb"
     }

@@ -33,6 +33,10 @@ const DEFAULT_SIZE: &str = "256MiB";
 const MAX_LATENCY_NS: u64 = 1_000_000_000;
 /// Slowest modelled bandwidth accepted (one cache line per second).
 const MIN_BANDWIDTH: u64 = 64;
+/// Shortest measured period accepted: shorter runs measure start-up, not throughput.
+const MIN_DURATION: Duration = Duration::from_millis(100);
+/// Medium when `--medium` is not given.
+const DEFAULT_MEDIUM: &str = "shm";
 /// Transactions `--acks` keeps in memory before it counts the rest as dropped.
 const ACK_LOG_LIMIT: usize = 10_000_000;
 
@@ -68,10 +72,10 @@ pub struct Args {
     /// Seed of every generator stream (worker i gets a seed derived from it).
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Where the region lives: dram, shm, file, dax, sim (shm: the embedded default, real
-    /// cache-line flushes to a /dev/shm file).
-    #[arg(long, default_value = "shm")]
-    pub medium: String,
+    /// Where the region lives: dram, shm, file, dax, sim (default shm: the embedded default,
+    /// real cache-line flushes to a /dev/shm file). Region engines only.
+    #[arg(long)]
+    pub medium: Option<String>,
     /// Region file (shm, file, dax), or the directory of a peer engine.
     #[arg(long)]
     pub path: Option<PathBuf>,
@@ -180,6 +184,9 @@ struct Plan {
     acks: Option<PathBuf>,
     /// The region file exists before the run (it is reopened, and never removed).
     path_existed: bool,
+    /// A peer's `--path` held no peer database before the run: its contents are this run's
+    /// and are removed afterwards unless `--keep`.
+    peer_dir_fresh: bool,
 }
 
 /// What selects and sizes the workload.
@@ -190,6 +197,16 @@ struct WorkloadArgs {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    let result = run_inner(args);
+    if let (true, Err(e)) = (json, &result) {
+        // Scripts reading stdout get a JSON object too; the line on stderr stays for humans.
+        println!("{}", serde_json::json!({ "error": format!("{e:#}"), "exit_code": 2 }));
+    }
+    result
+}
+
+fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     if args.list {
         print_list();
         return Ok(ExitCode::SUCCESS);
@@ -228,7 +245,15 @@ fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow
     if let (Some(path), Some(log)) = (&plan.acks, &ack_log) {
         write_acks(path, log)?;
     }
-    let report = Report::new(&result, recovery_ms, config_json(plan));
+    if result.committed == 0 {
+        anyhow::bail!(
+            "the run committed no transactions in {:.3} s ({} aborted); nothing was measured — \
+             run longer or check the engine",
+            result.measured.as_secs_f64(),
+            result.aborted
+        );
+    }
+    let report = Report::new(&result, recovery_ms, config_json(plan, workload));
     print_report(&report, plan.output)?;
     if STOP.load(Ordering::Relaxed) {
         eprintln!(
@@ -286,6 +311,7 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
         .into());
     }
     let (region, path_existed) = region_options(args)?;
+    reject_unhonoured(args, &engine, &region)?;
     if args.keep {
         if !matches!(region.medium, Medium::Shm | Medium::File | Medium::Dax) {
             return Err(invalid("keep", "only a file medium (shm, file, dax) has a file").into());
@@ -323,7 +349,54 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
         keep: args.keep,
         acks: args.acks.clone(),
         path_existed,
+        peer_dir_fresh: registry::lookup(&args.engine.clone().unwrap_or_default())
+            .is_some_and(|e| e.kind == registry::EngineKind::Peer)
+            && args.path.as_ref().is_some_and(|p| !p.join("PEER").exists()),
     })
+}
+
+/// Flags only a region engine can honour are errors on the others (a peer keeps its files in
+/// `--path`; a testing engine keeps nothing), so a row never claims a medium or a device model
+/// the run did not have.
+fn reject_unhonoured(args: &Args, engine: &str, region: &RegionOptions) -> Result<(), OptionError> {
+    let Some(info) = registry::lookup(engine) else { return Ok(()) };
+    if info.kind == registry::EngineKind::Region {
+        return Ok(());
+    }
+    let t = &region.timing;
+    let given: [(&'static str, bool); 12] = [
+        ("medium", args.medium.is_some()),
+        ("size", args.size.is_some()),
+        ("max-size", args.max_size.is_some()),
+        ("sync", args.sync != "cache"),
+        ("persist-latency", t.persist_barrier_ns != 0),
+        ("write-bandwidth", t.write_bandwidth_bytes_per_s != 0),
+        ("read-latency", t.read_ns != 0),
+        ("cache-pages", args.cache_pages.is_some()),
+        ("flush", args.flush.is_some()),
+        ("eadr", args.eadr),
+        ("wear", args.wear),
+        ("path", args.path.is_some() && info.kind == registry::EngineKind::Testing),
+    ];
+    match given.iter().find(|(_, set)| *set) {
+        Some((flag, _)) => Err(invalid(
+            flag,
+            format!(
+                "engine {engine} cannot honour it: it does not run on an nvmdb region (only \
+                 {} do)",
+                region_engines().join(", ")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn region_engines() -> Vec<&'static str> {
+    registry::ENGINES
+        .iter()
+        .filter(|e| e.kind == registry::EngineKind::Region)
+        .map(|e| e.name)
+        .collect()
 }
 
 fn run_options(args: &Args) -> Result<RunOptions, OptionError> {
@@ -349,8 +422,15 @@ fn run_options(args: &Args) -> Result<RunOptions, OptionError> {
             };
             let warmup = time("warmup", &args.warmup)?;
             let duration = time("duration", &args.duration)?;
-            if duration.is_zero() {
-                return Err(invalid("duration", "must be longer than zero"));
+            if duration < MIN_DURATION {
+                return Err(invalid(
+                    "duration",
+                    format!(
+                        "`{}` is shorter than {} ms, too short to measure a throughput",
+                        args.duration,
+                        MIN_DURATION.as_millis()
+                    ),
+                ));
             }
             RunLength::Timed { warmup, duration }
         }
@@ -404,9 +484,10 @@ fn max_size_bytes(args: &Args, medium: Medium, size_bytes: u64) -> Result<u64, O
 
 /// The region options, and whether the region file exists already.
 fn region_options(args: &Args) -> Result<(RegionOptions, bool), OptionError> {
-    let medium = Medium::parse(&args.medium).ok_or_else(|| {
+    let name = args.medium.as_deref().unwrap_or(DEFAULT_MEDIUM);
+    let medium = Medium::parse(name).ok_or_else(|| {
         let known: Vec<&str> = Medium::ALL.iter().map(|m| m.name()).collect();
-        invalid("medium", format!("unknown medium `{}` (known: {})", args.medium, known.join(", ")))
+        invalid("medium", format!("unknown medium `{name}` (known: {})", known.join(", ")))
     })?;
     let path_existed = args.path.as_ref().is_some_and(|p| p.exists());
     let size_bytes = match (&args.size, path_existed) {
@@ -490,7 +571,7 @@ fn key_values(
 }
 
 /// Every option of the run, for the `config` object of the JSON and the CSV's config columns.
-fn config_json(plan: &Plan) -> serde_json::Value {
+fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
     let (warmup_s, duration_s, txns) = match plan.run.length {
         RunLength::Timed { warmup, duration } => {
             (Some(warmup.as_secs_f64()), Some(duration.as_secs_f64()), None)
@@ -499,37 +580,66 @@ fn config_json(plan: &Plan) -> serde_json::Value {
     };
     let r = &plan.region;
     let w = &plan.workload;
+    let on_region =
+        registry::lookup(&plan.engine).is_some_and(|e| e.kind == registry::EngineKind::Region);
+    // The workload's parameters as it runs (defaults filled in); the flags' values where the
+    // workload reports none.
+    let resolved = workload.resolved_config();
+    let pick = |keys: &[&str], given: serde_json::Value| -> serde_json::Value {
+        keys.iter().find_map(|k| resolved.get(k).cloned().filter(|v| !v.is_null())).unwrap_or(given)
+    };
+    let cpu = pmem::CpuFlushSupport::detect();
     serde_json::json!({
+        "nvmdb_version": env!("CARGO_PKG_VERSION"),
+        "git_commit": env!("NVMDB_GIT_COMMIT"),
+        "host_cpu": host_cpu_model(),
+        "host_cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "host_flush": r.flush.unwrap_or(cpu.best()).name(),
         "engine": plan.engine,
         "workload": w.name,
-        "mix": w.options.mix,
-        "txn": w.options.txn,
-        "scale": w.options.scale,
-        "records": w.options.records,
-        "workload_opts": w.options,
+        "mix": pick(&["mix"], serde_json::json!(w.options.mix)),
+        "txn": pick(&["txn"], serde_json::json!(w.options.txn)),
+        // TPC-B scales by branches, TPC-C by warehouses; YCSB and TATP size by rows.
+        "scale": pick(&["branches", "warehouses"], serde_json::json!(w.options.scale)),
+        "records": pick(&["record_count", "subscribers"], serde_json::json!(w.options.records)),
+        "workload_opts": if resolved.is_null() { serde_json::json!(w.options) } else { resolved.clone() },
         "threads": plan.run.threads,
         "warmup_s": warmup_s,
         "duration_s": duration_s,
         "txns": txns,
         "seed": plan.run.seed,
-        "medium": r.medium.name(),
+        // A peer or testing engine runs on no region: no medium, size or device model.
+        "medium": on_region.then(|| r.medium.name()),
         "path": r.path.as_ref().map(|p| p.display().to_string()),
-        "size_bytes": r.size_bytes,
-        "max_size_bytes": r.max_size_bytes,
+        "size_bytes": on_region.then_some(r.size_bytes),
+        "max_size_bytes": on_region.then_some(r.max_size_bytes),
         "keep": plan.keep,
-        "sync": r.sync,
-        "persist_latency_ns": r.timing.persist_barrier_ns,
-        "write_bandwidth_bytes_per_s": r.timing.write_bandwidth_bytes_per_s,
-        "read_latency_ns": r.timing.read_ns,
-        "reservation": r.timing.reservation.name(),
+        "sync": on_region.then_some(r.sync),
+        "persist_latency_ns": on_region.then_some(r.timing.persist_barrier_ns),
+        "write_bandwidth_bytes_per_s": on_region.then_some(r.timing.write_bandwidth_bytes_per_s),
+        "read_latency_ns": on_region.then_some(r.timing.read_ns),
+        "reservation": on_region.then(|| r.timing.reservation.name()),
         "cache_pages": plan.engine_config.cache_pages,
-        "cache_policy": plan.engine_config.cache_policy.name(),
-        "flush": r.flush.map(|f| f.name()),
-        "eadr": r.eadr,
+        "cache_policy": on_region.then(|| plan.engine_config.cache_policy.name()),
+        "flush": on_region.then(|| r.flush.unwrap_or(cpu.best()).name()),
+        "eadr": on_region.then_some(r.eadr),
         "engine_opts": plan.engine_config.extra,
         "max_pending": plan.run.max_pending,
         "check": plan.run.check,
     })
+}
+
+/// The CPU's model name from /proc/cpuinfo ("unknown" where there is none).
+fn host_cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
 }
 
 fn print_report(report: &Report, output: Output) -> anyhow::Result<()> {
@@ -612,6 +722,23 @@ fn install_interrupt(remove: Option<PathBuf>) {
 
 /// Removes the region file this run created, unless `--keep`.
 fn remove_created_file(plan: &Plan) -> anyhow::Result<()> {
+    if let (true, false, Some(dir)) = (plan.peer_dir_fresh, plan.keep, &plan.region.path) {
+        // The directory is the user's; what the peer wrote into it is this run's.
+        let entries = std::fs::read_dir(dir)
+            .with_context(|| format!("listing the peer directory {}", dir.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.with_context(|| {
+                format!("removing {} after the run (keep it with --keep)", path.display())
+            })?;
+        }
+        return Ok(());
+    }
     let Some(path) = removable_file(plan) else { return Ok(()) };
     if !path.is_file() {
         return Ok(());
@@ -720,7 +847,7 @@ mod tests {
 
     #[test]
     fn region_full_while_loading_says_the_scale_does_not_fit() {
-        let plan = plan_of(&["--engine", "mem", "--size", "1MiB"]).unwrap();
+        let plan = plan_of(&["--engine", "inplace", "--size", "1MiB"]).unwrap();
         let e = bench::BenchError::Load {
             workload: "ycsb".into(),
             source: storage::DbError::RegionFull("no free page".into()),
@@ -732,9 +859,10 @@ mod tests {
 
     #[test]
     fn options_become_region_and_run_options() {
+        // A region engine: only it honours the device flags.
         let plan = plan_of(&[
             "--engine",
-            "mem",
+            "inplace",
             "--persist-latency",
             "1us",
             "--write-bandwidth",
@@ -761,9 +889,21 @@ mod tests {
         assert_eq!(plan.run.threads, 3);
         assert_eq!(plan.engine_config.workers, 3);
         assert_eq!(plan.run.length, RunLength::Transactions { per_thread: 10 });
-        let config = config_json(&plan);
+        let workload = build_workload(&plan.workload).unwrap();
+        let config = config_json(&plan, &*workload);
         assert_eq!(config["persist_latency_ns"], 1_000);
         assert_eq!(config["flush"], "clflush");
+    }
+
+    #[test]
+    fn device_flags_on_an_engine_without_a_region_are_errors() {
+        for flags in [&["--medium", "dram"][..], &["--persist-latency", "1us"], &["--wear"]] {
+            let mut args = vec!["--engine", "mem"];
+            args.extend_from_slice(flags);
+            let e = plan_of(&args).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains("cannot honour"), "{flags:?}: {e}");
+        }
+        assert!(plan_of(&["--engine", "inplace", "--medium", "dram"]).is_ok());
     }
 
     #[test]

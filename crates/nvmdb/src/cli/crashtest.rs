@@ -506,6 +506,13 @@ impl KillPaths {
                 .into());
             }
         }
+        if plan.engine.kind == EngineKind::Peer {
+            // A peer opens only an existing directory; this campaign owns fresh ones.
+            for p in [&paths.work, &paths.base] {
+                std::fs::create_dir(p)
+                    .with_context(|| format!("creating the peer directory {}", p.display()))?;
+            }
+        }
         Ok(paths)
     }
 
