@@ -60,6 +60,13 @@ fn quick_runs_are_short() {
         for p in &points {
             let t = grid::timeout(&spec, p, grid::Scale::Quick);
             assert!(t.as_secs() <= 400, "{}: {} may run {t:?}", path.display(), p.id);
+            // A run bounded by a transaction count (NVWAL's 1,000 transactions) is short when
+            // the count is.
+            if let Some(n) = p.flags.get("txns").map(|v| v.to_string()) {
+                let n: u64 = n.parse().unwrap_or(u64::MAX);
+                assert!(n <= 1000, "{}: {} runs {n} transactions", path.display(), p.id);
+                continue;
+            }
             let d = p.flags.get("duration").map(|v| v.to_string()).unwrap_or_default();
             let secs =
                 experiments::units::parse_duration(&d, experiments::units::BareTime::Seconds);
