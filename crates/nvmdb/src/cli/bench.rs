@@ -753,13 +753,14 @@ fn remove_created_file(plan: &Plan) -> anyhow::Result<()> {
 
 fn print_list() {
     println!("engines:");
+    let width = registry::ENGINES.iter().map(|e| e.name.len()).max().unwrap_or(0);
     for e in registry::ENGINES {
         let kind = match e.kind {
             registry::EngineKind::Testing => "testing",
             registry::EngineKind::Region => "region",
             registry::EngineKind::Peer => "peer",
         };
-        println!("  {:<10} {kind:<8} {}", e.name, e.about);
+        println!("  {:<width$} {kind:<8} {}", e.name, e.about);
     }
     println!("workloads:");
     for name in workload_names() {
