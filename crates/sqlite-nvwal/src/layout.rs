@@ -1,6 +1,7 @@
 //! Byte layouts of an NVWAL region (docs/nvwal.md has the same tables): the region header, the
 //! block table of the user-level heap (Kim et al., ASPLOS 2016, §3.3), the log records that hold
-//! SQLite's WAL frames (§3.2, Fig. 2), and the differential-logging range computation.
+//! SQLite's WAL frames (§3.2, Fig. 2), and the differential-logging range computation (several
+//! changed byte ranges per frame, in a range table at the start of the record's payload).
 //!
 //! Invariant: every field read from a region is validated here or by the caller before it is
 //! used as an offset, a length or an index; damage is `DbError::Corrupt`, never a panic.
@@ -9,7 +10,9 @@ use storage::{DbError, Result};
 
 /// `NVWALSQ1`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NVWALSQ1");
-pub const VERSION: u64 = 1;
+/// 2: a differential record holds a range table (several byte ranges); 1 held one range in its
+/// header. A version-1 region is refused (`DbError::Format`), not read.
+pub const VERSION: u64 = 2;
 
 /// The region header occupies the first 4 KiB.
 pub const HEADER_BYTES: u64 = 4096;
@@ -43,8 +46,14 @@ pub const BLOCK_IN_USE: u64 = 2;
 
 /// SQLite's WAL frame header (page number, commit size, salt-1, salt-2, checksum-1, -2).
 pub const FRAME_HEADER_BYTES: usize = 24;
-/// Our log record header: commit word, frame index, base frame, stored range, SQLite's header.
+/// Our log record header: commit word, frame index, base frame, range count, payload length,
+/// SQLite's header.
 pub const RECORD_HEADER_BYTES: usize = 48;
+/// Most byte ranges one differential record holds; beyond it the ranges separated by the
+/// shortest unchanged gaps are merged.
+pub const MAX_RANGES: usize = 32;
+/// One range-table entry: in-page offset `u16`, length − 1 `u16` (pages are at most 64 KiB).
+pub const RANGE_ENTRY_BYTES: usize = 4;
 /// Low half of a set commit word; the high half holds the checksum in `cs` mode.
 pub const COMMIT_TAG: u64 = 0x4E57_434D;
 /// `base` of a record that holds a whole page.
@@ -134,7 +143,8 @@ impl Layout {
         }
         if field(1) != VERSION {
             return Err(DbError::Format(format!(
-                "sqlite-nvwal: region format version {} (this build reads {VERSION})",
+                "sqlite-nvwal: region format version {} (this build reads only {VERSION}: \
+                 version 1 stored one differential range per record); use a blank region",
                 field(1)
             )));
         }
@@ -183,8 +193,9 @@ pub struct RecordHeader {
     pub frame: u32,
     /// The frame this record's bytes apply to (`NO_BASE`: a whole page).
     pub base: u32,
-    /// In-page offset and length of the stored bytes.
-    pub off: u32,
+    /// Entries of the range table at the payload's start (0 for a whole page).
+    pub ranges: u32,
+    /// Payload bytes after the header: the range table, then the ranges' bytes (or the page).
     pub len: u32,
     pub frame_header: [u8; FRAME_HEADER_BYTES],
 }
@@ -195,7 +206,7 @@ impl RecordHeader {
         b[0..8].copy_from_slice(&self.commit.to_le_bytes());
         b[8..12].copy_from_slice(&self.frame.to_le_bytes());
         b[12..16].copy_from_slice(&self.base.to_le_bytes());
-        b[16..20].copy_from_slice(&self.off.to_le_bytes());
+        b[16..20].copy_from_slice(&self.ranges.to_le_bytes());
         b[20..24].copy_from_slice(&self.len.to_le_bytes());
         b[24..48].copy_from_slice(&self.frame_header);
         b
@@ -209,13 +220,13 @@ impl RecordHeader {
             commit: u64::from_le_bytes(b[0..8].try_into().unwrap()),
             frame: u32_at(8),
             base: u32_at(12),
-            off: u32_at(16),
+            ranges: u32_at(16),
             len: u32_at(20),
             frame_header,
         }
     }
 
-    /// Bytes the record occupies (header + stored bytes, rounded up to 8).
+    /// Bytes the record occupies (header + payload, rounded up to 8).
     pub fn record_bytes(len: u32) -> u64 {
         align_up(RECORD_HEADER_BYTES as u64 + u64::from(len), 8)
     }
@@ -251,51 +262,242 @@ pub fn wal_header_page_bytes(h: &[u8]) -> Option<u32> {
     (size.is_power_of_two() && (MIN_PAGE_BYTES..=MAX_PAGE_BYTES).contains(&size)).then_some(size)
 }
 
-/// Differential logging (§3.2): the one byte range `[off, off+len)` outside which `new` equals
-/// `old` (the paper truncates the clean bytes before and after the dirty portion). Equal pages
-/// give `(0, 0)`.
-pub fn diff_range(old: &[u8], new: &[u8]) -> (u32, u32) {
+/// Differential logging (§3.2): the byte ranges `(off, len)` outside which `new` equals `old`,
+/// sorted, at most `max_ranges` (clamped to `1..=MAX_RANGES`). Runs of changed bytes separated
+/// by an unchanged gap of at most `RANGE_ENTRY_BYTES` are one range (storing the gap costs no
+/// more than a table entry); with more than `max_ranges` ranges left, the ones separated by the
+/// shortest gaps are merged, which keeps the stored total (table + bytes) minimal for that
+/// bound. `max_ranges = 1` is the paper's single range (clean bytes before and after the dirty
+/// portion truncated). Equal pages give no range.
+pub fn diff_ranges(old: &[u8], new: &[u8], max_ranges: usize) -> Vec<(u32, u32)> {
     debug_assert_eq!(old.len(), new.len());
-    let Some(first) = old.iter().zip(new).position(|(a, b)| a != b) else {
-        return (0, 0);
-    };
-    let last = old.iter().zip(new).rposition(|(a, b)| a != b).unwrap_or(first);
-    (first as u32, (last - first + 1) as u32)
+    let max_ranges = max_ranges.clamp(1, MAX_RANGES);
+    // Runs of changed bytes, joined across short gaps; at most page/6 + 1 entries.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    let n = old.len().min(new.len());
+    while i < n {
+        if old[i] == new[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < n && old[i] != new[i] {
+            i += 1;
+        }
+        match runs.last_mut() {
+            Some(last) if start - last.1 <= RANGE_ENTRY_BYTES => last.1 = i,
+            _ => runs.push((start, i)),
+        }
+    }
+    if runs.len() > max_ranges {
+        // Keep the `max_ranges - 1` longest gaps as splits (ties: the earlier gap).
+        let mut gaps: Vec<(usize, usize)> =
+            runs.windows(2).enumerate().map(|(k, w)| (w[1].0 - w[0].1, k)).collect();
+        gaps.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut split = vec![false; runs.len()];
+        for (_, k) in gaps.iter().take(max_ranges - 1) {
+            split[*k] = true;
+        }
+        let mut merged: Vec<(usize, usize)> = Vec::with_capacity(max_ranges);
+        let mut open = false;
+        for (k, r) in runs.iter().enumerate() {
+            match merged.last_mut() {
+                Some(last) if open => last.1 = r.1,
+                _ => merged.push(*r),
+            }
+            open = !split[k];
+        }
+        runs = merged;
+    }
+    runs.into_iter().map(|(s, e)| (s as u32, (e - s) as u32)).collect()
 }
 
-/// Applies a record's stored bytes to `page` (its base version), giving the frame's page.
-pub fn apply(page: &mut [u8], off: u32, bytes: &[u8]) -> Result<()> {
-    let start = off as usize;
-    match page.get_mut(start..start + bytes.len()) {
-        Some(target) => {
-            target.copy_from_slice(bytes);
-            Ok(())
-        }
-        None => Err(DbError::Corrupt(format!(
-            "sqlite-nvwal: record range {off}+{} outside a {}-byte page",
-            bytes.len(),
-            page.len()
-        ))),
+/// The payload of a differential record: the range table, then each range's bytes of `new`.
+pub fn encode_ranges(new: &[u8], ranges: &[(u32, u32)]) -> Vec<u8> {
+    let data: usize = ranges.iter().map(|r| r.1 as usize).sum();
+    let mut out = Vec::with_capacity(ranges.len() * RANGE_ENTRY_BYTES + data);
+    for (off, len) in ranges {
+        debug_assert!(*len >= 1 && *off <= 0xFFFF && *len <= 0x1_0000);
+        out.extend_from_slice(&(*off as u16).to_le_bytes());
+        out.extend_from_slice(&((*len - 1) as u16).to_le_bytes());
     }
+    for (off, len) in ranges {
+        out.extend_from_slice(&new[*off as usize..(*off + *len) as usize]);
+    }
+    out
+}
+
+/// Decodes and validates a differential record's range table: at most `MAX_RANGES` entries,
+/// each inside a `page_bytes` page, sorted and not overlapping, and the table plus the ranges'
+/// bytes exactly `payload.len()`. `None` on any damage.
+pub fn decode_ranges(payload: &[u8], count: u32, page_bytes: u32) -> Option<Vec<(u32, u32)>> {
+    let count = count as usize;
+    if count > MAX_RANGES {
+        return None;
+    }
+    let table = payload.get(..count * RANGE_ENTRY_BYTES)?;
+    let mut ranges = Vec::with_capacity(count);
+    let (mut end, mut data) = (0u32, 0usize);
+    for e in table.chunks_exact(RANGE_ENTRY_BYTES) {
+        let off = u32::from(u16::from_le_bytes([e[0], e[1]]));
+        let len = u32::from(u16::from_le_bytes([e[2], e[3]])) + 1;
+        if off < end || len > page_bytes || off > page_bytes - len {
+            return None;
+        }
+        end = off + len;
+        data += len as usize;
+        ranges.push((off, len));
+    }
+    (count * RANGE_ENTRY_BYTES + data == payload.len()).then_some(ranges)
+}
+
+/// Applies a differential payload (validated by [`decode_ranges`]) to `page`, its base
+/// version, giving the frame's page.
+pub fn apply_ranges(page: &mut [u8], ranges: &[(u32, u32)], payload: &[u8]) -> Result<()> {
+    let mut at = ranges.len() * RANGE_ENTRY_BYTES;
+    for (off, len) in ranges {
+        let (off, len) = (*off as usize, *len as usize);
+        match (page.get_mut(off..off + len), payload.get(at..at + len)) {
+            (Some(target), Some(bytes)) => target.copy_from_slice(bytes),
+            _ => {
+                return Err(DbError::Corrupt(format!(
+                    "sqlite-nvwal: record range {off}+{len} outside a {}-byte page or its \
+                     {}-byte payload",
+                    page.len(),
+                    payload.len()
+                )));
+            }
+        }
+        at += len;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn round_trip(old: &[u8], new: &[u8], max: usize) -> Vec<(u32, u32)> {
+        let ranges = diff_ranges(old, new, max);
+        let payload = encode_ranges(new, &ranges);
+        let decoded = decode_ranges(&payload, ranges.len() as u32, old.len() as u32).unwrap();
+        assert_eq!(decoded, ranges);
+        let mut rebuilt = old.to_vec();
+        apply_ranges(&mut rebuilt, &ranges, &payload).unwrap();
+        assert_eq!(rebuilt, new);
+        ranges
+    }
+
     #[test]
     fn diff_of_equal_pages_is_empty_and_apply_restores() {
         let old = vec![7u8; 4096];
-        assert_eq!(diff_range(&old, &old), (0, 0));
+        assert!(diff_ranges(&old, &old, MAX_RANGES).is_empty());
+        assert!(round_trip(&old, &old, MAX_RANGES).is_empty());
         let mut new = old.clone();
         new[100] = 1;
         new[3000] = 2;
-        let (off, len) = diff_range(&old, &new);
-        assert_eq!((off, len), (100, 2901));
-        let mut rebuilt = old.clone();
-        apply(&mut rebuilt, off, &new[off as usize..(off + len) as usize]).unwrap();
-        assert_eq!(rebuilt, new);
-        assert!(apply(&mut rebuilt, 4000, &[0; 200]).is_err(), "out of page is an error");
+        assert_eq!(round_trip(&old, &new, 1), vec![(100, 2901)], "the paper's one range");
+        assert_eq!(round_trip(&old, &new, MAX_RANGES), vec![(100, 1), (3000, 1)]);
+        // The page's first and last bytes.
+        new[0] = 9;
+        new[4095] = 9;
+        assert_eq!(
+            round_trip(&old, &new, MAX_RANGES),
+            vec![(0, 1), (100, 1), (3000, 1), (4095, 1)]
+        );
+        assert_eq!(round_trip(&old, &new, 1), vec![(0, 4096)]);
+    }
+
+    #[test]
+    fn a_gap_is_split_only_when_longer_than_a_table_entry() {
+        let old = vec![0u8; 1024];
+        for gap in 0..12usize {
+            let mut new = old.clone();
+            new[10] = 1;
+            new[11 + gap] = 1;
+            let ranges = round_trip(&old, &new, MAX_RANGES);
+            if gap <= RANGE_ENTRY_BYTES {
+                assert_eq!(ranges, vec![(10, 2 + gap as u32)], "gap {gap}: one range");
+            } else {
+                assert_eq!(ranges, vec![(10, 1), (11 + gap as u32, 1)], "gap {gap}: two");
+            }
+            // Splitting never stores more than the merged range would (table + bytes).
+            let stored = |r: &[(u32, u32)]| -> usize {
+                r.iter().map(|x| x.1 as usize + RANGE_ENTRY_BYTES).sum()
+            };
+            assert!(stored(&ranges) <= stored(&diff_ranges(&old, &new, 1)));
+        }
+    }
+
+    #[test]
+    fn beyond_the_bound_the_closest_ranges_merge() {
+        let old = vec![0u8; 4096];
+        let mut new = old.clone();
+        // 40 one-byte edits, every 50 bytes, except two far gaps.
+        let mut at = 0usize;
+        let mut spots = Vec::new();
+        for k in 0..40 {
+            at += if k == 10 || k == 30 { 500 } else { 50 };
+            new[at] = 1;
+            spots.push(at);
+        }
+        let ranges = round_trip(&old, &new, MAX_RANGES);
+        assert_eq!(ranges.len(), MAX_RANGES);
+        // The two 500-byte gaps are kept as splits.
+        for k in [10, 30] {
+            assert!(ranges.iter().any(|r| r.0 as usize == spots[k]), "split at the far gap {k}");
+        }
+        assert_eq!(round_trip(&old, &new, 3).len(), 3);
+        // Every other byte changed: one range.
+        let alt: Vec<u8> = (0..4096).map(|i| (i % 2) as u8).collect();
+        assert_eq!(round_trip(&old, &alt, MAX_RANGES), vec![(1, 4095)]);
+    }
+
+    #[test]
+    fn a_damaged_range_table_is_refused() {
+        let old = vec![0u8; 4096];
+        let mut new = old.clone();
+        new[10] = 1;
+        new[2000..2010].fill(2);
+        let ranges = diff_ranges(&old, &new, MAX_RANGES);
+        let payload = encode_ranges(&new, &ranges);
+        let n = ranges.len() as u32;
+        assert!(decode_ranges(&payload, n, 4096).is_some());
+        // Count too large, or larger than the table.
+        assert!(decode_ranges(&payload, MAX_RANGES as u32 + 1, 4096).is_none());
+        assert!(decode_ranges(&payload, u32::MAX, 4096).is_none());
+        assert!(decode_ranges(&payload, n + 1, 4096).is_none());
+        assert!(decode_ranges(&payload[..3], n, 4096).is_none());
+        // Out of the page.
+        let mut bad = payload.clone();
+        bad[4..6].copy_from_slice(&4090u16.to_le_bytes());
+        assert!(decode_ranges(&bad, n, 4096).is_none());
+        // Overlapping (or unsorted).
+        let mut bad = payload.clone();
+        bad[4..6].copy_from_slice(&10u16.to_le_bytes());
+        assert!(decode_ranges(&bad, n, 4096).is_none());
+        // Lengths disagree with the payload.
+        assert!(decode_ranges(&payload[..payload.len() - 1], n, 4096).is_none());
+        let mut longer = payload.clone();
+        longer.push(0);
+        assert!(decode_ranges(&longer, n, 4096).is_none());
+        // apply_ranges refuses ranges it was not given valid ones for, without a panic.
+        let mut page = old.clone();
+        assert!(apply_ranges(&mut page, &[(4000, 200)], &payload).is_err());
+        assert!(apply_ranges(&mut page, &[(0, 200)], &payload[..10]).is_err());
+    }
+
+    #[test]
+    fn a_version_1_region_is_refused() {
+        let l = Layout::plan(64 << 20, 16 << 20, 8192).unwrap();
+        let mut g = l.geometry_bytes();
+        g[8..16].copy_from_slice(&1u64.to_le_bytes());
+        let crc = u64::from(crc32c::crc32c(&g));
+        match Layout::decode(&g, crc, 64 << 20) {
+            Err(DbError::Format(m)) => assert!(m.contains("version 1"), "{m}"),
+            other => panic!("expected a format error, got {other:?}"),
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! `sqlite` peer's SQL through it.
 //!
 //! - §3.2 differential logging: a frame whose page already has a frame in the log is stored as
-//!   the one changed byte range against that frame ([`layout::diff_range`]); reads of the WAL
+//!   the changed byte ranges against that frame ([`layout::diff_ranges`]: up to
+//!   [`layout::MAX_RANGES`] with `diff=on`, the paper's single range with `diff=range`); reads of the WAL
 //!   file give back full frames byte-exactly, so SQLite's recovery and checkpoints run unchanged.
 //! - §3.3 user-level heap: log records live in 8 KiB blocks with free / pending / in-use states,
 //!   linked from the region header (Algorithm 1 lines 4-14), reclaimed at WAL reset and after a
@@ -57,6 +58,17 @@ pub enum HeapMode {
     PerFrame,
 }
 
+/// Differential logging (paper §3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffMode {
+    /// `off`: every frame is a whole page.
+    Off,
+    /// `range`: the paper's one range (clean bytes before and after the dirty portion cut).
+    Range,
+    /// `on`: several ranges, split at unchanged gaps longer than a range-table entry.
+    On,
+}
+
 /// Test-only protocol violations, to show the crash tester catches them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -70,7 +82,7 @@ pub enum Fault {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NvwalOptions {
     pub sync: SyncMode,
-    pub diff: bool,
+    pub diff: DiffMode,
     pub heap: HeapMode,
     /// Heap block size (fixed at format time).
     pub block_bytes: u64,
@@ -83,7 +95,7 @@ impl Default for NvwalOptions {
     fn default() -> Self {
         NvwalOptions {
             sync: SyncMode::Lazy,
-            diff: true,
+            diff: DiffMode::On,
             heap: HeapMode::User,
             block_bytes: 8192,
             log_bytes: None,
@@ -122,9 +134,10 @@ impl NvwalOptions {
             }
             "diff" => {
                 self.diff = match value {
-                    "on" => true,
-                    "off" => false,
-                    _ => return bad("must be on or off"),
+                    "on" => DiffMode::On,
+                    "range" => DiffMode::Range,
+                    "off" => DiffMode::Off,
+                    _ => return bad("must be on, range or off"),
                 }
             }
             "heap" => {
@@ -154,7 +167,7 @@ impl NvwalOptions {
         Ok(())
     }
 
-    /// The paper's name of this variant (`UH+LS+Diff`, ...).
+    /// The paper's name of this variant (`UH+LS+Diff`, ...; ours with several ranges: `Diff(ranges)`).
     pub fn variant(&self) -> String {
         let mut parts = Vec::new();
         if self.heap == HeapMode::User {
@@ -165,8 +178,10 @@ impl NvwalOptions {
             SyncMode::Eager => "E",
             SyncMode::Checksum => "CS",
         });
-        if self.diff {
-            parts.push("Diff");
+        match self.diff {
+            DiffMode::Off => {}
+            DiffMode::Range => parts.push("Diff"),
+            DiffMode::On => parts.push("Diff(ranges)"),
         }
         parts.join("+")
     }

@@ -16,7 +16,7 @@
 //! record is part of the log, and no block outside the list stays allocated.
 
 use crate::layout::*;
-use crate::{Fault, HeapMode, NvwalOptions, SyncMode};
+use crate::{DiffMode, Fault, HeapMode, NvwalOptions, SyncMode};
 use parking_lot::Mutex;
 use pmem::Region;
 use std::collections::HashMap;
@@ -481,13 +481,24 @@ impl Store {
         if pgno == 0 {
             return Err(DbError::Invalid(format!("sqlite-nvwal: frame {frame} has page 0")));
         }
-        let base = if self.options.diff { log.last_of_page.get(&pgno).copied() } else { None };
-        let page = Self::page_of(log, frame);
-        let (off, len) = match base {
-            Some(b) => diff_range(Self::page_of(log, b as usize), page),
-            None => (0, log.page_bytes),
+        let max_ranges = match self.options.diff {
+            DiffMode::Off => 0,
+            DiffMode::Range => 1,
+            DiffMode::On => MAX_RANGES,
         };
-        let payload = page[off as usize..(off + len) as usize].to_vec();
+        let base = if max_ranges > 0 { log.last_of_page.get(&pgno).copied() } else { None };
+        let page = Self::page_of(log, frame);
+        let diff = base.map(|b| {
+            let ranges = diff_ranges(Self::page_of(log, b as usize), page, max_ranges);
+            (ranges.len() as u32, encode_ranges(page, &ranges))
+        });
+        // A differential payload no smaller than the page is stored as the whole page, so a
+        // record never holds more than a page (what `wal_write` checked fits a block).
+        let (base, (ranges, payload)) = match diff {
+            Some(d) if d.1.len() < page.len() => (base, d),
+            _ => (None, (0, page.to_vec())),
+        };
+        let len = payload.len() as u32;
         let bytes = RecordHeader::record_bytes(len);
         let new_block = log.blocks.is_empty()
             || log.tail_off + bytes > self.layout.block_bytes
@@ -500,7 +511,7 @@ impl Store {
             commit: 0,
             frame: frame as u32,
             base: base.unwrap_or(NO_BASE),
-            off,
+            ranges,
             len,
             frame_header,
         };
@@ -756,7 +767,16 @@ impl Store {
             let header = fits
                 .then(|| RecordHeader::decode(self.region.read(pos, RECORD_HEADER_BYTES)))
                 .filter(|h| self.plausible(log, h, frame, &salts, pos, off));
-            let Some(header) = header else {
+            // A differential record's range table is checked like its header: a damaged one
+            // means the record is not part of the log.
+            let record = header.and_then(|h| {
+                if h.base == NO_BASE {
+                    return Some((h, Vec::new()));
+                }
+                let payload = self.region.read(pos + RECORD_HEADER_BYTES as u64, h.len as usize);
+                decode_ranges(payload, h.ranges, page_bytes).map(|r| (h, r))
+            });
+            let Some((header, ranges)) = record else {
                 if off == 0 {
                     break;
                 }
@@ -771,7 +791,7 @@ impl Store {
                 page.copy_from_slice(payload);
             } else {
                 page.copy_from_slice(Self::page_of(log, header.base as usize));
-                apply(&mut page, header.off, payload)?;
+                apply_ranges(&mut page, &ranges, payload)?;
             }
             let encoded = header.encode();
             crc = crc32c::crc32c_append(crc, &encoded[8..]);
@@ -829,15 +849,16 @@ impl Store {
         off: u64,
     ) -> bool {
         let page = log.page_bytes;
-        let range_ok = h.len <= page && h.off <= page - h.len;
+        // The range table itself is checked by `decode_ranges` once the payload is read.
+        let table_ok = h.ranges as usize <= MAX_RANGES && h.len <= page;
         let fits = off + RecordHeader::record_bytes(h.len) <= self.layout.block_bytes;
         let base_ok = if h.base == NO_BASE {
-            h.off == 0 && h.len == page
+            h.ranges == 0 && h.len == page
         } else {
             log.last_of_page.get(&h.pgno()) == Some(&h.base)
         };
         h.frame as usize == frame
-            && range_ok
+            && table_ok
             && fits
             && base_ok
             && h.pgno() != 0

@@ -71,19 +71,34 @@ impl Script {
         let n = pgnos.len();
         for (i, pgno) in pgnos.iter().enumerate() {
             let page = self.edit(*pgno);
-            let mut h = [0u8; 24];
-            h[0..4].copy_from_slice(&pgno.to_be_bytes());
-            let commit = if i + 1 == n { 100u32 } else { 0 };
-            h[4..8].copy_from_slice(&commit.to_be_bytes());
-            h[8..16].copy_from_slice(&self.salts);
-            h[16..24].copy_from_slice(&self.rng.gen::<u64>().to_le_bytes());
-            let at = self.model.len() as u64;
-            store.wal_write(at, &h).expect("frame header");
-            store.wal_write(at + 24, &page).expect("frame page");
-            self.model.extend_from_slice(&h);
-            self.model.extend_from_slice(&page);
+            self.frame(store, *pgno, &page, i + 1 == n);
         }
         store.wal_sync().expect("sync");
+    }
+
+    /// One transaction writing the given page contents (the pages' new versions).
+    pub fn txn_pages(&mut self, store: &Store, pages: &[(u32, Vec<u8>)]) {
+        for (i, (pgno, page)) in pages.iter().enumerate() {
+            assert_eq!(page.len(), PAGE);
+            self.pages.insert(*pgno, page.clone());
+            self.frame(store, *pgno, page, i + 1 == pages.len());
+        }
+        store.wal_sync().expect("sync");
+    }
+
+    /// Writes one frame (header, then page) as `walWriteOneFrame` does.
+    fn frame(&mut self, store: &Store, pgno: u32, page: &[u8], commit: bool) {
+        let mut h = [0u8; 24];
+        h[0..4].copy_from_slice(&pgno.to_be_bytes());
+        let commit = if commit { 100u32 } else { 0 };
+        h[4..8].copy_from_slice(&commit.to_be_bytes());
+        h[8..16].copy_from_slice(&self.salts);
+        h[16..24].copy_from_slice(&self.rng.gen::<u64>().to_le_bytes());
+        let at = self.model.len() as u64;
+        store.wal_write(at, &h).expect("frame header");
+        store.wal_write(at + 24, page).expect("frame page");
+        self.model.extend_from_slice(&h);
+        self.model.extend_from_slice(page);
     }
 
     /// Random distinct pages for one transaction.
