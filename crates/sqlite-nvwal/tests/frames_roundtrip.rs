@@ -232,26 +232,22 @@ fn a_damaged_range_table_ends_the_log_without_a_panic() {
     let one_frame = &s.model[..32 + frame];
     let at = records[1] as usize;
     let table = at + RECORD_HEADER_BYTES;
-    let put16 = |image: &mut Vec<u8>, i: usize, v: u16| {
-        image[i..i + 2].copy_from_slice(&v.to_le_bytes());
-    };
-    let damages: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
-        (
-            "count above the bound",
-            Box::new(move |i| {
-                i[at + 16..at + 20].copy_from_slice(&(MAX_RANGES as u32 + 1).to_le_bytes())
-            }),
-        ),
-        ("count u32::MAX", Box::new(move |i| i[at + 16..at + 20].fill(0xFF))),
-        ("count beyond the table", Box::new(move |i| i[at + 16] = 4)),
-        ("payload longer than a page", Box::new(move |i| i[at + 20..at + 24].fill(0x7F))),
-        ("range out of the page", Box::new(move |i| put16(i, table, 4090))),
-        ("range length past the page", Box::new(move |i| put16(i, table + 2, 0xFFFF))),
-        ("overlapping ranges", Box::new(move |i| put16(i, table + 4, 100))),
-        ("unsorted ranges", Box::new(move |i| put16(i, table + 8, 50))),
+    let u16le = |v: u16| v.to_le_bytes().to_vec();
+    // (what, image offset, bytes written there)
+    let damages: Vec<(&str, usize, Vec<u8>)> = vec![
+        ("count above the bound", at + 16, (MAX_RANGES as u32 + 1).to_le_bytes().to_vec()),
+        ("count u32::MAX", at + 16, vec![0xFF; 4]),
+        ("count beyond the table", at + 16, vec![4]),
+        ("payload longer than a page", at + 20, vec![0x7F; 4]),
+        ("range out of the page", table, u16le(4090)),
+        ("range length past the page", table + 2, u16le(0xFFFF)),
+        ("overlapping ranges", table + 4, u16le(100)),
+        ("unsorted ranges", table + 8, u16le(50)),
     ];
-    for (what, damage) in damages {
-        let again = open_damaged(&store, &o, damage);
+    for (what, i, bytes) in damages {
+        let again = open_damaged(&store, &o, |image| {
+            image[i..i + bytes.len()].copy_from_slice(&bytes);
+        });
         assert!(again.wal_image() == one_frame, "{what}: {:?}", again.facts());
         assert_eq!(again.facts().commits_recovered, 1, "{what}");
     }
