@@ -4,8 +4,9 @@
 //!
 //! - §3.2 differential logging: a frame whose page already has a frame in the log is stored as
 //!   the changed byte ranges against that frame ([`layout::diff_ranges`]: up to
-//!   [`layout::MAX_RANGES`] with `diff=on`, the paper's single range with `diff=range`); reads of the WAL
-//!   file give back full frames byte-exactly, so SQLite's recovery and checkpoints run unchanged.
+//!   [`layout::MAX_RANGES`] with `diff=on`, the paper's single range with `diff=range`); reads
+//!   of the WAL file give back full frames byte-exactly, so SQLite's recovery and checkpoints run
+//!   unchanged.
 //! - §3.3 user-level heap: log records live in 8 KiB blocks with free / pending / in-use states,
 //!   linked from the region header (Algorithm 1 lines 4-14), reclaimed at WAL reset and after a
 //!   crash (§4.3). `heap=per-frame` allocates a block per frame (the paper's non-UH variants).
@@ -167,7 +168,8 @@ impl NvwalOptions {
         Ok(())
     }
 
-    /// The paper's name of this variant (`UH+LS+Diff`, ...; ours with several ranges: `Diff(ranges)`).
+    /// The paper's name of this variant (`UH+LS+Diff`, ...); `diff=on`, ours, is
+    /// `Diff(ranges)`.
     pub fn variant(&self) -> String {
         let mut parts = Vec::new();
         if self.heap == HeapMode::User {
