@@ -491,6 +491,9 @@ fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) ->
                 let no = Verdict::NoData("no numeric value to aggregate".into());
                 return (listing(&parts), None, no);
             };
+            // A group without a number (a crossing never reached in the range) would make a
+            // max, min or mean of the others a claim about part of the data: never "reproduced".
+            let unnumbered = present.len() - nums.len();
             let pick = |better: fn(f64, f64) -> bool| {
                 nums.iter()
                     .copied()
@@ -508,6 +511,13 @@ fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) ->
                 (n, None) if n > MAX_GROUPS_SHOWN => format!("{name} {shown} over {n} groups"),
                 _ => format!("{name} {shown} ({})", parts.join(", ")),
             };
+            if unnumbered > 0 && agrees(claim, v) {
+                let why = format!(
+                    "{unnumbered} of {} groups have no numeric value to aggregate",
+                    present.len()
+                );
+                return (format!("{text} ({why})"), Some(v), Verdict::NoData(why));
+            }
             (text, Some(v), verdict(agrees(claim, v)))
         }
     }

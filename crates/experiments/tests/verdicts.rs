@@ -191,3 +191,62 @@ range = [1e8, inf]
     assert_eq!(v[0].verdict, Verdict::Reproduced);
     assert_eq!(v[1].verdict.label(), "no data: the bench rows have no `wear.max_line_writes`");
 }
+
+/// Found by review (issue 16): a max/min/mean over groups silently dropped the groups without
+/// a number, so a claim could read "reproduced" on the groups that crossed alone.
+#[test]
+fn an_aggregate_over_groups_without_a_number_is_not_reproduced() {
+    let spec = Spec::parse(
+        r#"
+[spec]
+name = "g"
+title = "g"
+source = "s"
+[grid]
+workload = ["w1", "w2"]
+engine = ["inplace", "wal"]
+persist_latency = ["0", "2us", "4us"]
+
+[[claim]]
+id = "b"
+text = "t"
+source = "s"
+kind = "breakeven"
+x = "persist_latency"
+x_scale = 0.001
+a = { engine = "inplace" }
+b = { engine = "wal" }
+per = ["workload"]
+aggregate = "max"
+range = [0.0, 10.0]
+unit = "µs"
+"#,
+        Path::new("g.toml"),
+    )
+    .unwrap();
+    let (points, _) = experiments::grid::expand(&spec, &Default::default()).unwrap();
+    let rows: Vec<Row> = points
+        .iter()
+        .map(|p| {
+            let (w, e) = (p.value("workload").unwrap(), p.value("engine").unwrap());
+            let lat = p.value("persist_latency").unwrap();
+            let lat_us = experiments::units::parse_quantity(&lat).unwrap() / 1000.0;
+            // w1: In-Place falls through WAL's 60 at 2.5 µs; w2: it stays above.
+            let tps = match (w.as_str(), e.as_str()) {
+                (_, "wal") => 60.0,
+                ("w1", _) => 100.0 - 16.0 * lat_us,
+                _ => 100.0,
+            };
+            let v = json!({
+                "spec": spec.name, "point": p.id, "rep": 0, "hash": p.hash, "status": "ok",
+                "grid": {"workload": w, "engine": e, "persist_latency": lat},
+                "flags": {}, "started_unix_s": 1.0, "tps": tps,
+            });
+            Row(v.as_object().unwrap().clone())
+        })
+        .collect();
+    let data = Dataset::build(&spec, &rows);
+    let v = analysis::evaluate(&spec.claims[0], &data);
+    assert!(matches!(v.verdict, Verdict::NoData(_)), "{v:?}");
+    assert!(v.measured.contains("1 of 2 groups"), "{}", v.measured);
+}

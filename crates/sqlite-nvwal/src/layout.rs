@@ -10,6 +10,10 @@ use storage::{DbError, Result};
 
 /// `NVWALSQ1`, little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NVWALSQ1");
+/// The magic word while a format is in progress: persisted before anything else of the header,
+/// replaced by [`MAGIC`] once the rest is durable, so a format cut short is recognised as ours
+/// and done again (never mistaken for a damaged or foreign region).
+pub const FORMATTING_MAGIC: u64 = u64::from_le_bytes(*b"NVWALfmt");
 /// 2: a differential record holds a range table (several byte ranges); 1 held one range in its
 /// header. A version-1 region is refused (`DbError::Format`), not read.
 pub const VERSION: u64 = 2;

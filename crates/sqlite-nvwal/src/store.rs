@@ -133,7 +133,11 @@ impl Store {
                 format(&region, &layout);
                 (layout, true)
             }
-        } else if region.read(0, HEADER_BYTES as usize).iter().all(|b| *b == 0) {
+        } else if magic == FORMATTING_MAGIC
+            || region.read(0, HEADER_BYTES as usize).iter().all(|b| *b == 0)
+        {
+            // Blank, or a format that a crash cut short (nothing but the header and the block
+            // table was written, and no database exists yet): format it (again).
             let log_bytes = options.log_bytes.unwrap_or((len / 2).clamp(4 << 20, 64 << 20));
             let layout = Layout::plan(len, log_bytes, options.block_bytes)?;
             format(&region, &layout);
@@ -917,12 +921,19 @@ impl Log {
     }
 }
 
-/// Writes a fresh header (geometry, empty log, empty database) and a free block table.
+/// Writes a fresh header (geometry, empty log, empty database) and a free block table. Order:
+/// [`FORMATTING_MAGIC`] persisted first, then the rest persisted, then [`MAGIC`] persisted, so
+/// a crash at any point leaves either a blank region, one marked as being formatted, or a
+/// whole header (found by `crashtest` load crashes: the magic persisted without the geometry's
+/// checksum, or header lines without the magic, and the region no longer opened).
 fn format(region: &Region, layout: &Layout) {
+    region.write_u64(H_MAGIC, FORMATTING_MAGIC);
     region.write_u64(H_FORMATTED, 0);
-    region.persist(H_FORMATTED, 8);
+    region.flush(H_MAGIC, 8);
+    region.flush(H_FORMATTED, 8);
+    region.fence();
     let geometry = layout.geometry_bytes();
-    region.write(0, &geometry);
+    region.write(8, &geometry[8..]);
     region.write_u64(H_GEOMETRY_CRC, u64::from(crc32c::crc32c(&geometry)));
     region.write_u64(H_DB_LEN, 0);
     region.write_u64(H_FIRST_BLOCK, 0);
@@ -932,4 +943,6 @@ fn format(region: &Region, layout: &Layout) {
     region.flush(0, HEADER_BYTES);
     region.flush(layout.meta_off, table.len() as u64);
     region.fence();
+    region.write_u64(H_MAGIC, MAGIC);
+    region.persist(H_MAGIC, 8);
 }

@@ -41,13 +41,12 @@ impl Device {
             Io::Fs => {
                 let path = region.path().ok_or_else(|| {
                     DbError::Invalid(
-                        "engine wal: io=fs needs a file medium (--medium file or shm with --path)"
-                            .into(),
+                        "io=fs needs a file medium (--medium file, or shm with --path)".into(),
                     )
                 })?;
                 let file = std::fs::OpenOptions::new().read(true).write(true).open(path);
                 Some(file.map_err(|e| {
-                    DbError::Invalid(format!("engine wal: io=fs: opening {}: {e}", path.display()))
+                    DbError::Invalid(format!("io=fs: opening {}: {e}", path.display()))
                 })?)
             }
         };
