@@ -19,6 +19,7 @@ pub mod analysis;
 pub mod data;
 pub mod grid;
 pub mod plot;
+pub mod pngtext;
 pub mod report;
 pub mod results;
 pub mod runner;

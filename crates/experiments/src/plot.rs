@@ -2,10 +2,18 @@
 //! with markers and error bars per series.
 //!
 //! PNG text needs a font; the crate embeds Noto Sans (`ttf-noto-sans`), so plots render the same
-//! on a machine without any font installed (a CI runner, a compute node).
+//! on a machine without any font installed (a CI runner, a compute node). PNG text is drawn by
+//! [`crate::pngtext`], not by plotters (whose glyph placement is off by a pixel per glyph).
+//!
+//! The paper's values are drawn beside ours in black: a dashed vertical line per value along x
+//! (a break-even latency), a hollow diamond per value at a plotted point; each has a legend
+//! entry starting with "paper".
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
+use plotters::element::{Drawable, PointCollection};
 use plotters::prelude::*;
+use plotters::style::text_anchor;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -24,18 +32,32 @@ pub struct Series {
     pub points: Vec<XY>,
 }
 
+/// A value the paper gives, in the plot's coordinates (already scaled, log10 on log axes).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reference {
+    /// A value along x (a break-even latency): a dashed vertical line.
+    X { x: f64, label: String },
+    /// The paper's value at one plotted point: a hollow diamond per value (two for a range,
+    /// joined by a dashed line), with `label` beside it.
+    Point { x: f64, ys: Vec<f64>, label: String },
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Panel {
     pub title: String,
     pub series: Vec<Series>,
-    /// Vertical marks (a break-even latency): x and a label.
+    /// Vertical marks (a break-even latency we measured): x and a label.
     pub marks: Vec<(f64, String)>,
+    /// The paper's values, drawn beside ours.
+    pub references: Vec<Reference>,
 }
 
 /// Everything a figure shows. Values are already scaled; log axes hold log10 values.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Figure {
     pub title: String,
+    /// A smaller line under the title: what was run where and when (host, date, commit).
+    pub subtitle: String,
     pub x_label: String,
     pub y_label: String,
     pub log_x: bool,
@@ -47,11 +69,22 @@ pub struct Figure {
 }
 
 /// Pixel size of one panel.
-const PANEL_SIZE: (u32, u32) = (560, 400);
+const PANEL_SIZE: (u32, u32) = (560, 420);
+/// Room above the panels for the title and the subtitle.
+const HEADER_HEIGHT: u32 = 64;
+/// Text sizes in plotters units (the font's pixel height; SVG shows them at size / 1.24 px).
+/// Chosen so that text is at least 12 px at the figure's native size.
+const TITLE_SIZE: f64 = 26.0;
+const SUBTITLE_SIZE: f64 = 17.0;
+const CAPTION_SIZE: f64 = 21.0;
+const LABEL_SIZE: f64 = 17.0;
+/// The paper's values are black, ours are coloured.
+const PAPER_COLOR: RGBColor = RGBColor(0, 0, 0);
+const GREY: RGBColor = RGBColor(80, 80, 80);
 /// Top padding per legend entry, as a fraction of the data's span.
 const LEGEND_ROW_HEADROOM: f64 = 0.1;
-/// Panels per row.
-const MAX_COLUMNS: usize = 3;
+/// Panels per row: two keep a figure 1,120 px wide, so the report shows it at native size.
+const MAX_COLUMNS: usize = 2;
 /// Colours of series, in order (colour-blind safe, Okabe & Ito).
 const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 114, 178),
@@ -74,10 +107,10 @@ fn register_font() {
 }
 
 /// Total image size for `n` panels.
-fn size(n: usize) -> (u32, u32) {
+pub fn size(n: usize) -> (u32, u32) {
     let cols = n.clamp(1, MAX_COLUMNS);
     let rows = n.max(1).div_ceil(cols);
-    (PANEL_SIZE.0 * cols as u32, PANEL_SIZE.1 * rows as u32 + 40)
+    (PANEL_SIZE.0 * cols as u32, PANEL_SIZE.1 * rows as u32 + HEADER_HEIGHT)
 }
 
 /// Writes `svg` and `png` renderings of `fig`.
@@ -88,14 +121,22 @@ pub fn render(fig: &Figure, svg: &Path, png: &Path) -> Result<(), String> {
         let root = SVGBackend::new(svg, dims).into_drawing_area();
         draw(root, fig).map_err(|e| format!("{}: {e}", svg.display()))?;
     }
-    let root = BitMapBackend::new(png, dims).into_drawing_area();
+    let root = crate::pngtext::CrispText(BitMapBackend::new(png, dims)).into_drawing_area();
     draw(root, fig).map_err(|e| format!("{}: {e}", png.display()))
 }
 
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &Figure) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let root = root.titled(&fig.title, ("sans-serif", 22)).map_err(e)?;
+    let (header, root) = root.split_vertically(HEADER_HEIGHT);
+    let width = header.dim_in_pixel().0 as i32;
+    let centred = |size: f64, color: &'static RGBColor| {
+        TextStyle::from(("sans-serif", size).into_font())
+            .color(color)
+            .pos(text_anchor::Pos::new(text_anchor::HPos::Center, text_anchor::VPos::Top))
+    };
+    header.draw_text(&fig.title, &centred(TITLE_SIZE, &BLACK), (width / 2, 8)).map_err(e)?;
+    header.draw_text(&fig.subtitle, &centred(SUBTITLE_SIZE, &GREY), (width / 2, 38)).map_err(e)?;
     let cols = fig.panels.len().clamp(1, MAX_COLUMNS);
     let rows = fig.panels.len().max(1).div_ceil(cols);
     let areas = root.split_evenly((rows, cols));
@@ -118,6 +159,18 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
         x0 = x0.min(*x);
         x1 = x1.max(*x);
     }
+    for r in &panel.references {
+        let (x, ys) = match r {
+            Reference::X { x, .. } => (*x, &[][..]),
+            Reference::Point { x, ys, .. } => (*x, ys.as_slice()),
+        };
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        for &y in ys {
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+    }
     if x0 > x1 {
         (x0, x1) = (0.0, 1.0);
     }
@@ -133,7 +186,7 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
     };
     let (x0, x1) = pad(x0, x1, 0.05);
     // Headroom for the legend in the upper right corner, a row per entry.
-    let entries = (panel.series.len() + panel.marks.len()) as f64;
+    let entries = legend_entries(panel) as f64;
     let (y0p, _) = pad(y0, y1, 0.08);
     let (_, y1) = pad(y0, y1, 0.08 + LEGEND_ROW_HEADROOM * entries);
     let y0 = if fig.y_from_zero && !fig.log_y && y0 >= 0.0 {
@@ -142,6 +195,13 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
         y0p
     };
     ((x0, x1), (y0, y1))
+}
+
+/// Rows of a panel's legend: a series, a mark, a paper line each, one for all paper points.
+fn legend_entries(panel: &Panel) -> usize {
+    let lines = panel.references.iter().filter(|r| matches!(r, Reference::X { .. })).count();
+    let points = panel.references.iter().any(|r| matches!(r, Reference::Point { .. }));
+    panel.series.len() + panel.marks.len() + lines + usize::from(points)
 }
 
 /// A tick label; on a log axis (values are log10) only powers of ten get one.
@@ -169,10 +229,10 @@ fn draw_panel<DB: DrawingBackend>(
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let ((x0, x1), (y0, y1)) = bounds(fig, panel);
     let mut chart = ChartBuilder::on(area)
-        .caption(&panel.title, ("sans-serif", 17))
+        .caption(&panel.title, ("sans-serif", CAPTION_SIZE))
         .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(64)
+        .x_label_area_size(52)
+        .y_label_area_size(76)
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(e)?;
     let categories = fig.categories.clone();
@@ -193,7 +253,9 @@ fn draw_panel<DB: DrawingBackend>(
         .y_desc(&fig.y_label)
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&y_fmt);
-    mesh.light_line_style(WHITE.mix(0.0)).label_style(("sans-serif", 13));
+    mesh.light_line_style(WHITE.mix(0.0))
+        .label_style(("sans-serif", LABEL_SIZE))
+        .axis_desc_style(("sans-serif", LABEL_SIZE));
     if let Some(names) = &fig.categories {
         mesh.x_labels(names.len() * 2 + 1);
     } else if fig.log_x {
@@ -230,17 +292,98 @@ fn draw_panel<DB: DrawingBackend>(
             .label(label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y - 6), (x, y + 6)], style));
     }
+    draw_references(&mut chart, panel, (y0, y1))?;
     if !panel.series.is_empty() {
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
-            .label_font(("sans-serif", 13))
+            .label_font(("sans-serif", LABEL_SIZE))
             .position(SeriesLabelPosition::UpperRight)
             .draw()
             .map_err(e)?;
     }
     Ok(())
+}
+
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The paper's values of `panel`: dashed black lines along x, hollow black diamonds at points.
+fn draw_references<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    panel: &Panel,
+    (y0, y1): (f64, f64),
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let line = ShapeStyle::from(&PAPER_COLOR).stroke_width(2);
+    let mut point_legend = false;
+    for r in &panel.references {
+        match r {
+            Reference::X { x, label } => {
+                chart
+                    .draw_series(DashedLineSeries::new(vec![(*x, y0), (*x, y1)], 8, 5, line))
+                    .map_err(e)?
+                    .label(format!("paper: {label}"))
+                    .legend(move |(x, y)| {
+                        EmptyElement::at((x, y))
+                            + PathElement::new(vec![(0, 0), (7, 0)], line)
+                            + PathElement::new(vec![(11, 0), (18, 0)], line)
+                    });
+            }
+            Reference::Point { x, ys, label } => {
+                if ys.len() > 1 {
+                    let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let thin = ShapeStyle::from(&PAPER_COLOR).stroke_width(1);
+                    chart
+                        .draw_series(DashedLineSeries::new(vec![(*x, lo), (*x, hi)], 4, 4, thin))
+                        .map_err(e)?;
+                }
+                let anno =
+                    chart.draw_series(ys.iter().map(|&y| diamond((*x, y), line))).map_err(e)?;
+                if !point_legend {
+                    point_legend = true;
+                    anno.label("paper").legend(move |(x, y)| diamond((x + 9, y), line));
+                }
+                let top = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let font = ("sans-serif", LABEL_SIZE).into_font().color(&PAPER_COLOR);
+                let text = EmptyElement::at((*x, top)) + Text::new(label.clone(), (10, -20), font);
+                chart.draw_series(std::iter::once(text)).map_err(e)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A hollow diamond, 14 px across, centred on `at` (plotters has no diamond marker).
+struct Diamond<C> {
+    at: C,
+    style: ShapeStyle,
+}
+
+fn diamond<C>(at: C, style: ShapeStyle) -> Diamond<C> {
+    Diamond { at, style }
+}
+
+impl<'a, C> PointCollection<'a, C> for &'a Diamond<C> {
+    type Point = &'a C;
+    type IntoIter = std::iter::Once<&'a C>;
+    fn point_iter(self) -> Self::IntoIter {
+        std::iter::once(&self.at)
+    }
+}
+
+impl<C, DB: DrawingBackend> Drawable<DB> for Diamond<C> {
+    fn draw<I: Iterator<Item = plotters_backend::BackendCoord>>(
+        &self,
+        mut points: I,
+        backend: &mut DB,
+        _: (u32, u32),
+    ) -> Result<(), plotters_backend::DrawingErrorKind<DB::ErrorType>> {
+        let Some((x, y)) = points.next() else { return Ok(()) };
+        let path = [(x, y - 7), (x + 7, y), (x, y + 7), (x - 7, y), (x, y - 7)];
+        backend.draw_path(path, &self.style)
+    }
 }
 
 #[cfg(test)]

@@ -354,6 +354,7 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
     let title = plot.title.clone().unwrap_or_else(|| spec.title.clone());
     let fig = Figure {
         title,
+        subtitle: String::new(),
         x_label: axis_label(spec, &plot.x_label, &plot.x, plot.x_scale),
         y_label: axis_label(spec, &plot.y_label, &plot.y, plot.y_scale),
         log_x: plot.log_x,
