@@ -20,6 +20,7 @@ pub mod data;
 pub mod grid;
 pub mod plot;
 pub mod pngtext;
+pub mod provenance;
 pub mod report;
 pub mod results;
 pub mod runner;

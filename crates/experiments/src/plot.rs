@@ -38,8 +38,8 @@ pub enum Reference {
     /// A value along x (a break-even latency): a dashed vertical line.
     X { x: f64, label: String },
     /// The paper's value at one plotted point: a hollow diamond per value (two for a range,
-    /// joined by a dashed line), with `label` beside it.
-    Point { x: f64, ys: Vec<f64>, label: String },
+    /// joined by a dashed line), `short` beside it (`≈ 1.5×`) and `label` in the legend.
+    Point { x: f64, ys: Vec<f64>, label: String, short: String },
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -81,8 +81,10 @@ const LABEL_SIZE: f64 = 17.0;
 /// The paper's values are black, ours are coloured.
 const PAPER_COLOR: RGBColor = RGBColor(0, 0, 0);
 const GREY: RGBColor = RGBColor(80, 80, 80);
-/// Top padding per legend entry, as a fraction of the data's span.
-const LEGEND_ROW_HEADROOM: f64 = 0.1;
+/// Height of one legend row under a panel. The legend sits below the plot, never on the data.
+const LEGEND_ROW_PX: u32 = 22;
+/// Narrowest figure: room for a title with the quick mark.
+const MIN_WIDTH: u32 = 840;
 /// Panels per row: two keep a figure 1,120 px wide, so the report shows it at native size.
 const MAX_COLUMNS: usize = 2;
 /// Colours of series, in order (colour-blind safe, Okabe & Ito).
@@ -106,17 +108,37 @@ fn register_font() {
     });
 }
 
-/// Total image size for `n` panels.
-pub fn size(n: usize) -> (u32, u32) {
+/// The height of a panel with `legend_rows` rows of legend under its plot.
+fn panel_height(legend_rows: usize) -> u32 {
+    PANEL_SIZE.1 + LEGEND_ROW_PX * legend_rows as u32 + 8
+}
+
+/// Total image size of `fig`: two panels a row, each with the longest legend of them.
+pub fn size(fig: &Figure) -> (u32, u32) {
+    let n = fig.panels.len();
     let cols = n.clamp(1, MAX_COLUMNS);
     let rows = n.max(1).div_ceil(cols);
-    (PANEL_SIZE.0 * cols as u32, PANEL_SIZE.1 * rows as u32 + HEADER_HEIGHT)
+    let legend_rows = fig.panels.iter().map(|p| legend(p).len()).max().unwrap_or(0);
+    let width = (PANEL_SIZE.0 * cols as u32).max(MIN_WIDTH);
+    (width, panel_height(legend_rows) * rows as u32 + HEADER_HEIGHT)
+}
+
+/// The largest size up to `size` at which `text` fits in `width` pixels (SVG fonts run up to
+/// ~10% wider than the embedded Noto Sans, hence the margin).
+fn fitting(text: &str, size: f64, width: u32) -> f64 {
+    let w = crate::pngtext::width(text, size);
+    let room = f64::from(width) * 0.9;
+    if w <= room || w <= 0.0 {
+        size
+    } else {
+        (size * room / w).max(10.0)
+    }
 }
 
 /// Writes `svg` and `png` renderings of `fig`.
 pub fn render(fig: &Figure, svg: &Path, png: &Path) -> Result<(), String> {
     register_font();
-    let dims = size(fig.panels.len());
+    let dims = size(fig);
     {
         let root = SVGBackend::new(svg, dims).into_drawing_area();
         draw(root, fig).map_err(|e| format!("{}: {e}", svg.display()))?;
@@ -135,13 +157,19 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &Figure) -> Resul
             .color(color)
             .pos(text_anchor::Pos::new(text_anchor::HPos::Center, text_anchor::VPos::Top))
     };
-    header.draw_text(&fig.title, &centred(TITLE_SIZE, &BLACK), (width / 2, 8)).map_err(e)?;
-    header.draw_text(&fig.subtitle, &centred(SUBTITLE_SIZE, &GREY), (width / 2, 38)).map_err(e)?;
+    let (title, subtitle) = (
+        centred(fitting(&fig.title, TITLE_SIZE, width as u32), &BLACK),
+        centred(fitting(&fig.subtitle, SUBTITLE_SIZE, width as u32), &GREY),
+    );
+    header.draw_text(&fig.title, &title, (width / 2, 8)).map_err(e)?;
+    header.draw_text(&fig.subtitle, &subtitle, (width / 2, 38)).map_err(e)?;
     let cols = fig.panels.len().clamp(1, MAX_COLUMNS);
     let rows = fig.panels.len().max(1).div_ceil(cols);
     let areas = root.split_evenly((rows, cols));
     for (panel, area) in fig.panels.iter().zip(areas) {
-        draw_panel(&area, fig, panel)?;
+        let (plot_area, legend_area) = area.split_vertically(PANEL_SIZE.1);
+        draw_panel(&plot_area, fig, panel)?;
+        draw_legend(&legend_area, &legend(panel))?;
     }
     root.present().map_err(e)
 }
@@ -186,9 +214,7 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
     };
     let (x0, x1) = pad(x0, x1, 0.05);
     // Headroom for the legend in the upper right corner, a row per entry.
-    let entries = legend_entries(panel) as f64;
-    let (y0p, _) = pad(y0, y1, 0.08);
-    let (_, y1) = pad(y0, y1, 0.08 + LEGEND_ROW_HEADROOM * entries);
+    let (y0p, y1) = pad(y0, y1, 0.08);
     let y0 = if fig.y_from_zero && !fig.log_y && y0 >= 0.0 {
         y0.max(0.0).min(y0p.max(0.0))
     } else {
@@ -197,11 +223,68 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
     ((x0, x1), (y0, y1))
 }
 
-/// Rows of a panel's legend: a series, a mark, a paper line each, one for all paper points.
-fn legend_entries(panel: &Panel) -> usize {
-    let lines = panel.references.iter().filter(|r| matches!(r, Reference::X { .. })).count();
-    let points = panel.references.iter().any(|r| matches!(r, Reference::Point { .. }));
-    panel.series.len() + panel.marks.len() + lines + usize::from(points)
+/// What a legend row shows before its text.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Key {
+    Series(RGBColor),
+    Mark,
+    PaperLine,
+    PaperPoint,
+}
+
+/// A panel's legend rows: each series, each of our marks, each of the paper's values.
+fn legend(panel: &Panel) -> Vec<(Key, String)> {
+    let mut rows: Vec<(Key, String)> = Vec::new();
+    for (i, s) in panel.series.iter().enumerate() {
+        rows.push((Key::Series(PALETTE[i % PALETTE.len()]), s.name.clone()));
+    }
+    for (_, label) in &panel.marks {
+        rows.push((Key::Mark, format!("ours: {label}")));
+    }
+    for r in &panel.references {
+        let row = match r {
+            Reference::X { label, .. } => (Key::PaperLine, format!("paper: {label}")),
+            Reference::Point { label, .. } => (Key::PaperPoint, format!("paper: {label}")),
+        };
+        if !rows.contains(&row) {
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    rows: &[(Key, String)],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let font = ("sans-serif", LABEL_SIZE).into_font().color(&BLACK);
+    let paper = ShapeStyle::from(&PAPER_COLOR).stroke_width(2);
+    let (x, row_height) = (88, LEGEND_ROW_PX as i32);
+    for (i, (key, text)) in rows.iter().enumerate() {
+        let y = 4 + i as i32 * row_height + row_height / 2;
+        match *key {
+            Key::Series(color) => {
+                let style = ShapeStyle::from(&color).stroke_width(2);
+                area.draw(&PathElement::new(vec![(x, y), (x + 24, y)], style)).map_err(e)?;
+                area.draw(&Circle::new((x + 12, y), 3, color.filled())).map_err(e)?;
+            }
+            Key::Mark => {
+                let style = ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1);
+                area.draw(&PathElement::new(vec![(x + 12, y - 7), (x + 12, y + 7)], style))
+                    .map_err(e)?;
+            }
+            Key::PaperLine => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 9, y)], paper)).map_err(e)?;
+                area.draw(&PathElement::new(vec![(x + 15, y), (x + 24, y)], paper)).map_err(e)?;
+            }
+            Key::PaperPoint => area.draw(&diamond((x + 12, y), paper)).map_err(e)?,
+        }
+        let style = TextStyle::from(font.clone())
+            .pos(text_anchor::Pos::new(text_anchor::HPos::Left, text_anchor::VPos::Center));
+        area.draw_text(text, &style, (x + 34, y)).map_err(e)?;
+    }
+    Ok(())
 }
 
 /// A tick label; on a log axis (values are log10) only powers of ten get one.
@@ -269,11 +352,7 @@ fn draw_panel<DB: DrawingBackend>(
         let color = PALETTE[i % PALETTE.len()];
         let style = ShapeStyle::from(&color).stroke_width(2);
         let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
-        chart
-            .draw_series(LineSeries::new(pts.clone(), style))
-            .map_err(e)?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        chart.draw_series(LineSeries::new(pts.clone(), style)).map_err(e)?;
         chart
             .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 3, color.filled())))
             .map_err(e)?;
@@ -283,54 +362,35 @@ fn draw_panel<DB: DrawingBackend>(
             });
         chart.draw_series(bars).map_err(e)?;
     }
-    for (x, label) in &panel.marks {
+    for (x, _) in &panel.marks {
         let line = vec![(*x, y0), (*x, y1)];
         let style = ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1);
-        chart
-            .draw_series(std::iter::once(PathElement::new(line, style)))
-            .map_err(e)?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y - 6), (x, y + 6)], style));
+        chart.draw_series(std::iter::once(PathElement::new(line, style))).map_err(e)?;
     }
-    draw_references(&mut chart, panel, (y0, y1))?;
-    if !panel.series.is_empty() {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .label_font(("sans-serif", LABEL_SIZE))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(e)?;
-    }
+    draw_references(&mut chart, panel, (x0, x1), (y0, y1))?;
     Ok(())
 }
 
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
-/// The paper's values of `panel`: dashed black lines along x, hollow black diamonds at points.
+/// The paper's values of `panel`: dashed black lines along x, hollow black diamonds at points
+/// with their value beside them (left of the diamond in the right half, so it stays inside).
 fn draw_references<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     panel: &Panel,
+    (x0, x1): (f64, f64),
     (y0, y1): (f64, f64),
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let line = ShapeStyle::from(&PAPER_COLOR).stroke_width(2);
-    let mut point_legend = false;
     for r in &panel.references {
         match r {
-            Reference::X { x, label } => {
+            Reference::X { x, .. } => {
                 chart
                     .draw_series(DashedLineSeries::new(vec![(*x, y0), (*x, y1)], 8, 5, line))
-                    .map_err(e)?
-                    .label(format!("paper: {label}"))
-                    .legend(move |(x, y)| {
-                        EmptyElement::at((x, y))
-                            + PathElement::new(vec![(0, 0), (7, 0)], line)
-                            + PathElement::new(vec![(11, 0), (18, 0)], line)
-                    });
+                    .map_err(e)?;
             }
-            Reference::Point { x, ys, label } => {
+            Reference::Point { x, ys, short, .. } => {
                 if ys.len() > 1 {
                     let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
                     let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -339,15 +399,19 @@ fn draw_references<'a, DB: DrawingBackend + 'a>(
                         .draw_series(DashedLineSeries::new(vec![(*x, lo), (*x, hi)], 4, 4, thin))
                         .map_err(e)?;
                 }
-                let anno =
-                    chart.draw_series(ys.iter().map(|&y| diamond((*x, y), line))).map_err(e)?;
-                if !point_legend {
-                    point_legend = true;
-                    anno.label("paper").legend(move |(x, y)| diamond((x + 9, y), line));
-                }
+                chart.draw_series(ys.iter().map(|&y| diamond((*x, y), line))).map_err(e)?;
                 let top = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let font = ("sans-serif", LABEL_SIZE).into_font().color(&PAPER_COLOR);
-                let text = EmptyElement::at((*x, top)) + Text::new(label.clone(), (10, -20), font);
+                let right_half = *x > (x0 + x1) / 2.0;
+                let (h, dx) = if right_half {
+                    (text_anchor::HPos::Right, -10)
+                } else {
+                    (text_anchor::HPos::Left, 10)
+                };
+                let font = ("sans-serif", LABEL_SIZE)
+                    .into_font()
+                    .color(&PAPER_COLOR)
+                    .pos(text_anchor::Pos::new(h, text_anchor::VPos::Bottom));
+                let text = EmptyElement::at((*x, top)) + Text::new(short.clone(), (dx, -4), font);
                 chart.draw_series(std::iter::once(text)).map_err(e)?;
             }
         }

@@ -29,11 +29,13 @@ fn font() -> Option<&'static FontRef<'static>> {
 /// One glyph's pixels: offsets from the text's anchor (before rotation) and coverage.
 pub type Coverage = Vec<(i32, i32, f32)>;
 
-/// The pixels of `text` at plotters size `size` (the font's pixel height, as plotters' own
-/// `ab_glyph` backend measures it), anchored as `anchor` says, in unrotated offsets.
-pub fn rasterize(text: &str, size: f64, h: HPos, v: VPos) -> Coverage {
-    let Some(font) = font() else { return Vec::new() };
-    let scaled = font.as_scaled(PxScale::from(size as f32));
+/// The advance width of `text` at plotters size `size`, in pixels (0 without the font).
+pub fn width(text: &str, size: f64) -> f64 {
+    let Some(font) = font() else { return 0.0 };
+    f64::from(advance(&font.as_scaled(PxScale::from(size as f32)), text))
+}
+
+fn advance(scaled: &impl ScaleFont<&'static FontRef<'static>>, text: &str) -> f32 {
     let mut width = 0f32;
     let mut prev = None;
     for c in text.chars() {
@@ -44,6 +46,15 @@ pub fn rasterize(text: &str, size: f64, h: HPos, v: VPos) -> Coverage {
         width += scaled.h_advance(id);
         prev = Some(id);
     }
+    width
+}
+
+/// The pixels of `text` at plotters size `size` (the font's pixel height, as plotters' own
+/// `ab_glyph` backend measures it), anchored as `anchor` says, in unrotated offsets.
+pub fn rasterize(text: &str, size: f64, h: HPos, v: VPos) -> Coverage {
+    let Some(font) = font() else { return Vec::new() };
+    let scaled = font.as_scaled(PxScale::from(size as f32));
+    let width = advance(&scaled, text);
     // The box plotters reserves for the text is `size / 1.24` high; the font's ascent and
     // descent are fitted into it so that text stays where plotters made room for it.
     let box_height = (size / 1.24) as f32;
