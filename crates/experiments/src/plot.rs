@@ -470,6 +470,15 @@ mod tests {
                     points: vec![xy(0.0, 10.0), xy(5.0, 4.0)],
                 }],
                 marks: vec![(3.2, "break-even".into())],
+                references: vec![
+                    Reference::X { x: 3.5, label: "be ≈ 3.5 µs".into() },
+                    Reference::Point {
+                        x: 0.0,
+                        ys: vec![15.0],
+                        label: "ratio ≈ 1.5×".into(),
+                        short: "≈ 1.5×".into(),
+                    },
+                ],
             }],
             ..Figure::default()
         };
@@ -477,7 +486,38 @@ mod tests {
         render(&fig, &svg, &png).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.contains("<svg") && text.contains("inplace"));
+        // The paper's values have legend rows and a marker of their own.
+        assert!(text.contains("paper: be ≈ 3.5 µs"), "{text}");
+        assert!(text.contains("paper: ratio ≈ 1.5×") && text.contains(">≈ 1.5×<"));
+        assert!(text.contains("ours: break-even"));
         let bytes = std::fs::read(&png).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
+    }
+
+    #[test]
+    fn the_paper_widens_the_axes_to_show_its_values() {
+        let panel = Panel {
+            series: vec![Series {
+                name: "s".into(),
+                points: vec![XY { x: 0.0, y: 10.0, y_lo: 10.0, y_hi: 10.0 }],
+            }],
+            references: vec![
+                Reference::X { x: 15.0, label: "x".into() },
+                Reference::Point { x: 0.0, ys: vec![40.0], label: "p".into(), short: "p".into() },
+            ],
+            ..Panel::default()
+        };
+        let fig = Figure { panels: vec![panel.clone()], ..Figure::default() };
+        let ((_, x1), (_, y1)) = bounds(&fig, &panel);
+        assert!(x1 > 15.0 && y1 > 40.0, "{x1} {y1}");
+        assert_eq!(legend(&panel).len(), 3);
+    }
+
+    #[test]
+    fn figures_fit_the_report_at_native_width() {
+        let panels = |n| Figure { panels: vec![Panel::default(); n], ..Figure::default() };
+        assert_eq!(size(&panels(1)).0, MIN_WIDTH);
+        assert_eq!(size(&panels(3)).0, 1120);
+        assert!(size(&panels(3)).1 > 2 * PANEL_SIZE.1);
     }
 }

@@ -571,17 +571,24 @@ margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertica
 padding:.6em 1em;font-weight:bold}.mark{color:#900;font-size:70%;font-weight:normal}\
 footer{border-top:1px solid #ccc;margin-top:2em;padding-top:.5em;color:#444;font-size:90%}";
 
-/// The verdict counts in words.
+/// The verdict counts in words. With quick runs, only the counts that are not zero: a quick
+/// report should not open with "0 reproduced" either.
 fn summary(report: &Report) -> String {
     let [ok, differs, blocked, nodata, quick] = tally(report);
-    let mut text = format!(
-        "{ok} reproduced, {differs} differ, {blocked} not yet runnable, {nodata} without data"
-    );
-    if quick > 0 {
-        let _ = write!(text, ", {quick} judged on quick runs ({QUICK_VERDICT})");
-    }
-    text.push('.');
-    text
+    let quick_text = format!("judged on quick runs ({QUICK_VERDICT})");
+    let counts = [
+        (ok, "reproduced"),
+        (differs, "differ"),
+        (blocked, "not yet runnable"),
+        (nodata, "without data"),
+        (quick, quick_text.as_str()),
+    ];
+    let parts: Vec<String> = counts
+        .iter()
+        .filter(|(n, what)| *n > 0 || (quick == 0 && *what != quick_text))
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    format!("{}.", parts.join(", "))
 }
 
 /// What the page says at the top of a report with quick runs in it.
@@ -590,17 +597,12 @@ fn quick_banner(report: &Report) -> Option<String> {
         report.specs.iter().filter(|s| s.quick).map(|s| s.name.as_str()).collect();
     (!quick.is_empty()).then(|| {
         format!(
-            "{}: {} ran with --quick (short runs on a reduced grid, one repetition). Their \
-             figures and verdicts show that the pipeline works; they do not reproduce the paper.",
-            capitalised(QUICK_VERDICT),
+            "{QUICK_VERDICT} — run with --quick (short runs on a reduced grid, one \
+             repetition): {}. Their figures and verdicts show that the pipeline works; they do \
+             not reproduce the paper.",
             quick.join(", ")
         )
     })
-}
-
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    c.next().map(|f| f.to_uppercase().chain(c).collect()).unwrap_or_default()
 }
 
 /// The footer: what the runs were measured on and when the report was written.
@@ -767,4 +769,161 @@ pub fn write(report: &Report) -> Result<Vec<PathBuf>, ReportError> {
         written.push(path);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const SPEC: &str = r#"
+        [spec]
+        name = "t"
+        title = "Throughput vs persist latency"
+        source = "s"
+        reps = 1
+        [base]
+        workload = "tpcb"
+        [grid]
+        engine = ["inplace", "wal"]
+        persist_latency = ["0", "4us"]
+        [[plot]]
+        x = "persist_latency"
+        x_scale = 0.001
+        y = "tps"
+        series = "engine"
+        [[claim]]
+        id = "ratio-0us"
+        text = "In-Place ÷ WAL at 0 µs"
+        source = "s"
+        kind = "ratio"
+        where = { persist_latency = "0" }
+        numerator = { engine = "inplace" }
+        denominator = { engine = "wal" }
+        expected = 1.5
+        unit = "×"
+        [[claim]]
+        id = "be"
+        text = "break-even"
+        source = "s"
+        kind = "breakeven"
+        x = "persist_latency"
+        x_scale = 0.001
+        a = { engine = "inplace" }
+        b = { engine = "wal" }
+        expected = 3.5
+        unit = "µs"
+    "#;
+
+    /// A sweep directory with one row per point; the ratio at 0 µs is 1.5 and the curves
+    /// cross at 3 µs, so a full run would be "reproduced" on both claims.
+    fn sweep(quick: bool) -> (tempfile::TempDir, Report) {
+        let dir = tempfile::tempdir().unwrap();
+        let tps = [("inplace", "0", 150.0), ("inplace", "4us", 50.0), ("wal", "0", 100.0)];
+        let tps = tps.into_iter().chain([("wal", "4us", 75.0)]);
+        let mut lines = String::new();
+        for (i, (engine, latency, tps)) in tps.enumerate() {
+            let row = json!({
+                "spec": "t", "point": format!("engine={engine},persist_latency={latency}"),
+                "rep": 0, "hash": format!("h{i}"), "status": "ok", "quick": quick,
+                "started_unix_s": 1_795_620_488.0 + i as f64, "host": "vm", "tps": tps,
+                "grid": {"engine": engine, "persist_latency": latency},
+                "flags": {"engine": engine, "persist_latency": latency, "workload": "tpcb"},
+                "config": {"host_cpu": "AMD EPYC", "host_cores": 2, "host_flush": "clwb",
+                           "nvmdb_version": "0.1.0",
+                           "git_commit": "829029a3c36b7b961f48cdfa50a8a71020d2110b"},
+            });
+            lines.push_str(&format!("{row}\n"));
+        }
+        std::fs::write(dir.path().join(results::RESULTS_FILE), lines).unwrap();
+        results::save_spec(dir.path(), "t", SPEC).unwrap();
+        let report =
+            build(&ReportOptions { dir: dir.path().to_path_buf(), ..Default::default() }).unwrap();
+        write(&report).unwrap();
+        (dir, report)
+    }
+
+    fn read(dir: &tempfile::TempDir, name: &str) -> String {
+        std::fs::read_to_string(dir.path().join(name)).unwrap()
+    }
+
+    #[test]
+    fn a_quick_sweep_never_reads_reproduced() {
+        let (dir, report) = sweep(true);
+        let claims = &report.specs[0].claims;
+        assert!(report.specs[0].quick);
+        for c in claims {
+            assert!(c.verdict.label().starts_with(QUICK_VERDICT), "{}", c.verdict.label());
+        }
+        assert_eq!(claims[0].verdict.label(), "quick: not a reproduction (in the paper's range)");
+        let (html, md, json) =
+            (read(&dir, "index.html"), read(&dir, "report.md"), read(&dir, "verdicts.json"));
+        for text in [&html, &md, &json] {
+            assert!(!text.contains("reproduced"), "{text}");
+            assert!(text.contains(QUICK_VERDICT));
+        }
+        assert!(html.contains("class=\"banner\""));
+        assert!(json.contains("\"verdict\": \"quick\""), "{json}");
+        // Every figure title carries the mark.
+        let svg = read(&dir, "figures/t.svg");
+        assert!(svg.contains("quick: not a reproduction — Throughput vs persist latency"));
+    }
+
+    #[test]
+    fn a_full_sweep_still_reads_reproduced() {
+        let (dir, report) = sweep(false);
+        assert_eq!(report.specs[0].claims[0].verdict, Verdict::Reproduced);
+        assert!(!read(&dir, "index.html").contains(QUICK_VERDICT));
+        assert!(!read(&dir, "figures/t.svg").contains(QUICK_VERDICT));
+    }
+
+    #[test]
+    fn the_footer_and_figures_say_host_date_commit_and_version() {
+        let (dir, _) = sweep(true);
+        let html = read(&dir, "index.html");
+        let footer = &html[html.find("<footer>").unwrap()..];
+        for fact in [
+            "host vm: AMD EPYC, 2 cores, flush clwb",
+            "2026-11-25 15:28",
+            "nvmdb 0.1.0",
+            "commit 829029a3c36b",
+            "Report written",
+        ] {
+            assert!(footer.contains(fact), "{fact} missing from {footer}");
+            assert!(read(&dir, "report.md").contains(fact), "{fact} missing from report.md");
+        }
+        let svg = read(&dir, "figures/t.svg");
+        assert!(svg.contains("nvmdb 0.1.0 (commit 829029a3c36b)"));
+    }
+
+    #[test]
+    fn the_papers_values_are_drawn_beside_ours() {
+        let (dir, report) = sweep(false);
+        let svg = read(&dir, "figures/t.svg");
+        // The break-even claim: a dashed line at the paper's 3.5 µs, our crossing beside it.
+        assert!(svg.contains("paper: be ≈ 3.5 µs"), "{svg}");
+        assert!(svg.contains("ours: be: 3"));
+        // The ratio claim: a diamond at 1.5× our WAL point, on the In-Place point at 0 µs.
+        assert!(svg.contains("paper: ratio-0us ≈ 1.5×"));
+        let (w, h) = report.specs[0].figures[0].2;
+        let html = read(&dir, "index.html");
+        assert!(html.contains(&format!("<img src=\"figures/t.svg\" width=\"{w}\" height=\"{h}\"")));
+    }
+
+    #[test]
+    fn paper_markers_sit_at_the_claims_point() {
+        let (dir, _) = sweep(false);
+        let spec = Spec::parse(SPEC, Path::new("t.toml")).unwrap();
+        let rows = results::read_rows(&dir.path().join(results::RESULTS_FILE)).unwrap().rows;
+        let data = Dataset::build(&spec, &rows);
+        let (fig, _) = figure(&spec, &spec.plots[0], &data);
+        let refs = &fig.panels[0].references;
+        assert!(refs.contains(&Reference::X { x: 3.5, label: "be ≈ 3.5 µs".into() }), "{refs:?}");
+        // 1.5 × the WAL's 100 TPS, drawn at the In-Place point at x = 0.
+        let point = refs.iter().find_map(|r| match r {
+            Reference::Point { x, ys, .. } => Some((*x, ys.clone())),
+            Reference::X { .. } => None,
+        });
+        assert_eq!(point, Some((0.0, vec![150.0])));
+    }
 }
