@@ -488,8 +488,12 @@ mod tests {
         assert!(text.contains("<svg") && text.contains("inplace"));
         // The paper's values have legend rows and a marker of their own.
         assert!(text.contains("paper: be ≈ 3.5 µs"), "{text}");
-        assert!(text.contains("paper: ratio ≈ 1.5×") && text.contains(">≈ 1.5×<"));
+        assert!(text.contains("paper: ratio ≈ 1.5×") && text.contains("\n≈ 1.5×\n"));
         assert!(text.contains("ours: break-even"));
+        // A diamond is a closed four-sided polyline, 14 px across.
+        assert!(text.lines().any(|l| l.contains("<polyline")
+            && l.matches(' ').count() > 5
+            && l.contains("stroke=\"#000000\"")));
         let bytes = std::fs::read(&png).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
     }

@@ -206,7 +206,7 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
         spec.claims.iter().map(|c| analysis::evaluate(c, &data)).collect();
     if quick {
         for c in &mut claims {
-            c.verdict = std::mem::replace(&mut c.verdict, Verdict::Differs).for_quick();
+            c.verdict = c.verdict.clone().for_quick();
         }
     }
     Ok(SpecReport {
@@ -816,7 +816,7 @@ mod tests {
     "#;
 
     /// A sweep directory with one row per point; the ratio at 0 µs is 1.5 and the curves
-    /// cross at 3 µs, so a full run would be "reproduced" on both claims.
+    /// cross at 8/3 µs (within 25% of 3.5), so a full run reads "reproduced" on both claims.
     fn sweep(quick: bool) -> (tempfile::TempDir, Report) {
         let dir = tempfile::tempdir().unwrap();
         let tps = [("inplace", "0", 150.0), ("inplace", "4us", 50.0), ("wal", "0", 100.0)];
@@ -902,7 +902,7 @@ mod tests {
         let svg = read(&dir, "figures/t.svg");
         // The break-even claim: a dashed line at the paper's 3.5 µs, our crossing beside it.
         assert!(svg.contains("paper: be ≈ 3.5 µs"), "{svg}");
-        assert!(svg.contains("ours: be: 3"));
+        assert!(svg.contains("ours: be: 2.6"), "{svg}");
         // The ratio claim: a diamond at 1.5× our WAL point, on the In-Place point at 0 µs.
         assert!(svg.contains("paper: ratio-0us ≈ 1.5×"));
         let (w, h) = report.specs[0].figures[0].2;
