@@ -258,7 +258,10 @@ fn draw_legend<DB: DrawingBackend>(
     rows: &[(Key, String)],
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
-    let font = ("sans-serif", LABEL_SIZE).into_font().color(&BLACK);
+    let font = ("sans-serif", LABEL_SIZE)
+        .into_font()
+        .color(&BLACK)
+        .pos(text_anchor::Pos::new(text_anchor::HPos::Left, text_anchor::VPos::Center));
     let paper = ShapeStyle::from(&PAPER_COLOR).stroke_width(2);
     let (x, row_height) = (88, LEGEND_ROW_PX as i32);
     for (i, (key, text)) in rows.iter().enumerate() {
@@ -280,9 +283,7 @@ fn draw_legend<DB: DrawingBackend>(
             }
             Key::PaperPoint => area.draw(&diamond((x + 12, y), paper)).map_err(e)?,
         }
-        let style = TextStyle::from(font.clone())
-            .pos(text_anchor::Pos::new(text_anchor::HPos::Left, text_anchor::VPos::Center));
-        area.draw_text(text, &style, (x + 34, y)).map_err(e)?;
+        area.draw_text(text, &font, (x + 34, y)).map_err(e)?;
     }
     Ok(())
 }
