@@ -89,8 +89,8 @@ impl Provenance {
         })
     }
 
-    /// One line for a figure's subtitle and the page footer:
-    /// `host vm: AMD EPYC, 2 cores, flush clwb · runs 2026-11-25 15:28 UTC · nvmdb 0.1.0 (829029a3c36b)`.
+    /// One line for a figure's subtitle and the page footer: `host vm: AMD EPYC, 2 cores,
+    /// flush clwb · runs 2026-11-25 15:28 UTC · nvmdb 0.1.0 (commit 829029a3c36b)`.
     pub fn line(&self) -> String {
         let mut parts = Vec::new();
         if !self.hosts.is_empty() {
@@ -170,7 +170,8 @@ mod tests {
         let r = |t: f64| {
             row(json!({"host": "vm", "started_unix_s": t, "quick": true, "config": {
                 "host_cpu": "AMD EPYC", "host_cores": 2, "host_flush": "clwb",
-                "nvmdb_version": "0.1.0", "git_commit": "829029a3c36b7b961f48cdfa50a8a71020d2110b"}}))
+                "nvmdb_version": "0.1.0",
+                "git_commit": "829029a3c36b7b961f48cdfa50a8a71020d2110b"}}))
         };
         let rows = [r(1_795_620_488.0), r(1_795_620_680.0)];
         let p = Provenance::of(&rows);

@@ -681,7 +681,8 @@ fn spec_html(h: &mut String, s: &SpecReport) {
             h,
             "<div class=\"fig\"><img src=\"{svg}\" width=\"{w}\" height=\"{height}\" alt=\"{}\">\
              </div><p class=\"src\">{w}×{height} px: <a href=\"{svg}\">SVG</a> · \
-             <a href=\"{png}\">PNG</a>. Black dashed lines and diamonds are the paper's values.</p>",
+             <a href=\"{png}\">PNG</a>. Black dashed lines and diamonds are the paper's \
+             values.</p>",
             escape(&s.title)
         );
     }
