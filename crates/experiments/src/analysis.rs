@@ -75,13 +75,30 @@ pub enum Verdict {
     Differs,
     NotRunnable(String),
     NoData(String),
+    /// Judged on `--quick` runs (short, reduced grid, one repetition): never a reproduction,
+    /// whatever the numbers say. The reason says which way they point.
+    Quick(String),
 }
 
+/// The verdict text of every claim judged on `--quick` runs.
+pub const QUICK_VERDICT: &str = "quick: not a reproduction";
+
 impl Verdict {
+    /// The verdict of a claim whose numbers come from `--quick` runs: agreeing or not, it is
+    /// not a reproduction. Claims that could not be computed keep saying why.
+    pub fn for_quick(self) -> Verdict {
+        match self {
+            Verdict::Reproduced => Verdict::Quick("in the paper's range".into()),
+            Verdict::Differs => Verdict::Quick("outside the paper's range".into()),
+            other => other,
+        }
+    }
+
     pub fn label(&self) -> String {
         match self {
             Verdict::Reproduced => "reproduced".into(),
             Verdict::Differs => "differs".into(),
+            Verdict::Quick(r) => format!("{QUICK_VERDICT} ({r})"),
             Verdict::NotRunnable(r) => format!("not yet runnable: {r}"),
             Verdict::NoData(r) => format!("no data: {r}"),
         }
@@ -165,6 +182,55 @@ pub fn crossings(claim: &ClaimSpec, data: &Dataset) -> Vec<(Conditions, f64)> {
             _ => None,
         })
         .collect()
+}
+
+/// The paper's numbers of a claim, as markers: the expected value, or the finite ends of its
+/// range, each with its text (`≈ 1.5×`, `≥ 5 µs`). A range's zero lower end is left out: it is
+/// the floor of every ratio, latency and bandwidth here and says nothing about the paper.
+pub fn paper_numbers(claim: &ClaimSpec) -> Vec<(f64, String)> {
+    let u = claim.unit.as_str();
+    if let Some([lo, hi]) = claim.range {
+        let mut out = Vec::new();
+        if lo.is_finite() && lo != 0.0 {
+            out.push((lo, format!("≥ {}", with_unit(lo, u))));
+        }
+        if hi.is_finite() {
+            out.push((hi, format!("≤ {}", with_unit(hi, u))));
+        }
+        return out;
+    }
+    claim.expected.map(|e| vec![(e, format!("≈ {}", with_unit(e, u)))]).unwrap_or_default()
+}
+
+/// Where the paper's numbers of a ratio or value claim fall on its metric's own scale: for each
+/// group whose numerator (a value claim: its `where`) is one point, that point's id and the
+/// metric values the paper's numbers imply there. A ratio's are the paper's ratio times our
+/// measured denominator ("1.5× NVRAM Disk-Replacement" drawn at 1.5× our wal point). Empty for
+/// other kinds, for groups of several points (a max over configurations) and without data.
+pub fn paper_points(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Vec<f64>)> {
+    let numbers = paper_numbers(claim);
+    if numbers.is_empty() || claim.scale == 0.0 {
+        return Vec::new();
+    }
+    let empty = Conditions::default();
+    let mut out = Vec::new();
+    for (_, group) in groups(claim, data) {
+        let (target, base) = match claim.kind {
+            ClaimKind::Value => (group.clone(), Ok(1.0)),
+            ClaimKind::Ratio => {
+                let den = and(&group, claim.denominator.as_ref().unwrap_or(&empty));
+                let base =
+                    points_value(&data.select(&[&den]), &claim.metric, claim.den_points, &den);
+                (and(&group, claim.numerator.as_ref().unwrap_or(&empty)), base)
+            }
+            ClaimKind::Breakeven | ClaimKind::Threshold => return Vec::new(),
+        };
+        let points = data.select(&[&target]);
+        let (Ok(base), [point]) = (base, points.as_slice()) else { continue };
+        let ys = numbers.iter().map(|(v, _)| v / claim.scale * base).collect();
+        out.push((point.id.clone(), ys));
+    }
+    out
 }
 
 /// The distinct combinations of the `per` keys among points matching `where`, each as a label

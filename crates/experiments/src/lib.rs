@@ -19,6 +19,8 @@ pub mod analysis;
 pub mod data;
 pub mod grid;
 pub mod plot;
+pub mod pngtext;
+pub mod provenance;
 pub mod report;
 pub mod results;
 pub mod runner;

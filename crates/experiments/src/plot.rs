@@ -2,10 +2,18 @@
 //! with markers and error bars per series.
 //!
 //! PNG text needs a font; the crate embeds Noto Sans (`ttf-noto-sans`), so plots render the same
-//! on a machine without any font installed (a CI runner, a compute node).
+//! on a machine without any font installed (a CI runner, a compute node). PNG text is drawn by
+//! [`crate::pngtext`], not by plotters (whose glyph placement is off by a pixel per glyph).
+//!
+//! The paper's values are drawn beside ours in black: a dashed vertical line per value along x
+//! (a break-even latency), a hollow diamond per value at a plotted point; each has a legend
+//! entry starting with "paper".
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
+use plotters::element::{Drawable, PointCollection};
 use plotters::prelude::*;
+use plotters::style::text_anchor;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -24,18 +32,32 @@ pub struct Series {
     pub points: Vec<XY>,
 }
 
+/// A value the paper gives, in the plot's coordinates (already scaled, log10 on log axes).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reference {
+    /// A value along x (a break-even latency): a dashed vertical line.
+    X { x: f64, label: String },
+    /// The paper's value at one plotted point: a hollow diamond per value (two for a range,
+    /// joined by a dashed line), `short` beside it (`≈ 1.5×`) and `label` in the legend.
+    Point { x: f64, ys: Vec<f64>, label: String, short: String },
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Panel {
     pub title: String,
     pub series: Vec<Series>,
-    /// Vertical marks (a break-even latency): x and a label.
+    /// Vertical marks (a break-even latency we measured): x and a label.
     pub marks: Vec<(f64, String)>,
+    /// The paper's values, drawn beside ours.
+    pub references: Vec<Reference>,
 }
 
 /// Everything a figure shows. Values are already scaled; log axes hold log10 values.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Figure {
     pub title: String,
+    /// A smaller line under the title: what was run where and when (host, date, commit).
+    pub subtitle: String,
     pub x_label: String,
     pub y_label: String,
     pub log_x: bool,
@@ -47,11 +69,24 @@ pub struct Figure {
 }
 
 /// Pixel size of one panel.
-const PANEL_SIZE: (u32, u32) = (560, 400);
-/// Top padding per legend entry, as a fraction of the data's span.
-const LEGEND_ROW_HEADROOM: f64 = 0.1;
-/// Panels per row.
-const MAX_COLUMNS: usize = 3;
+const PANEL_SIZE: (u32, u32) = (560, 420);
+/// Room above the panels for the title and the subtitle.
+const HEADER_HEIGHT: u32 = 64;
+/// Text sizes in plotters units (the font's pixel height; SVG shows them at size / 1.24 px).
+/// Chosen so that text is at least 12 px at the figure's native size.
+const TITLE_SIZE: f64 = 26.0;
+const SUBTITLE_SIZE: f64 = 17.0;
+const CAPTION_SIZE: f64 = 21.0;
+const LABEL_SIZE: f64 = 17.0;
+/// The paper's values are black, ours are coloured.
+const PAPER_COLOR: RGBColor = RGBColor(0, 0, 0);
+const GREY: RGBColor = RGBColor(80, 80, 80);
+/// Height of one legend row under a panel. The legend sits below the plot, never on the data.
+const LEGEND_ROW_PX: u32 = 22;
+/// Narrowest figure: room for a title with the quick mark.
+const MIN_WIDTH: u32 = 840;
+/// Panels per row: two keep a figure 1,120 px wide, so the report shows it at native size.
+const MAX_COLUMNS: usize = 2;
 /// Colours of series, in order (colour-blind safe, Okabe & Ito).
 const PALETTE: [RGBColor; 8] = [
     RGBColor(0, 114, 178),
@@ -73,34 +108,68 @@ fn register_font() {
     });
 }
 
-/// Total image size for `n` panels.
-fn size(n: usize) -> (u32, u32) {
+/// The height of a panel with `legend_rows` rows of legend under its plot.
+fn panel_height(legend_rows: usize) -> u32 {
+    PANEL_SIZE.1 + LEGEND_ROW_PX * legend_rows as u32 + 8
+}
+
+/// Total image size of `fig`: two panels a row, each with the longest legend of them.
+pub fn size(fig: &Figure) -> (u32, u32) {
+    let n = fig.panels.len();
     let cols = n.clamp(1, MAX_COLUMNS);
     let rows = n.max(1).div_ceil(cols);
-    (PANEL_SIZE.0 * cols as u32, PANEL_SIZE.1 * rows as u32 + 40)
+    let legend_rows = fig.panels.iter().map(|p| legend(p).len()).max().unwrap_or(0);
+    let width = (PANEL_SIZE.0 * cols as u32).max(MIN_WIDTH);
+    (width, panel_height(legend_rows) * rows as u32 + HEADER_HEIGHT)
+}
+
+/// The largest size up to `size` at which `text` fits in `width` pixels (SVG fonts run up to
+/// ~10% wider than the embedded Noto Sans, hence the margin).
+fn fitting(text: &str, size: f64, width: u32) -> f64 {
+    let w = crate::pngtext::width(text, size);
+    let room = f64::from(width) * 0.9;
+    if w <= room || w <= 0.0 {
+        size
+    } else {
+        (size * room / w).max(10.0)
+    }
 }
 
 /// Writes `svg` and `png` renderings of `fig`.
 pub fn render(fig: &Figure, svg: &Path, png: &Path) -> Result<(), String> {
     register_font();
-    let dims = size(fig.panels.len());
+    let dims = size(fig);
     {
         let root = SVGBackend::new(svg, dims).into_drawing_area();
         draw(root, fig).map_err(|e| format!("{}: {e}", svg.display()))?;
     }
-    let root = BitMapBackend::new(png, dims).into_drawing_area();
+    let root = crate::pngtext::CrispText(BitMapBackend::new(png, dims)).into_drawing_area();
     draw(root, fig).map_err(|e| format!("{}: {e}", png.display()))
 }
 
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &Figure) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let root = root.titled(&fig.title, ("sans-serif", 22)).map_err(e)?;
+    let (header, root) = root.split_vertically(HEADER_HEIGHT);
+    let width = header.dim_in_pixel().0 as i32;
+    let centred = |size: f64, color: &'static RGBColor| {
+        TextStyle::from(("sans-serif", size).into_font())
+            .color(color)
+            .pos(text_anchor::Pos::new(text_anchor::HPos::Center, text_anchor::VPos::Top))
+    };
+    let (title, subtitle) = (
+        centred(fitting(&fig.title, TITLE_SIZE, width as u32), &BLACK),
+        centred(fitting(&fig.subtitle, SUBTITLE_SIZE, width as u32), &GREY),
+    );
+    header.draw_text(&fig.title, &title, (width / 2, 8)).map_err(e)?;
+    header.draw_text(&fig.subtitle, &subtitle, (width / 2, 38)).map_err(e)?;
     let cols = fig.panels.len().clamp(1, MAX_COLUMNS);
     let rows = fig.panels.len().max(1).div_ceil(cols);
     let areas = root.split_evenly((rows, cols));
     for (panel, area) in fig.panels.iter().zip(areas) {
-        draw_panel(&area, fig, panel)?;
+        let (plot_area, legend_area) = area.split_vertically(PANEL_SIZE.1);
+        draw_panel(&plot_area, fig, panel)?;
+        draw_legend(&legend_area, &legend(panel))?;
     }
     root.present().map_err(e)
 }
@@ -118,6 +187,18 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
         x0 = x0.min(*x);
         x1 = x1.max(*x);
     }
+    for r in &panel.references {
+        let (x, ys) = match r {
+            Reference::X { x, .. } => (*x, &[][..]),
+            Reference::Point { x, ys, .. } => (*x, ys.as_slice()),
+        };
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        for &y in ys {
+            y0 = y0.min(y);
+            y1 = y1.max(y);
+        }
+    }
     if x0 > x1 {
         (x0, x1) = (0.0, 1.0);
     }
@@ -133,15 +214,78 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
     };
     let (x0, x1) = pad(x0, x1, 0.05);
     // Headroom for the legend in the upper right corner, a row per entry.
-    let entries = (panel.series.len() + panel.marks.len()) as f64;
-    let (y0p, _) = pad(y0, y1, 0.08);
-    let (_, y1) = pad(y0, y1, 0.08 + LEGEND_ROW_HEADROOM * entries);
+    let (y0p, y1) = pad(y0, y1, 0.08);
     let y0 = if fig.y_from_zero && !fig.log_y && y0 >= 0.0 {
         y0.max(0.0).min(y0p.max(0.0))
     } else {
         y0p
     };
     ((x0, x1), (y0, y1))
+}
+
+/// What a legend row shows before its text.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Key {
+    Series(RGBColor),
+    Mark,
+    PaperLine,
+    PaperPoint,
+}
+
+/// A panel's legend rows: each series, each of our marks, each of the paper's values.
+fn legend(panel: &Panel) -> Vec<(Key, String)> {
+    let mut rows: Vec<(Key, String)> = Vec::new();
+    for (i, s) in panel.series.iter().enumerate() {
+        rows.push((Key::Series(PALETTE[i % PALETTE.len()]), s.name.clone()));
+    }
+    for (_, label) in &panel.marks {
+        rows.push((Key::Mark, format!("ours: {label}")));
+    }
+    for r in &panel.references {
+        let row = match r {
+            Reference::X { label, .. } => (Key::PaperLine, format!("paper: {label}")),
+            Reference::Point { label, .. } => (Key::PaperPoint, format!("paper: {label}")),
+        };
+        if !rows.contains(&row) {
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    rows: &[(Key, String)],
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let font = ("sans-serif", LABEL_SIZE)
+        .into_font()
+        .color(&BLACK)
+        .pos(text_anchor::Pos::new(text_anchor::HPos::Left, text_anchor::VPos::Center));
+    let paper = ShapeStyle::from(&PAPER_COLOR).stroke_width(2);
+    let (x, row_height) = (88, LEGEND_ROW_PX as i32);
+    for (i, (key, text)) in rows.iter().enumerate() {
+        let y = 4 + i as i32 * row_height + row_height / 2;
+        match *key {
+            Key::Series(color) => {
+                let style = ShapeStyle::from(&color).stroke_width(2);
+                area.draw(&PathElement::new(vec![(x, y), (x + 24, y)], style)).map_err(e)?;
+                area.draw(&Circle::new((x + 12, y), 3, color.filled())).map_err(e)?;
+            }
+            Key::Mark => {
+                let style = ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1);
+                area.draw(&PathElement::new(vec![(x + 12, y - 7), (x + 12, y + 7)], style))
+                    .map_err(e)?;
+            }
+            Key::PaperLine => {
+                area.draw(&PathElement::new(vec![(x, y), (x + 9, y)], paper)).map_err(e)?;
+                area.draw(&PathElement::new(vec![(x + 15, y), (x + 24, y)], paper)).map_err(e)?;
+            }
+            Key::PaperPoint => area.draw(&diamond((x + 12, y), paper)).map_err(e)?,
+        }
+        area.draw_text(text, &font, (x + 34, y)).map_err(e)?;
+    }
+    Ok(())
 }
 
 /// A tick label; on a log axis (values are log10) only powers of ten get one.
@@ -169,10 +313,10 @@ fn draw_panel<DB: DrawingBackend>(
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let ((x0, x1), (y0, y1)) = bounds(fig, panel);
     let mut chart = ChartBuilder::on(area)
-        .caption(&panel.title, ("sans-serif", 17))
+        .caption(&panel.title, ("sans-serif", CAPTION_SIZE))
         .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(64)
+        .x_label_area_size(52)
+        .y_label_area_size(76)
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(e)?;
     let categories = fig.categories.clone();
@@ -193,7 +337,9 @@ fn draw_panel<DB: DrawingBackend>(
         .y_desc(&fig.y_label)
         .x_label_formatter(&x_fmt)
         .y_label_formatter(&y_fmt);
-    mesh.light_line_style(WHITE.mix(0.0)).label_style(("sans-serif", 13));
+    mesh.light_line_style(WHITE.mix(0.0))
+        .label_style(("sans-serif", LABEL_SIZE))
+        .axis_desc_style(("sans-serif", LABEL_SIZE));
     if let Some(names) = &fig.categories {
         mesh.x_labels(names.len() * 2 + 1);
     } else if fig.log_x {
@@ -207,11 +353,7 @@ fn draw_panel<DB: DrawingBackend>(
         let color = PALETTE[i % PALETTE.len()];
         let style = ShapeStyle::from(&color).stroke_width(2);
         let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
-        chart
-            .draw_series(LineSeries::new(pts.clone(), style))
-            .map_err(e)?
-            .label(s.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        chart.draw_series(LineSeries::new(pts.clone(), style)).map_err(e)?;
         chart
             .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 3, color.filled())))
             .map_err(e)?;
@@ -221,26 +363,92 @@ fn draw_panel<DB: DrawingBackend>(
             });
         chart.draw_series(bars).map_err(e)?;
     }
-    for (x, label) in &panel.marks {
+    for (x, _) in &panel.marks {
         let line = vec![(*x, y0), (*x, y1)];
         let style = ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1);
-        chart
-            .draw_series(std::iter::once(PathElement::new(line, style)))
-            .map_err(e)?
-            .label(label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y - 6), (x, y + 6)], style));
+        chart.draw_series(std::iter::once(PathElement::new(line, style))).map_err(e)?;
     }
-    if !panel.series.is_empty() {
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .label_font(("sans-serif", 13))
-            .position(SeriesLabelPosition::UpperRight)
-            .draw()
-            .map_err(e)?;
+    draw_references(&mut chart, panel, (x0, x1), (y0, y1))?;
+    Ok(())
+}
+
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The paper's values of `panel`: dashed black lines along x, hollow black diamonds at points
+/// with their value beside them (left of the diamond in the right half, so it stays inside).
+fn draw_references<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart<'a, DB>,
+    panel: &Panel,
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let line = ShapeStyle::from(&PAPER_COLOR).stroke_width(2);
+    for r in &panel.references {
+        match r {
+            Reference::X { x, .. } => {
+                chart
+                    .draw_series(DashedLineSeries::new(vec![(*x, y0), (*x, y1)], 8, 5, line))
+                    .map_err(e)?;
+            }
+            Reference::Point { x, ys, short, .. } => {
+                if ys.len() > 1 {
+                    let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let thin = ShapeStyle::from(&PAPER_COLOR).stroke_width(1);
+                    chart
+                        .draw_series(DashedLineSeries::new(vec![(*x, lo), (*x, hi)], 4, 4, thin))
+                        .map_err(e)?;
+                }
+                chart.draw_series(ys.iter().map(|&y| diamond((*x, y), line))).map_err(e)?;
+                let top = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let right_half = *x > (x0 + x1) / 2.0;
+                let (h, dx) = if right_half {
+                    (text_anchor::HPos::Right, -10)
+                } else {
+                    (text_anchor::HPos::Left, 10)
+                };
+                let font = ("sans-serif", LABEL_SIZE)
+                    .into_font()
+                    .color(&PAPER_COLOR)
+                    .pos(text_anchor::Pos::new(h, text_anchor::VPos::Bottom));
+                let text = EmptyElement::at((*x, top)) + Text::new(short.clone(), (dx, -4), font);
+                chart.draw_series(std::iter::once(text)).map_err(e)?;
+            }
+        }
     }
     Ok(())
+}
+
+/// A hollow diamond, 14 px across, centred on `at` (plotters has no diamond marker).
+struct Diamond<C> {
+    at: C,
+    style: ShapeStyle,
+}
+
+fn diamond<C>(at: C, style: ShapeStyle) -> Diamond<C> {
+    Diamond { at, style }
+}
+
+impl<'a, C> PointCollection<'a, C> for &'a Diamond<C> {
+    type Point = &'a C;
+    type IntoIter = std::iter::Once<&'a C>;
+    fn point_iter(self) -> Self::IntoIter {
+        std::iter::once(&self.at)
+    }
+}
+
+impl<C, DB: DrawingBackend> Drawable<DB> for Diamond<C> {
+    fn draw<I: Iterator<Item = plotters_backend::BackendCoord>>(
+        &self,
+        mut points: I,
+        backend: &mut DB,
+        _: (u32, u32),
+    ) -> Result<(), plotters_backend::DrawingErrorKind<DB::ErrorType>> {
+        let Some((x, y)) = points.next() else { return Ok(()) };
+        let path = [(x, y - 7), (x + 7, y), (x, y + 7), (x - 7, y), (x, y - 7)];
+        backend.draw_path(path, &self.style)
+    }
 }
 
 #[cfg(test)]
@@ -263,6 +471,15 @@ mod tests {
                     points: vec![xy(0.0, 10.0), xy(5.0, 4.0)],
                 }],
                 marks: vec![(3.2, "break-even".into())],
+                references: vec![
+                    Reference::X { x: 3.5, label: "be ≈ 3.5 µs".into() },
+                    Reference::Point {
+                        x: 0.0,
+                        ys: vec![15.0],
+                        label: "ratio ≈ 1.5×".into(),
+                        short: "≈ 1.5×".into(),
+                    },
+                ],
             }],
             ..Figure::default()
         };
@@ -270,7 +487,42 @@ mod tests {
         render(&fig, &svg, &png).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.contains("<svg") && text.contains("inplace"));
+        // The paper's values have legend rows and a marker of their own.
+        assert!(text.contains("paper: be ≈ 3.5 µs"), "{text}");
+        assert!(text.contains("paper: ratio ≈ 1.5×") && text.contains("\n≈ 1.5×\n"));
+        assert!(text.contains("ours: break-even"));
+        // A diamond is a closed four-sided polyline, 14 px across.
+        assert!(text.lines().any(|l| l.contains("<polyline")
+            && l.matches(' ').count() > 5
+            && l.contains("stroke=\"#000000\"")));
         let bytes = std::fs::read(&png).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
+    }
+
+    #[test]
+    fn the_paper_widens_the_axes_to_show_its_values() {
+        let panel = Panel {
+            series: vec![Series {
+                name: "s".into(),
+                points: vec![XY { x: 0.0, y: 10.0, y_lo: 10.0, y_hi: 10.0 }],
+            }],
+            references: vec![
+                Reference::X { x: 15.0, label: "x".into() },
+                Reference::Point { x: 0.0, ys: vec![40.0], label: "p".into(), short: "p".into() },
+            ],
+            ..Panel::default()
+        };
+        let fig = Figure { panels: vec![panel.clone()], ..Figure::default() };
+        let ((_, x1), (_, y1)) = bounds(&fig, &panel);
+        assert!(x1 > 15.0 && y1 > 40.0, "{x1} {y1}");
+        assert_eq!(legend(&panel).len(), 3);
+    }
+
+    #[test]
+    fn figures_fit_the_report_at_native_width() {
+        let panels = |n| Figure { panels: vec![Panel::default(); n], ..Figure::default() };
+        assert_eq!(size(&panels(1)).0, MIN_WIDTH);
+        assert_eq!(size(&panels(3)).0, 1120);
+        assert!(size(&panels(3)).1 > 2 * PANEL_SIZE.1);
     }
 }

@@ -6,9 +6,10 @@
 //! runnable: engine wal missing", with the paper's claims listed, so the page is the to-do list
 //! of the reproduction as well as its result.
 
-use crate::analysis::{self, ClaimResult, Verdict};
+use crate::analysis::{self, ClaimResult, Verdict, QUICK_VERDICT};
 use crate::data::{Dataset, PointData};
-use crate::plot::{self, Figure, Panel, Series, XY};
+use crate::plot::{self, Figure, Panel, Reference, Series, XY};
+use crate::provenance::Provenance;
 use crate::results::{self, Row, StoreError};
 use crate::spec::{ErrorBars, PlotSpec, Spec, SpecError};
 use serde::Serialize;
@@ -62,16 +63,25 @@ pub struct SpecReport {
     /// `measured`, `not yet runnable: engine wal missing`, `partly runnable: ...`, `not run`.
     pub status: String,
     pub points: PointCounts,
-    /// Figure files relative to the report directory (`figures/x.svg`, `figures/x.png`).
-    pub figures: Vec<(String, String)>,
+    /// Figure files relative to the report directory (`figures/x.svg`, `figures/x.png`) and
+    /// their native size in pixels.
+    pub figures: Vec<(String, String, (u32, u32))>,
     pub claims: Vec<ClaimResult>,
     pub notes: Vec<String>,
+    /// Whether the numbers come from `--quick` runs: then no verdict says "reproduced".
+    pub quick: bool,
+    /// Host, versions, commits and dates of this spec's runs.
+    pub provenance: Provenance,
 }
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub specs: Vec<SpecReport>,
+    /// Host, versions, commits and dates of every run in the results.
+    pub provenance: Provenance,
+    /// When the report was written (UTC).
+    pub written: String,
     #[serde(skip)]
     pub out: PathBuf,
 }
@@ -97,7 +107,8 @@ pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
             first.notes.push(format!("{n} unreadable line(s) in results.jsonl were skipped"));
         }
     }
-    Ok(Report { specs: reports, out })
+    let provenance = Provenance::of(&loaded.rows);
+    Ok(Report { specs: reports, provenance, written: crate::provenance::now_utc_minute(), out })
 }
 
 /// Specs named on the command line win over the copies in `DIR/specs/`; copies are used for
@@ -149,12 +160,14 @@ pub fn spec_files(path: &Path) -> Result<Vec<PathBuf>, ReportError> {
 fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecReport, ReportError> {
     let data = Dataset::build(spec, rows);
     let (points, status) = status(&data);
+    let quick = data.any_quick();
+    let provenance = Provenance::of(rows.iter().filter(|r| r.spec() == spec.name));
     let mut notes = Vec::new();
-    if data.any_quick() {
-        notes.push(
-            "quick run (--quick): short runs on a reduced grid, one repetition; indicative only"
-                .into(),
-        );
+    if quick {
+        notes.push(format!(
+            "{QUICK_VERDICT}: --quick runs are short, on a reduced grid, one repetition; they \
+             show that the pipeline works, not what the paper measured"
+        ));
     }
     if data.superseded > 0 {
         notes.push(format!(
@@ -171,7 +184,11 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
     let mut figures = Vec::new();
     if points.measured > 0 {
         for (i, p) in spec.plots.iter().enumerate() {
-            let (fig, fig_notes) = figure(spec, p, &data);
+            let (mut fig, fig_notes) = figure(spec, p, &data);
+            fig.subtitle = provenance.line();
+            if quick {
+                fig.title = format!("{QUICK_VERDICT} — {}", fig.title);
+            }
             notes.extend(fig_notes);
             let stem = if spec.plots.len() == 1 {
                 spec.name.clone()
@@ -181,10 +198,17 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
             let (svg, png) = (format!("{stem}.svg"), format!("{stem}.png"));
             plot::render(&fig, &figures_dir.join(&svg), &figures_dir.join(&png))
                 .map_err(ReportError::Plot)?;
-            figures.push((format!("figures/{svg}"), format!("figures/{png}")));
+            let dims = plot::size(&fig);
+            figures.push((format!("figures/{svg}"), format!("figures/{png}"), dims));
         }
     }
-    let claims = spec.claims.iter().map(|c| analysis::evaluate(c, &data)).collect();
+    let mut claims: Vec<ClaimResult> =
+        spec.claims.iter().map(|c| analysis::evaluate(c, &data)).collect();
+    if quick {
+        for c in &mut claims {
+            c.verdict = c.verdict.clone().for_quick();
+        }
+    }
     Ok(SpecReport {
         name: spec.name.clone(),
         title: spec.title.clone(),
@@ -196,6 +220,8 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
         figures,
         claims,
         notes,
+        quick,
+        provenance,
     })
 }
 
@@ -344,7 +370,9 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
     }
     if categories.is_none() {
         mark_breakevens(spec, plot, data, &mut panels);
+        paper_lines(spec, plot, &mut panels);
     }
+    paper_markers(spec, plot, data, categories.as_deref(), &mut panels);
     if skipped > 0 {
         notes.push(format!(
             "{skipped} measured point(s) left out of the plot (no value for x or y, no \
@@ -354,6 +382,7 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
     let title = plot.title.clone().unwrap_or_else(|| spec.title.clone());
     let fig = Figure {
         title,
+        subtitle: String::new(),
         x_label: axis_label(spec, &plot.x_label, &plot.x, plot.x_scale),
         y_label: axis_label(spec, &plot.y_label, &plot.y, plot.y_scale),
         log_x: plot.log_x,
@@ -396,6 +425,110 @@ fn mark_breakevens(spec: &Spec, plot: &PlotSpec, data: &Dataset, panels: &mut [P
     }
 }
 
+/// Whether a claim restricted by `filter` speaks about `panel` of a plot paneled by `key`.
+fn claim_fits_panel(filter: &crate::spec::Conditions, key: Option<&String>, panel: &str) -> bool {
+    key.is_none_or(|key| {
+        filter
+            .0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .all(|(_, allowed)| allowed.iter().any(|a| crate::spec::values_equal(a, panel)))
+    })
+}
+
+/// The paper's break-even and threshold values along this plot's x axis, as dashed lines.
+fn paper_lines(spec: &Spec, plot: &PlotSpec, panels: &mut [Panel]) {
+    use crate::spec::ClaimKind;
+    let along_x = |c: &crate::spec::ClaimSpec| {
+        matches!(c.kind, ClaimKind::Breakeven | ClaimKind::Threshold)
+            && c.x.as_deref() == Some(plot.x.as_str())
+            && (c.x_scale - plot.x_scale).abs() < 1e-12
+    };
+    for claim in spec.claims.iter().filter(|c| along_x(c)) {
+        for (x, text) in analysis::paper_numbers(claim) {
+            let plotted = match (plot.log_x, x > 0.0) {
+                (true, false) => continue,
+                (true, true) => x.log10(),
+                (false, _) => x,
+            };
+            for panel in panels.iter_mut() {
+                if claim_fits_panel(&claim.filter, plot.panels.as_ref(), &panel.title) {
+                    let label = format!("{} {text}", claim.id);
+                    panel.references.push(Reference::X { x: plotted, label });
+                }
+            }
+        }
+    }
+}
+
+/// Where `point`, at metric value `y` (the plot's `y`, unscaled), is drawn: the same mapping
+/// as the measured points (scale, normalisation, log axes).
+fn place(
+    plot: &PlotSpec,
+    data: &Dataset,
+    categories: Option<&[String]>,
+    point: &PointData,
+    y: f64,
+) -> Option<(f64, f64)> {
+    let x = match categories {
+        Some(names) => point
+            .value(&plot.x)
+            .and_then(|v| names.iter().position(|n| *n == v))
+            .map(|i| i as f64)?,
+        None => {
+            point.quantity(&plot.x).or_else(|| point.metric(&plot.x).map(|s| s.mean))?
+                * plot.x_scale
+        }
+    };
+    let norm = match &plot.normalize {
+        Some(_) => reference(plot, data, point).filter(|r| *r != 0.0)?,
+        None => 1.0,
+    };
+    let y = y * plot.y_scale / norm;
+    let x = match (categories.is_none() && plot.log_x, x > 0.0) {
+        (true, false) => return None,
+        (true, true) => x.log10(),
+        (false, _) => x,
+    };
+    let y = match (plot.log_y, y > 0.0) {
+        (true, false) => return None,
+        (true, true) => y.log10(),
+        (false, _) => y,
+    };
+    Some((x, y))
+}
+
+/// The paper's ratio and value claims on this plot's y metric, as diamonds at the points they
+/// are about (a ratio's value relative to our measured denominator).
+fn paper_markers(
+    spec: &Spec,
+    plot: &PlotSpec,
+    data: &Dataset,
+    categories: Option<&[String]>,
+    panels: &mut [Panel],
+) {
+    for claim in spec.claims.iter().filter(|c| c.metric.trim() == plot.y.trim()) {
+        let texts: Vec<String> =
+            analysis::paper_numbers(claim).into_iter().map(|(_, t)| t).collect();
+        for (id, ys) in analysis::paper_points(claim, data) {
+            let Some(point) = data.points.iter().find(|p| p.id == id) else { continue };
+            if point.ok.is_empty() || !plot.filter.matches(&point.lookup()) {
+                continue;
+            }
+            let placed: Vec<(f64, f64)> =
+                ys.iter().filter_map(|&y| place(plot, data, categories, point, y)).collect();
+            let Some(&(x, _)) = placed.first() else { continue };
+            let panel_name = plot.panels.as_ref().and_then(|k| point.value(k)).unwrap_or_default();
+            if let Some(panel) = panels.iter_mut().find(|p| p.title == panel_name) {
+                let short = texts.join(", ");
+                let label = format!("{} {short}", claim.id);
+                let ys = placed.into_iter().map(|(_, y)| y).collect();
+                panel.references.push(Reference::Point { x, ys, label, short });
+            }
+        }
+    }
+}
+
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
@@ -406,46 +539,105 @@ fn verdict_class(v: &Verdict) -> &'static str {
         Verdict::Differs => "differs",
         Verdict::NotRunnable(_) => "blocked",
         Verdict::NoData(_) => "nodata",
+        Verdict::Quick(_) => "quick",
     }
 }
 
-/// The verdict counts: reproduced, differs, not runnable, no data.
-pub fn tally(report: &Report) -> [usize; 4] {
-    let mut t = [0; 4];
+/// The verdict counts: reproduced, differs, not runnable, no data, quick (not a reproduction).
+pub fn tally(report: &Report) -> [usize; 5] {
+    let mut t = [0; 5];
     for c in report.specs.iter().flat_map(|s| &s.claims) {
         let i = match c.verdict {
             Verdict::Reproduced => 0,
             Verdict::Differs => 1,
             Verdict::NotRunnable(_) => 2,
             Verdict::NoData(_) => 3,
+            Verdict::Quick(_) => 4,
         };
         t[i] += 1;
     }
     t
 }
 
-const STYLE: &str = "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;\
+// Figures are shown at their native width (at most 1,120 px: two panels a row), never shrunk:
+// a shrunk figure's 12 px text is unreadable. A narrower window scrolls the figure instead.
+const STYLE: &str = "body{font-family:sans-serif;max-width:1180px;margin:2em auto;padding:0 1em;\
 color:#222}h2{border-top:1px solid #ccc;padding-top:1em}table{border-collapse:collapse;\
 margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}\
 .ok{background:#d9f2d9}.differs{background:#fde0c8}.blocked{background:#e8e8e8}\
-.nodata{background:#f4f4f4;color:#666}.status{font-style:italic}img{max-width:100%}\
-.src{color:#555;font-size:90%}";
+.nodata{background:#f4f4f4;color:#666}.quick{background:#fff3b0}.status{font-style:italic}\
+.fig{overflow-x:auto;margin:1em 0}.fig img{max-width:none;display:block}\
+.src{color:#555;font-size:90%}.banner{border:2px solid #b00;background:#fff0f0;color:#900;\
+padding:.6em 1em;font-weight:bold}.mark{color:#900;font-size:70%;font-weight:normal}\
+footer{border-top:1px solid #ccc;margin-top:2em;padding-top:.5em;color:#444;font-size:90%}";
+
+/// The verdict counts in words. With quick runs, only the counts that are not zero: a quick
+/// report should not open with "0 reproduced" either.
+fn summary(report: &Report) -> String {
+    let [ok, differs, blocked, nodata, quick] = tally(report);
+    let quick_text = format!("judged on quick runs ({QUICK_VERDICT})");
+    let counts = [
+        (ok, "reproduced"),
+        (differs, "differ"),
+        (blocked, "not yet runnable"),
+        (nodata, "without data"),
+        (quick, quick_text.as_str()),
+    ];
+    let parts: Vec<String> = counts
+        .iter()
+        .filter(|(n, what)| *n > 0 || (quick == 0 && *what != quick_text))
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    format!("{}.", parts.join(", "))
+}
+
+/// What the page says at the top of a report with quick runs in it.
+fn quick_banner(report: &Report) -> Option<String> {
+    let quick: Vec<&str> =
+        report.specs.iter().filter(|s| s.quick).map(|s| s.name.as_str()).collect();
+    (!quick.is_empty()).then(|| {
+        format!(
+            "{QUICK_VERDICT} — run with --quick (short runs on a reduced grid, one \
+             repetition): {}. Their figures and verdicts show that the pipeline works; they do \
+             not reproduce the paper.",
+            quick.join(", ")
+        )
+    })
+}
+
+/// The footer: what the runs were measured on and when the report was written.
+pub fn footer_lines(report: &Report) -> Vec<String> {
+    vec![
+        format!("Runs: {}.", report.provenance.line()),
+        format!("Report written {} UTC by nvmdb report.", report.written),
+    ]
+}
 
 /// `index.html`.
 pub fn html(report: &Report) -> String {
     let mut h = String::new();
-    let [ok, differs, blocked, nodata] = tally(report);
     let _ = write!(
         h,
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>nvmdb: the papers' figures\
-         </title><style>{STYLE}</style></head><body><h1>nvmdb: the papers' figures, reproduced\
-         </h1><p>{ok} reproduced, {differs} differ, {blocked} not yet runnable, {nodata} without \
-         data.</p><table><tr><th>experiment</th><th>status</th><th>claims</th></tr>"
+         </title><style>{STYLE}</style></head><body><h1>nvmdb: the papers' figures</h1>"
+    );
+    if let Some(banner) = quick_banner(report) {
+        let _ = write!(h, "<p class=\"banner\">{}</p>", escape(&banner));
+    }
+    let _ = write!(
+        h,
+        "<p>{}</p><table><tr><th>experiment</th><th>status</th><th>claims</th></tr>",
+        escape(&summary(report))
     );
     for s in &report.specs {
+        let mark = if s.quick {
+            format!(" <span class=\"mark\">{QUICK_VERDICT}</span>")
+        } else {
+            String::new()
+        };
         let _ = write!(
             h,
-            "<tr><td><a href=\"#{}\">{}</a></td><td>{}</td><td>{}</td></tr>",
+            "<tr><td><a href=\"#{}\">{}</a>{mark}</td><td>{}</td><td>{}</td></tr>",
             escape(&s.name),
             escape(&s.title),
             escape(&s.status),
@@ -454,53 +646,70 @@ pub fn html(report: &Report) -> String {
     }
     h.push_str("</table>");
     for s in &report.specs {
+        spec_html(&mut h, s);
+    }
+    h.push_str("<footer>");
+    for line in footer_lines(report) {
+        let _ = write!(h, "<p>{}</p>", escape(&line));
+    }
+    h.push_str("</footer></body></html>\n");
+    h
+}
+
+fn spec_html(h: &mut String, s: &SpecReport) {
+    let mark = if s.quick {
+        format!(" <span class=\"mark\">{QUICK_VERDICT}</span>")
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        h,
+        "<h2 id=\"{}\">{}{mark}</h2><p class=\"src\">{} — spec <code>{}</code></p><p>{}</p>\
+         <p class=\"status\">{}</p>",
+        escape(&s.name),
+        escape(&s.title),
+        escape(&s.source),
+        escape(&s.name),
+        escape(&s.description),
+        escape(&s.status)
+    );
+    if !s.needs.is_empty() && s.points.measured < s.points.total {
+        let _ = write!(h, "<p>Needs: {}</p>", escape(&s.needs.join("; ")));
+    }
+    for (svg, png, (w, height)) in &s.figures {
         let _ = write!(
             h,
-            "<h2 id=\"{}\">{}</h2><p class=\"src\">{} — spec <code>{}</code></p><p>{}</p>\
-             <p class=\"status\">{}</p>",
-            escape(&s.name),
-            escape(&s.title),
-            escape(&s.source),
-            escape(&s.name),
-            escape(&s.description),
-            escape(&s.status)
+            "<div class=\"fig\"><img src=\"{svg}\" width=\"{w}\" height=\"{height}\" alt=\"{}\">\
+             </div><p class=\"src\">{w}×{height} px: <a href=\"{svg}\">SVG</a> · \
+             <a href=\"{png}\">PNG</a>. Black dashed lines and diamonds are the paper's \
+             values.</p>",
+            escape(&s.title)
         );
-        if !s.needs.is_empty() && s.points.measured < s.points.total {
-            let _ = write!(h, "<p>Needs: {}</p>", escape(&s.needs.join("; ")));
-        }
-        for (svg, png) in &s.figures {
+    }
+    if !s.claims.is_empty() {
+        h.push_str(
+            "<table><tr><th>claim</th><th>source</th><th>paper</th><th>measured</th>\
+             <th>verdict</th></tr>",
+        );
+        for c in &s.claims {
             let _ = write!(
                 h,
-                "<p><a href=\"{svg}\"><img src=\"{png}\" alt=\"{}\"></a></p>",
-                escape(&s.title)
+                "<tr><td>{} <span class=\"src\">({})</span></td><td class=\"src\">{}</td>\
+                 <td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                escape(&c.text),
+                escape(&c.id),
+                escape(&c.source),
+                escape(&c.paper_with_bound()),
+                escape(&c.measured),
+                verdict_class(&c.verdict),
+                escape(&c.verdict.label())
             );
         }
-        if !s.claims.is_empty() {
-            h.push_str(
-                "<table><tr><th>claim</th><th>source</th><th>paper</th><th>measured</th>\
-                 <th>verdict</th></tr>",
-            );
-            for c in &s.claims {
-                let _ = write!(
-                    h,
-                    "<tr><td>{}</td><td class=\"src\">{}</td><td>{}</td><td>{}</td>\
-                     <td class=\"{}\">{}</td></tr>",
-                    escape(&c.text),
-                    escape(&c.source),
-                    escape(&c.paper_with_bound()),
-                    escape(&c.measured),
-                    verdict_class(&c.verdict),
-                    escape(&c.verdict.label())
-                );
-            }
-            h.push_str("</table>");
-        }
-        for n in &s.notes {
-            let _ = write!(h, "<p class=\"src\">Note: {}</p>", escape(n));
-        }
+        h.push_str("</table>");
     }
-    h.push_str("</body></html>\n");
-    h
+    for n in &s.notes {
+        let _ = write!(h, "<p class=\"src\">Note: {}</p>", escape(n));
+    }
 }
 
 fn md_cell(s: &str) -> String {
@@ -510,11 +719,10 @@ fn md_cell(s: &str) -> String {
 /// `report.md`: the verdict table, for terminals.
 pub fn markdown(report: &Report) -> String {
     let mut m = String::from("# nvmdb: the papers' figures\n\n");
-    let [ok, differs, blocked, nodata] = tally(report);
-    let _ = writeln!(
-        m,
-        "{ok} reproduced, {differs} differ, {blocked} not yet runnable, {nodata} without data.\n"
-    );
+    if let Some(banner) = quick_banner(report) {
+        let _ = writeln!(m, "**{banner}**\n");
+    }
+    let _ = writeln!(m, "{}\n", summary(report));
     m.push_str("| experiment | claim | paper | measured | verdict |\n|---|---|---|---|---|\n");
     for s in &report.specs {
         if s.claims.is_empty() {
@@ -540,6 +748,10 @@ pub fn markdown(report: &Report) -> String {
             let _ = writeln!(m, "  - {n}");
         }
     }
+    m.push('\n');
+    for line in footer_lines(report) {
+        let _ = writeln!(m, "{line}  ");
+    }
     m
 }
 
@@ -558,4 +770,161 @@ pub fn write(report: &Report) -> Result<Vec<PathBuf>, ReportError> {
         written.push(path);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const SPEC: &str = r#"
+        [spec]
+        name = "t"
+        title = "Throughput vs persist latency"
+        source = "s"
+        reps = 1
+        [base]
+        workload = "tpcb"
+        [grid]
+        engine = ["inplace", "wal"]
+        persist_latency = ["0", "4us"]
+        [[plot]]
+        x = "persist_latency"
+        x_scale = 0.001
+        y = "tps"
+        series = "engine"
+        [[claim]]
+        id = "ratio-0us"
+        text = "In-Place ÷ WAL at 0 µs"
+        source = "s"
+        kind = "ratio"
+        where = { persist_latency = "0" }
+        numerator = { engine = "inplace" }
+        denominator = { engine = "wal" }
+        expected = 1.5
+        unit = "×"
+        [[claim]]
+        id = "be"
+        text = "break-even"
+        source = "s"
+        kind = "breakeven"
+        x = "persist_latency"
+        x_scale = 0.001
+        a = { engine = "inplace" }
+        b = { engine = "wal" }
+        expected = 3.5
+        unit = "µs"
+    "#;
+
+    /// A sweep directory with one row per point; the ratio at 0 µs is 1.5 and the curves
+    /// cross at 8/3 µs (within 25% of 3.5), so a full run reads "reproduced" on both claims.
+    fn sweep(quick: bool) -> (tempfile::TempDir, Report) {
+        let dir = tempfile::tempdir().unwrap();
+        let tps = [("inplace", "0", 150.0), ("inplace", "4us", 50.0), ("wal", "0", 100.0)];
+        let tps = tps.into_iter().chain([("wal", "4us", 75.0)]);
+        let mut lines = String::new();
+        for (i, (engine, latency, tps)) in tps.enumerate() {
+            let row = json!({
+                "spec": "t", "point": format!("engine={engine},persist_latency={latency}"),
+                "rep": 0, "hash": format!("h{i}"), "status": "ok", "quick": quick,
+                "started_unix_s": 1_795_620_488.0 + i as f64, "host": "vm", "tps": tps,
+                "grid": {"engine": engine, "persist_latency": latency},
+                "flags": {"engine": engine, "persist_latency": latency, "workload": "tpcb"},
+                "config": {"host_cpu": "AMD EPYC", "host_cores": 2, "host_flush": "clwb",
+                           "nvmdb_version": "0.1.0",
+                           "git_commit": "829029a3c36b7b961f48cdfa50a8a71020d2110b"},
+            });
+            lines.push_str(&format!("{row}\n"));
+        }
+        std::fs::write(dir.path().join(results::RESULTS_FILE), lines).unwrap();
+        results::save_spec(dir.path(), "t", SPEC).unwrap();
+        let report =
+            build(&ReportOptions { dir: dir.path().to_path_buf(), ..Default::default() }).unwrap();
+        write(&report).unwrap();
+        (dir, report)
+    }
+
+    fn read(dir: &tempfile::TempDir, name: &str) -> String {
+        std::fs::read_to_string(dir.path().join(name)).unwrap()
+    }
+
+    #[test]
+    fn a_quick_sweep_never_reads_reproduced() {
+        let (dir, report) = sweep(true);
+        let claims = &report.specs[0].claims;
+        assert!(report.specs[0].quick);
+        for c in claims {
+            assert!(c.verdict.label().starts_with(QUICK_VERDICT), "{}", c.verdict.label());
+        }
+        assert_eq!(claims[0].verdict.label(), "quick: not a reproduction (in the paper's range)");
+        let (html, md, json) =
+            (read(&dir, "index.html"), read(&dir, "report.md"), read(&dir, "verdicts.json"));
+        for text in [&html, &md, &json] {
+            assert!(!text.contains("reproduced"), "{text}");
+            assert!(text.contains(QUICK_VERDICT));
+        }
+        assert!(html.contains("class=\"banner\""));
+        assert!(json.contains("\"verdict\": \"quick\""), "{json}");
+        // Every figure title carries the mark.
+        let svg = read(&dir, "figures/t.svg");
+        assert!(svg.contains("quick: not a reproduction — Throughput vs persist latency"));
+    }
+
+    #[test]
+    fn a_full_sweep_still_reads_reproduced() {
+        let (dir, report) = sweep(false);
+        assert_eq!(report.specs[0].claims[0].verdict, Verdict::Reproduced);
+        assert!(!read(&dir, "index.html").contains(QUICK_VERDICT));
+        assert!(!read(&dir, "figures/t.svg").contains(QUICK_VERDICT));
+    }
+
+    #[test]
+    fn the_footer_and_figures_say_host_date_commit_and_version() {
+        let (dir, _) = sweep(true);
+        let html = read(&dir, "index.html");
+        let footer = &html[html.find("<footer>").unwrap()..];
+        for fact in [
+            "host vm: AMD EPYC, 2 cores, flush clwb",
+            "2026-11-25 15:28",
+            "nvmdb 0.1.0",
+            "commit 829029a3c36b",
+            "Report written",
+        ] {
+            assert!(footer.contains(fact), "{fact} missing from {footer}");
+            assert!(read(&dir, "report.md").contains(fact), "{fact} missing from report.md");
+        }
+        let svg = read(&dir, "figures/t.svg");
+        assert!(svg.contains("nvmdb 0.1.0 (commit 829029a3c36b)"));
+    }
+
+    #[test]
+    fn the_papers_values_are_drawn_beside_ours() {
+        let (dir, report) = sweep(false);
+        let svg = read(&dir, "figures/t.svg");
+        // The break-even claim: a dashed line at the paper's 3.5 µs, our crossing beside it.
+        assert!(svg.contains("paper: be ≈ 3.5 µs"), "{svg}");
+        assert!(svg.contains("ours: be: 2.6"), "{svg}");
+        // The ratio claim: a diamond at 1.5× our WAL point, on the In-Place point at 0 µs.
+        assert!(svg.contains("paper: ratio-0us ≈ 1.5×"));
+        let (w, h) = report.specs[0].figures[0].2;
+        let html = read(&dir, "index.html");
+        assert!(html.contains(&format!("<img src=\"figures/t.svg\" width=\"{w}\" height=\"{h}\"")));
+    }
+
+    #[test]
+    fn paper_markers_sit_at_the_claims_point() {
+        let (dir, _) = sweep(false);
+        let spec = Spec::parse(SPEC, Path::new("t.toml")).unwrap();
+        let rows = results::read_rows(&dir.path().join(results::RESULTS_FILE)).unwrap().rows;
+        let data = Dataset::build(&spec, &rows);
+        let (fig, _) = figure(&spec, &spec.plots[0], &data);
+        let refs = &fig.panels[0].references;
+        assert!(refs.contains(&Reference::X { x: 3.5, label: "be ≈ 3.5 µs".into() }), "{refs:?}");
+        // 1.5 × the WAL's 100 TPS, drawn at the In-Place point at x = 0.
+        let point = refs.iter().find_map(|r| match r {
+            Reference::Point { x, ys, .. } => Some((*x, ys.clone())),
+            Reference::X { .. } => None,
+        });
+        assert_eq!(point, Some((0.0, vec![150.0])));
+    }
 }

@@ -1,0 +1,186 @@
+//! What a report's numbers were measured on: hosts, nvmdb versions and commits, and when, read
+//! from the bench rows themselves (`config.host_cpu`, `config.git_commit`, `started_unix_s`),
+//! so a figure copied out of the report still says where it came from.
+//!
+//! Invariant: every value shown is one some row carries; nothing is taken from the machine
+//! that writes the report, except the time the report was written.
+
+use crate::results::Row;
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+/// Distinct facts over a set of rows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Provenance {
+    /// `vm: AMD EPYC, 2 cores, flush clwb`.
+    pub hosts: Vec<String>,
+    /// `0.1.0`.
+    pub versions: Vec<String>,
+    /// Short git commits (12 hex digits).
+    pub commits: Vec<String>,
+    /// Start of the first and the last run, Unix seconds.
+    pub first_run_unix_s: Option<f64>,
+    pub last_run_unix_s: Option<f64>,
+    /// Whether any row is from a `--quick` sweep.
+    pub quick: bool,
+}
+
+/// Most distinct values listed before "and N more": a merged sweep of many machines should
+/// not turn a figure's subtitle into a paragraph.
+const MAX_LISTED: usize = 3;
+
+fn config_str(row: &Row, key: &str) -> Option<String> {
+    let v = row.0.get("config")?.get(key)?;
+    match v {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+impl Provenance {
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Provenance {
+        let (mut hosts, mut versions, mut commits) =
+            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+        let mut p = Provenance::default();
+        for r in rows {
+            p.quick |= r.0.get(crate::results::keys::QUICK).and_then(|q| q.as_bool()) == Some(true);
+            let started = r.started();
+            if started > 0.0 {
+                p.first_run_unix_s = Some(p.first_run_unix_s.map_or(started, |f| f.min(started)));
+                p.last_run_unix_s = Some(p.last_run_unix_s.map_or(started, |l| l.max(started)));
+            }
+            // Rows of runs the bench rejected carry no config; their host is still known.
+            let Some(name) = r.str(crate::results::keys::HOST) else { continue };
+            let mut facts = Vec::new();
+            if let Some(cpu) = config_str(r, "host_cpu") {
+                facts.push(cpu);
+            }
+            if let Some(cores) = config_str(r, "host_cores") {
+                facts.push(format!("{cores} cores"));
+            }
+            if let Some(flush) = config_str(r, "host_flush") {
+                facts.push(format!("flush {flush}"));
+            }
+            if facts.is_empty() {
+                hosts.insert(name.to_string());
+            } else {
+                hosts.insert(format!("{name}: {}", facts.join(", ")));
+            }
+            versions.extend(config_str(r, "nvmdb_version"));
+            commits.extend(config_str(r, "git_commit").map(|c| c.chars().take(12).collect()));
+        }
+        p.hosts = hosts.into_iter().collect();
+        p.versions = versions.into_iter().collect();
+        p.commits = commits.into_iter().collect();
+        p
+    }
+
+    /// `2026-11-25 15:28–15:31 UTC`, or the two dates when the runs span days.
+    pub fn run_dates(&self) -> Option<String> {
+        let (first, last) = (self.first_run_unix_s?, self.last_run_unix_s?);
+        let (a, b) = (utc_minute(first), utc_minute(last));
+        Some(if a == b {
+            format!("{a} UTC")
+        } else if a[..10] == b[..10] {
+            format!("{a}–{} UTC", &b[11..])
+        } else {
+            format!("{a} – {b} UTC")
+        })
+    }
+
+    /// One line for a figure's subtitle and the page footer: `host vm: AMD EPYC, 2 cores,
+    /// flush clwb · runs 2026-11-25 15:28 UTC · nvmdb 0.1.0 (commit 829029a3c36b)`.
+    pub fn line(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.hosts.is_empty() {
+            parts.push(format!("host {}", listed(&self.hosts)));
+        }
+        if let Some(d) = self.run_dates() {
+            parts.push(format!("runs {d}"));
+        }
+        let version = listed(&self.versions);
+        let commit = listed(&self.commits);
+        match (version.is_empty(), commit.is_empty()) {
+            (false, false) => parts.push(format!("nvmdb {version} (commit {commit})")),
+            (false, true) => parts.push(format!("nvmdb {version}")),
+            (true, false) => parts.push(format!("commit {commit}")),
+            (true, true) => {}
+        }
+        if parts.is_empty() {
+            return "no runs".into();
+        }
+        parts.join(" · ")
+    }
+}
+
+fn listed(items: &[String]) -> String {
+    if items.len() <= MAX_LISTED {
+        return items.join("; ");
+    }
+    format!("{}; and {} more", items[..MAX_LISTED].join("; "), items.len() - MAX_LISTED)
+}
+
+/// `2026-11-25 15:28` for Unix seconds, in UTC (civil-from-days, H. Hinnant's algorithm: the
+/// crate has no date library and needs only this).
+pub fn utc_minute(unix_s: f64) -> String {
+    let secs = unix_s.max(0.0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+}
+
+/// Now, as [`utc_minute`].
+pub fn now_utc_minute() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    utc_minute(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(v: serde_json::Value) -> Row {
+        match v {
+            serde_json::Value::Object(m) => Row(m),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn dates_are_utc() {
+        assert_eq!(utc_minute(0.0), "1970-01-01 00:00");
+        assert_eq!(utc_minute(1_795_620_488.0), "2026-11-25 15:28");
+        assert_eq!(utc_minute(951_782_400.0), "2000-02-29 00:00");
+    }
+
+    #[test]
+    fn the_line_names_host_version_commit_and_dates() {
+        let r = |t: f64| {
+            row(json!({"host": "vm", "started_unix_s": t, "quick": true, "config": {
+                "host_cpu": "AMD EPYC", "host_cores": 2, "host_flush": "clwb",
+                "nvmdb_version": "0.1.0",
+                "git_commit": "829029a3c36b7b961f48cdfa50a8a71020d2110b"}}))
+        };
+        let rows = [r(1_795_620_488.0), r(1_795_620_680.0)];
+        let p = Provenance::of(&rows);
+        assert!(p.quick);
+        assert_eq!(
+            p.line(),
+            "host vm: AMD EPYC, 2 cores, flush clwb · runs 2026-11-25 15:28–15:31 UTC · \
+             nvmdb 0.1.0 (commit 829029a3c36b)"
+        );
+        assert_eq!(Provenance::of(&[]).line(), "no runs");
+    }
+}
