@@ -30,7 +30,6 @@
 
 mod db;
 mod kv;
-pub mod registry;
 
 pub use db::{check_engine, CheckReport, Db, DbOptions, LayerFault, TableRows};
 pub use engines::EngineOptions;
