@@ -25,8 +25,12 @@
 //! A write commits atomically and is durable when [`Db::write`] returns, on every engine
 //! (large values included); lock conflicts are retried for the caller. Underneath, the
 //! benchmark-level seam is the [`Engine`] / [`Txn`] pair of traits (fixed-size rows keyed by
-//! `u64`, described by a [`TableSpec`]); `Db` dereferences to its [`Engine`]. [`registry`]
-//! opens any engine by name, peers included, for the benchmark tools.
+//! `u64`, described by a [`TableSpec`]); `Db` dereferences to its [`Engine`].
+//!
+//! This crate depends on [`pmem`] (the device), [`storage`] (the [`Engine`] seam) and
+//! [`engines`] (the recovery methods) and nothing heavier; the `nvmdb` command, the peers
+//! (SQLite, LMDB, redb, PMDK, RocksDB), the workloads and the experiment reports are the
+//! `nvmdb-cli` package.
 
 mod db;
 mod kv;
