@@ -32,6 +32,8 @@
 //! (SQLite, LMDB, redb, PMDK, RocksDB), the workloads and the experiment reports are the
 //! `nvmdb-cli` package.
 
+#![warn(missing_docs)]
+
 mod db;
 mod kv;
 
