@@ -33,6 +33,7 @@ pub struct EngineOptions {
     #[serde(default)]
     pub cache_policy: storage::pages::CachePolicy,
     /// Deliberate bugs, to prove the crash tester catches them. Never set outside tests.
+    #[doc(hidden)]
     pub fault: Option<Fault>,
     /// `group`: longest a batch stays open (Pelley's batch period).
     pub batch_period_ms: u64,
@@ -90,7 +91,9 @@ impl Default for EngineOptions {
     }
 }
 
-/// Test-only protocol violations.
+/// Test-only protocol violations (the crash tests' `--engine-opt fault=...`); hidden from the
+/// docs because no user should set one.
+#[doc(hidden)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {

@@ -354,7 +354,21 @@ impl Db {
         }
     }
 
-    /// What opening recovered.
+    /// What opening recovered: whether the region was new, and how many interrupted
+    /// transactions recovery rolled back or completed.
+    ///
+    /// ```
+    /// let mut options = nvmdb::DbOptions::default();
+    /// let path = std::env::temp_dir().join(format!("nvmdb-doc-rr-{}", std::process::id()));
+    /// options.region.medium = nvmdb::pmem::Medium::File;
+    /// options.region.path = Some(path.clone());
+    /// drop(nvmdb::Db::open(&options)?);
+    /// let report = nvmdb::Db::open(&options)?.recovery_report();
+    /// assert!(!report.formatted); // reopened, not formatted again
+    /// assert_eq!(report.txns_rolled_back, 0); // closed cleanly: nothing in flight
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
     pub fn recovery_report(&self) -> RecoveryReport {
         self.engine.recovery_report()
     }
@@ -398,6 +412,16 @@ fn conflict_persisted(attempts: u32) -> DbError {
 }
 
 /// What [`Db::check`] found.
+///
+/// ```
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// db.write(|tx| tx.open_table::<u64>("t")?.insert(1, b"x"))?;
+/// let report = db.check()?;
+/// assert!(report.ok());
+/// // The table layer keeps its trees and values in engine tables of its own.
+/// assert!(report.tables.iter().any(|t| t.rows > 0));
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckReport {
     /// `Ok` with page and row totals, or the first inconsistency found.
@@ -407,15 +431,37 @@ pub struct CheckReport {
 }
 
 /// One engine table in a [`CheckReport`].
+///
+/// ```
+/// use nvmdb::TableSpec;
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// let t = db.create_table(&TableSpec { name: "rows".into(), row_bytes: 8, expected_rows: 1 })?;
+/// let mut txn = db.begin(0)?;
+/// txn.insert(t, 1, &[0; 8])?;
+/// db.wait_durable(txn.commit()?)?;
+/// let rows = &db.check()?.tables[t as usize];
+/// assert_eq!((rows.name.as_str(), rows.row_bytes, rows.rows), ("rows", 8, 1));
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TableRows {
+    /// The engine table's name ([`TableSpec::name`](crate::TableSpec::name)).
     pub name: String,
+    /// Bytes of each of its rows.
     pub row_bytes: u32,
+    /// Rows a full scan visited.
     pub rows: u64,
 }
 
 impl CheckReport {
     /// Whether the integrity check passed.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// let report = db.check()?;
+    /// assert!(report.ok() && report.integrity.is_ok());
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
     pub fn ok(&self) -> bool {
         self.integrity.is_ok()
     }

@@ -23,8 +23,21 @@ pub trait Key: sealed::Sealed {
     #[doc(hidden)]
     const NAME: &'static str;
     /// Appends the order-preserving encoding.
+    ///
+    /// ```
+    /// use nvmdb::Key;
+    /// let mut out = Vec::new();
+    /// 258u64.encode(&mut out);
+    /// assert_eq!(out, [0, 0, 0, 0, 0, 0, 1, 2]); // big-endian
+    /// ```
     fn encode(&self, out: &mut Vec<u8>);
     /// Decodes an encoding; `None` if it is not one.
+    ///
+    /// ```
+    /// use nvmdb::Key;
+    /// assert_eq!(str::decode(b"ada"), Some("ada".to_string()));
+    /// assert_eq!(u64::decode(b"too short"), None);
+    /// ```
     fn decode(bytes: &[u8]) -> Option<Self::Owned>;
 }
 
@@ -87,8 +100,34 @@ impl Key for [u8] {
 /// What a table method accepts as a key of type `K`: the key by value or by reference
 /// (`7` or `&7` for `u64`; `"a"`, `&String` or `String` for `str`; `b"a"`, `&[u8]` or
 /// `Vec<u8>` for `[u8]`).
+///
+/// ```
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// db.write(|tx| {
+///     let names = tx.open_table::<str>("names")?;
+///     let owned = String::from("b");
+///     names.insert("a", b"1")?;
+///     names.insert(&owned, b"2")?;
+///     names.insert(owned, b"3")?;
+///     let bytes = tx.open_table::<[u8]>("bytes")?;
+///     bytes.insert(b"k", b"1")?;
+///     bytes.insert(vec![1u8, 2], b"2")?;
+///     let numbers = tx.open_table::<u64>("numbers")?;
+///     numbers.insert(7, b"1")?;
+///     assert!(numbers.get(&7)?.is_some());
+///     Ok(())
+/// })?;
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 pub trait KeyArg<K: Key + ?Sized> {
-    /// Appends the key's encoding.
+    /// Appends the key's encoding (that of the key type `K`).
+    ///
+    /// ```
+    /// use nvmdb::KeyArg;
+    /// let mut out = Vec::new();
+    /// KeyArg::<str>::encode_key(&"ab", &mut out);
+    /// assert_eq!(out, b"ab");
+    /// ```
     fn encode_key(&self, out: &mut Vec<u8>);
 }
 

@@ -29,7 +29,16 @@ use storage::{DbError, Result, Txn};
 pub(crate) use store::Tables;
 use store::{Store, CATALOG_ROOT};
 
-/// Longest table name.
+/// Longest table name, in bytes; a longer (or empty) name is [`DbError::Invalid`].
+///
+/// ```
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// let name = "n".repeat(nvmdb::MAX_TABLE_NAME_BYTES);
+/// db.write(|tx| tx.open_table::<u64>(&name).map(|_| ()))?;
+/// let too_long = name + "n";
+/// assert!(db.write(|tx| tx.open_table::<u64>(&too_long).map(|_| ())).is_err());
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 pub const MAX_TABLE_NAME_BYTES: usize = 255;
 
 /// How `db.write` / `db.read` retry a transaction that hit a lock conflict: up to
@@ -37,13 +46,25 @@ pub const MAX_TABLE_NAME_BYTES: usize = 255;
 /// `backoff_first` and doubles up to `backoff_max`.
 ///
 /// ```
-/// let retry = nvmdb::RetryOptions::default();
-/// assert!(retry.max_attempts > 1);
+/// use std::time::Duration;
+/// let mut options = nvmdb::DbOptions::default();
+/// options.retry = nvmdb::RetryOptions {
+///     max_attempts: 10,
+///     backoff_first: Duration::from_micros(50),
+///     backoff_max: Duration::from_millis(5),
+/// };
+/// let db = nvmdb::Db::open(&options)?;
+/// db.write(|tx| tx.open_table::<u64>("t")?.insert(1, b"x"))?;
+/// # Ok::<(), nvmdb::DbError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetryOptions {
+    /// Runs of the closure at most, the first included; after the last conflict the
+    /// transaction fails with [`DbError::Invalid`] saying so.
     pub max_attempts: u32,
+    /// Upper bound of the sleep before the first retry.
     pub backoff_first: Duration,
+    /// The bound stops doubling here.
     pub backoff_max: Duration,
 }
 

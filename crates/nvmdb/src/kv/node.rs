@@ -13,9 +13,34 @@ use storage::{DbError, Result};
 /// Bytes of one node row: the largest row every engine must accept.
 pub const NODE_BYTES: usize = storage::engine::MAX_ROW_BYTES as usize;
 const HEADER_BYTES: usize = 7;
-/// Longest key a table accepts.
+/// Longest key a table accepts, in encoded bytes (8 for `u64` and `i64`; the length of a
+/// `str` or `[u8]` key); a longer one is `DbError::Invalid`.
+///
+/// ```
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// let key = vec![0xab; nvmdb::MAX_KEY_BYTES];
+/// db.write(|tx| tx.open_table::<[u8]>("t")?.insert(&key, b"fits"))?;
+/// let longer = vec![0xab; nvmdb::MAX_KEY_BYTES + 1];
+/// assert!(db.write(|tx| tx.open_table::<[u8]>("t")?.insert(&longer, b"")).is_err());
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 pub const MAX_KEY_BYTES: usize = 512;
-/// Values up to this many bytes live in the leaf; longer ones in value rows.
+/// Values up to this many bytes live in the tree's leaf next to their key; longer ones in
+/// value rows of their own. Either way a value reads back whole.
+///
+/// ```
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// let inline = vec![1u8; nvmdb::MAX_INLINE_BYTES];
+/// let stored = vec![2u8; nvmdb::MAX_INLINE_BYTES + 1];
+/// let back = db.write(|tx| {
+///     let t = tx.open_table::<u64>("t")?;
+///     t.insert(1, &inline)?;
+///     t.insert(2, &stored)?;
+///     Ok((t.get(1)?, t.get(2)?))
+/// })?;
+/// assert_eq!(back, (Some(inline), Some(stored)));
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 pub const MAX_INLINE_BYTES: usize = 200;
 
 // A split halves a node by bytes; each half must fit, so no entry may exceed half a node.

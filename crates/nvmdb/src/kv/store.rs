@@ -13,6 +13,16 @@ use storage::{DbError, Engine, Result, TableId, TableSpec, Txn};
 pub const VALUE_CLASSES: [u32; 4] = [64, 256, 1024, NODE_BYTES as u32];
 const CHUNK_BYTES: u64 = NODE_BYTES as u64;
 /// Largest value: 65 536 rows of the largest class minus one (the row index has 16 bits).
+/// How much one transaction may write is the engine's limit, lower by default (see
+/// [`DbOptions`](crate::DbOptions)).
+///
+/// ```
+/// assert!(nvmdb::MAX_VALUE_BYTES >= 255 << 20); // about 256 MiB
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// let too_big = vec![0u8; nvmdb::MAX_VALUE_BYTES as usize + 1];
+/// assert!(db.write(|tx| tx.open_table::<u64>("t")?.insert(1, &too_big)).is_err());
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
 pub const MAX_VALUE_BYTES: u64 = ((1 << 16) - 1) * CHUNK_BYTES;
 /// Id counters are per worker slot: id = slot << 40 | counter, so slots never contend.
 const COUNTER_BITS: u32 = 40;

@@ -13,10 +13,10 @@
 //! up: the results so far are printed (and the checker runs) and the file is removed as after
 //! any run. A second SIGINT exits at once (code 130), removing a file this run created.
 
+use crate::registry::{self, EngineConfig};
 use anyhow::Context;
 use bench::units::{self, TimeUnit};
 use bench::{AckLog, Hooks, Report, RunLength, RunOptions, Setup, Stage, Status};
-use nvmdb::registry::{self, EngineConfig};
 use pmem::{FlushKind, Medium, RegionOptions, SyncMode, TimingOptions};
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};

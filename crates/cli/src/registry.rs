@@ -160,8 +160,6 @@ pub enum RegistryError {
     UnknownEngine { name: String, known: String },
     #[error("engine `{engine}` has no option `{key}`{hint}")]
     UnknownOption { engine: &'static str, key: String, hint: String },
-    #[error("engine `{engine}` needs a directory: give --path")]
-    NeedsDir { engine: &'static str },
     #[error(transparent)]
     Pmem(#[from] pmem::PmemError),
     #[error(transparent)]

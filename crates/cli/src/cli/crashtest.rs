@@ -19,13 +19,13 @@
 //! how many splits, merges, heap growths, page frees, deletes and commits fell inside the crash
 //! windows.
 
+use crate::registry::{self, EngineConfig, EngineInfo, EngineKind};
 use anyhow::Context;
 use bench::crash::{self, CrashOptions, EventChoice, Observer, Outcome, Replay, Summary};
 use bench::crash::{SimTarget, ViolationKind};
 use bench::kill::{self, KillOptions, KillTarget};
 use bench::units::{self, TimeUnit};
 use bench::{RunLength, RunOptions, Setup};
-use nvmdb::registry::{self, EngineConfig, EngineInfo, EngineKind};
 use pmem::{CrashPolicy, Medium, Region, RegionOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -6,8 +6,8 @@
 //! Exit codes: 0 when no case panicked, hung or came back reformatted; 1 otherwise (each such
 //! case is printed with the `--case K` that reruns it); 2 for a bad option or a setup failure.
 
+use crate::registry::{self, EngineConfig, EngineKind};
 use bench::fuzz::{self, BaseInfo, Class, FuzzOptions, Outcome, Summary};
-use nvmdb::registry::{self, EngineConfig, EngineKind};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;

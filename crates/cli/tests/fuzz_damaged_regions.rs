@@ -3,7 +3,7 @@
 //! reopen without a panic, a hang or a reformat. Would catch: any page id, count, offset or
 //! length read from a damaged region and used without validation; an unbounded walk; a latch
 //! taken twice; a populated region formatted again.
-//! The long run is `cargo nextest run --release -p nvmdb --run-ignored only fuzz_long`
+//! The long run is `cargo nextest run --release -p nvmdb-cli --run-ignored only fuzz_long`
 //! (or `nvmdb fuzz --cases 100000 --seed 11`).
 
 use std::process::Command;

@@ -1,10 +1,12 @@
-//! `nvmdb`: the command-line front end (DESIGN §6). Each subcommand lives in `cli/<name>.rs`.
+//! `nvmdb`: the command-line front end (DESIGN §6). Each subcommand lives in `cli/<name>.rs`;
+//! `registry` opens any engine by name (peers and testing engines included) for them. The
+//! embeddable library is the separate `nvmdb` crate, which this binary depends on.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod cli;
-use nvmdb as _;
+mod registry;
 
 #[derive(Parser)]
 #[command(
