@@ -84,7 +84,8 @@ pub const ENGINES: &[EngineInfo] = &[
         name: "sqlite-nvwal",
         kind: EngineKind::Region,
         about: "NVWAL (Kim et al. ASPLOS 2016): SQLite with its WAL as differential records in \
-                NVRAM (VFS on the region); --engine-opt nvwal=ls|e|cs diff=on|range|off heap=user|per-frame",
+                NVRAM (VFS on the region); --engine-opt nvwal=ls|e|cs diff=on|range|off \
+                heap=user|per-frame",
         stores_data: true,
     },
     EngineInfo {
