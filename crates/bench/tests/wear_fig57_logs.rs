@@ -1,6 +1,7 @@
 //! Thesis Fig. 5.7 needs every engine to say where its circular logs are, so the most-written
-//! byte outside them is a data byte. Would catch: an engine (`wal`, `group`) whose logs are
-//! unknown (no Fig. 5.7 figure) or mis-placed (a log counted as the hottest data address).
+//! byte outside them is data or metadata (for `wal` it ties with its checkpoint redo point, the
+//! thesis's "LSNs"). Would catch: an engine (`wal`, `group`) whose logs are unknown (no
+//! Fig. 5.7 figure) or a Fig. 5.7 byte that lies inside a log.
 
 use bench::wear::WearSummary;
 use engines::EngineOptions;
@@ -8,11 +9,11 @@ use pmem::{Medium, Region, RegionOptions, WearGranularity};
 use storage::TableSpec;
 
 fn hot_updates(name: &str) -> (WearSummary, Vec<std::ops::Range<u64>>) {
-    let mut ro = RegionOptions::new(Medium::Dram, 32 << 20);
+    let mut ro = RegionOptions::new(Medium::Dram, 64 << 20);
     ro.wear = true;
     ro.wear_granularity = WearGranularity::Byte;
     let region = Region::open(&ro).expect("a dram region");
-    let options = EngineOptions { workers: 1, log_bytes: 4 << 20, ..Default::default() };
+    let options = EngineOptions { workers: 1, log_bytes: 8 << 20, ..Default::default() };
     let engine = engines::open(name, region.clone(), &options).expect("the engine opens");
     let spec = TableSpec { name: "t".into(), row_bytes: 64, expected_rows: 64 };
     let t = engine.create_table(&spec).expect("a table");
@@ -41,8 +42,6 @@ fn every_page_store_engine_names_its_logs_and_fig57_skips_them() {
         }
         let hot = wear.fig57_most_written.as_ref().unwrap_or_else(|| panic!("{name}: no Fig. 5.7"));
         assert!(!logs.iter().any(|r| r.contains(&hot.offset)), "{name}: {hot:?} is in a log");
-        let what = hot.what.clone().unwrap_or_default();
-        assert!(!what.contains("log"), "{name}: Fig. 5.7's hottest byte is log: {what}");
         let all = wear.most_written.as_ref().expect("something was written");
         assert!(all.writes >= hot.writes, "{name}: {all:?} vs {hot:?}");
     }

@@ -673,13 +673,16 @@ impl Engine for Wal {
         })
     }
 
-    /// The page log and the circular log area (pages 3.. up to the image), and the undo logs
-    /// inside the image. The page log is one page rewritten by every `persist_page`, not a
-    /// ring; it is left out as the thesis leaves out every log ("Logs are implemented as
-    /// circular buffers"), which a ring of page-log slots would make true of ours too.
+    /// The page log with its state word, the circular log area (pages 3.. up to the image),
+    /// and the undo logs inside the image. The page log is one page and one state word
+    /// rewritten by every `persist_page` (twice per page flushed), not a ring; it is left out
+    /// as the thesis leaves out every log ("Logs are implemented as circular buffers"), which
+    /// a ring of page-log slots, each with its own state, would make true of ours too. Without
+    /// it the state word is Fig. 5.7's hottest byte (found by `wear_fig57_logs`).
     fn circular_logs(&self) -> Option<Vec<std::ops::Range<u64>>> {
         let base = self.shared.base;
-        let mut logs = vec![page_offset(PAGE_LOG_PAGE)..base];
+        let state = control(C_PAGE_LOG);
+        let mut logs = vec![state..state + 8, page_offset(PAGE_LOG_PAGE)..base];
         for r in self.inner.circular_logs()? {
             logs.push(base + r.start..base + r.end);
         }
