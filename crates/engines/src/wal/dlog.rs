@@ -277,9 +277,7 @@ pub(crate) fn read_layout(r: &Region, control: u64, log_bytes: u64) -> Result<Op
         let cache = match w[3] {
             0 => Cache::Volatile,
             1 => Cache::Durable,
-            other => {
-                return Err(DbError::Corrupt(format!("wal control page: cache mode {other}")))
-            }
+            other => return Err(DbError::Corrupt(format!("wal control page: cache mode {other}"))),
         };
         let per = w[4];
         if per == 0
@@ -624,8 +622,7 @@ impl Dlog {
                     let mut cur = p.load(Ordering::Acquire);
                     loop {
                         let g = base.max(cur) + 1;
-                        match p.compare_exchange_weak(cur, g, Ordering::AcqRel, Ordering::Acquire)
-                        {
+                        match p.compare_exchange_weak(cur, g, Ordering::AcqRel, Ordering::Acquire) {
                             Ok(_) => break g,
                             Err(c) => cur = c,
                         }
@@ -703,7 +700,9 @@ impl Dlog {
 
     fn active_slots(&self) -> impl Iterator<Item = &Slot> {
         let hi = self.slots_used.load(Ordering::Relaxed) as usize;
-        self.slots[..=hi.min(SYSTEM_SLOT - 1)].iter().chain(std::iter::once(&self.slots[SYSTEM_SLOT]))
+        self.slots[..=hi.min(SYSTEM_SLOT - 1)]
+            .iter()
+            .chain(std::iter::once(&self.slots[SYSTEM_SLOT]))
     }
 
     /// `min_dgsn`: the GSN at or below which every record inserted so far is durable.

@@ -925,7 +925,8 @@ pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspe
     )?;
     let log_area = page_offset(FIRST_LOG_PAGE);
     if let Some(dc) = dlog::read_layout(region, control(0), capacity)? {
-        let rec = dlog::recover(region, &image, control(0), log_area, dc, image_bytes, false, None)?;
+        let rec =
+            dlog::recover(region, &image, control(0), log_area, dc, image_bytes, false, None)?;
         let mut outer = crate::staging::inspect_image(outer, &image, rec.redone)?;
         outer.verdict += &format!(
             "; {} log records in {} logs ({}) to redo, {} above the GSN horizon {}",
