@@ -12,8 +12,8 @@ fn crashtest(log: &str, args: &[&str]) -> Output {
         "crashtest",
         "--engine=wal",
         "--workload=tpcb",
-        "--size=32MiB",
-        "--engine-opt=log_bytes=12MiB",
+        "--size=48MiB",
+        "--engine-opt=log_bytes=16MiB",
         "--engine-opt=node_capacity=8",
         "--engine-opt=max_dirty_pages=16",
     ];

@@ -29,7 +29,8 @@
 //! GSN must exceed, re-reads the dirty slots (Dekker-style with the inserters' `SeqCst` dirty
 //! store / floor load) and persists `H = min_dgsn` in the control page *before* acknowledging the
 //! queued commits with `gsn ≤ H`, oldest first (tokens are queue tickets). A straggler — a dirty
-//! slot holding `min_dgsn` back for longer than [`NUDGE_AFTER`] — is nudged *cooperatively by the
+//! slot holding `min_dgsn` back for [`NUDGE_AFTER`] of the daemon's rounds, or while the queue is
+//! half full — is nudged *cooperatively by the
 //! daemon itself*: it raises the floor to the highest GSN handed out and forces every lagging log
 //! (a log whose reserved end is past its forced end), which makes every record with a GSN at or
 //! below it durable; then `H` moves there. Signals (the paper's `pthread_kill`) do not fit Rust:
@@ -77,8 +78,11 @@ use storage::{CommitToken, DbError, Result};
 pub const MAX_LOGS: u32 = 64;
 /// Commits the daemon's queue holds; a committer that finds it full runs a full round itself.
 const COMMIT_QUEUE_CAPACITY: usize = 4096;
-/// How long the oldest queued commit may wait for stragglers before the daemon nudges them.
-const NUDGE_AFTER: Duration = Duration::from_micros(500);
+/// How long the daemon lets one queued commit stay blocked by stragglers (measured across its
+/// own rounds) before it nudges them; or when the queue is half full.
+const NUDGE_AFTER: Duration = Duration::from_millis(1);
+/// ... and for at least this many of its rounds (a descheduled daemon is no straggler).
+const NUDGE_AFTER_ROUNDS: u32 = 20;
 /// How often the daemon looks at `min_dgsn` while commits are queued.
 const DAEMON_POLL: Duration = Duration::from_micros(50);
 const DIRTY: u64 = 1 << 63;
@@ -325,6 +329,7 @@ struct Rec {
 
 /// Analysis and redo over every log into `image` (`retire`: persist the retirement of records
 /// above the horizon in `nvram`; false for a read-only inspection).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn recover(
     nvram: &Region,
     image: &Region,
@@ -446,8 +451,8 @@ struct Slot {
 struct LogGsn(AtomicU64);
 
 struct Queue {
-    /// (ticket, commit GSN, queued at), oldest first.
-    entries: VecDeque<(u64, u64, Instant)>,
+    /// (ticket, commit GSN), oldest first.
+    entries: VecDeque<(u64, u64)>,
     next_ticket: u64,
     stop: bool,
 }
@@ -683,7 +688,7 @@ impl Dlog {
         let ticket = q.next_ticket;
         q.next_ticket += 1;
         let was_empty = q.entries.is_empty();
-        q.entries.push_back((ticket, gsn, Instant::now()));
+        q.entries.push_back((ticket, gsn));
         drop(q);
         if was_empty {
             self.daemon_wake.notify_one();
@@ -767,12 +772,13 @@ impl Dlog {
         Ok(())
     }
 
-    /// Acknowledges the queued commits `H` covers, oldest first; returns whether any is left.
-    fn acknowledge(&self, nudged: bool) -> Option<Instant> {
+    /// Acknowledges the queued commits `H` covers, oldest first; returns the ticket of the
+    /// oldest left and how many are left.
+    fn acknowledge(&self, nudged: bool) -> Option<(u64, usize)> {
         let h = self.horizon.load(Ordering::Acquire);
         let mut q = self.queue.lock();
         let mut last = None;
-        while let Some(&(ticket, gsn, _)) = q.entries.front() {
+        while let Some(&(ticket, gsn)) = q.entries.front() {
             if gsn > h {
                 break;
             }
@@ -782,7 +788,7 @@ impl Dlog {
             }
             last = Some(ticket);
         }
-        let oldest = q.entries.front().map(|e| e.2);
+        let oldest = q.entries.front().map(|e| (e.0, q.entries.len()));
         drop(q);
         if let Some(t) = last {
             self.acked.fetch_max(t, Ordering::AcqRel);
@@ -794,6 +800,10 @@ impl Dlog {
 
     /// The passive group commit daemon.
     pub fn daemon(&self) {
+        // (ticket, since when) of a queue head the daemon found blocked by a straggler: time is
+        // measured between the daemon's own rounds, so a daemon descheduled for a while does
+        // not count as stragglers.
+        let mut blocked: Option<(u64, Instant, u32)> = None;
         loop {
             {
                 let mut q = self.queue.lock();
@@ -805,14 +815,24 @@ impl Dlog {
                 }
             }
             self.passive_round();
-            let Some(oldest) = self.acknowledge(false) else { continue };
-            if oldest.elapsed() >= NUDGE_AFTER {
+            let Some((head, queued)) = self.acknowledge(false) else {
+                blocked = None;
+                continue;
+            };
+            let (since, rounds) = match blocked {
+                Some((t, since, rounds)) if t == head => (since, rounds + 1),
+                _ => (Instant::now(), 0),
+            };
+            blocked = Some((head, since, rounds));
+            let straggling = rounds >= NUDGE_AFTER_ROUNDS && since.elapsed() >= NUDGE_AFTER;
+            if straggling || queued >= COMMIT_QUEUE_CAPACITY / 2 {
                 // A straggler holds min_dgsn back: drain the lagging logs ourselves.
                 self.stats.nudges.fetch_add(1, Ordering::Relaxed);
                 if self.full_round().is_err() {
                     return;
                 }
                 self.acknowledge(true);
+                blocked = None;
             } else {
                 let mut q = self.queue.lock();
                 if !q.stop {
