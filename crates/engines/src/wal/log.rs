@@ -684,3 +684,72 @@ mod tests {
         assert_eq!(got, want);
     }
 }
+
+/// Per-insert cost measurements for the contention model of docs/storage.md (not a test:
+/// `cargo test --release -p engines insert_cost -- --ignored --nocapture`).
+#[cfg(test)]
+mod insert_cost {
+    use super::*;
+    use pmem::{Medium, RegionOptions};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const RECORDS: u64 = 1_000_000;
+
+    fn logs(n: u64) -> (Region, Vec<Arc<Log>>) {
+        let cap = 64u64 << 20;
+        let region = Region::open(&RegionOptions::new(Medium::Dram, 4096 + n * cap)).unwrap();
+        let device =
+            Arc::new(super::super::device::Device::open(&region, super::super::Io::Nvm).unwrap());
+        let logs = (0..n)
+            .map(|i| {
+                let area = 4096 + i * cap;
+                Arc::new(Log::new(device.clone(), area, cap, 0, 0, LogInsert::Aether))
+            })
+            .collect();
+        (region, logs)
+    }
+
+    /// CPU time of this process (user + system), from /proc (10 ms ticks): on a shared,
+    /// oversubscribed machine wall time measures the neighbours.
+    fn cpu_ns() -> f64 {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+        (ticks(11) + ticks(12)) * 1e7
+    }
+
+    /// (wall ns, CPU ns) per insert of 64-byte stores by `threads` threads into `n` logs
+    /// (thread t uses log t mod n; the redo point follows the forces so the logs never fill).
+    fn ns_per_insert(threads: u64, n: u64) -> (f64, f64) {
+        let (_region, logs) = logs(n);
+        let (started, cpu) = (Instant::now(), cpu_ns());
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let log = logs[(t % n) as usize].clone();
+                s.spawn(move || {
+                    let bytes = [t as u8; 64];
+                    for i in 0..RECORDS {
+                        log.append(i * 64 % (1 << 20), &bytes);
+                        if i % 256 == 255 {
+                            let end = log.appended();
+                            log.force(end, false).unwrap();
+                            log.truncate(log.forced());
+                        }
+                    }
+                });
+            }
+        });
+        let inserts = (RECORDS * threads) as f64;
+        (started.elapsed().as_nanos() as f64 / inserts, (cpu_ns() - cpu) / inserts)
+    }
+
+    #[test]
+    #[ignore]
+    fn insert_cost() {
+        for (threads, n) in [(1, 1), (2, 1), (2, 2)] {
+            let (wall, cpu) = ns_per_insert(threads, n);
+            println!("threads {threads} logs {n}: {wall:.0} ns wall, {cpu:.0} ns CPU per insert");
+        }
+    }
+}
