@@ -229,6 +229,8 @@ const WAL_OPTS: &[&str] = &[
     "page_flush",
     "log_insert",
     "io",
+    "log",
+    "cache",
 ];
 
 /// What `lsm` accepts.
@@ -300,6 +302,20 @@ pub fn region_engine_options(
                 o.log_insert = engines::wal::LogInsert::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!(
                         "log_insert must be aether or locked, not `{v}`"
+                    )))
+                })?
+            }
+            "log" => {
+                o.log = engines::wal::LogLayout::parse(v).ok_or_else(|| {
+                    RegistryError::Db(DbError::Invalid(format!(
+                        "log must be central, txn:N or page:N (N from 1 to 64), not `{v}`"
+                    )))
+                })?
+            }
+            "cache" => {
+                o.cache = engines::wal::Cache::parse(v).ok_or_else(|| {
+                    RegistryError::Db(DbError::Invalid(format!(
+                        "cache must be volatile or durable, not `{v}`"
                     )))
                 })?
             }

@@ -55,6 +55,12 @@ pub struct EngineOptions {
     pub io: wal::Io,
     /// `wal`: how log records are inserted (Aether-style, or under one global lock).
     pub log_insert: wal::LogInsert,
+    /// `wal`: one central log, or `N` logs partitioned by transaction or page (Wang & Johnson).
+    #[serde(default = "default_log")]
+    pub log: wal::LogLayout,
+    /// `wal` with a distributed log: volatile caches (passive group commit) or durable (eADR).
+    #[serde(default = "default_cache")]
+    pub cache: wal::Cache,
     /// `inplace`: how page updates persist (ours, or Pelley's `persist_wal` + `persist_page`).
     pub protocol: inplace::Protocol,
     /// `cow`: commits within this interval share one barrier and master swap (N-Store's
@@ -63,6 +69,14 @@ pub struct EngineOptions {
     /// `lsm`: bytes of the memtable (an NVRAM arena with `io=nvm`, of which there are two; DRAM
     /// with `io=fs`, whose log is twice this); a full memtable is flushed into runs.
     pub memtable_bytes: u64,
+}
+
+fn default_log() -> wal::LogLayout {
+    wal::LogLayout::Central
+}
+
+fn default_cache() -> wal::Cache {
+    wal::Cache::Volatile
 }
 
 impl Default for EngineOptions {
@@ -84,6 +98,8 @@ impl Default for EngineOptions {
             page_flush: wal::PageFlush::Paper,
             io: wal::Io::Nvm,
             log_insert: wal::LogInsert::Aether,
+            log: default_log(),
+            cache: default_cache(),
             protocol: inplace::Protocol::Lean,
             group_commit_ms: 0,
             memtable_bytes: 4 << 20,
@@ -118,6 +134,15 @@ pub enum Fault {
     WalPageBeforeLog,
     /// `wal`: move the checkpoint's redo point before the flushed pages are durable.
     WalCheckpointBeforePages,
+    /// `wal log=txn|page`: acknowledge a commit once its own logs are forced, before the GSN
+    /// horizon covers it.
+    DlogAckOwnLogs,
+    /// `wal log=page`: a commit forces only one of the logs it touched, then counts as clean.
+    DlogSkipLaggingLog,
+    /// `wal log=txn|page`: recovery redoes records above the GSN horizon.
+    DlogRedoPastHorizon,
+    /// `wal log=txn`: redo applies each log in its order instead of page buckets sorted by GSN.
+    DlogRedoUnsorted,
     /// `inplace protocol=pelley`: `persist_page` marks the page log invalid without flushing
     /// the in-place write first.
     PelleyPageNotFlushed,
@@ -145,7 +170,8 @@ impl Fault {
     pub const NAMES: &'static str =
         "update-before-undo, commit-before-data, free-before-commit, recovery-rollback-not-persisted, \
          batch-skip-log-barrier, batch-copy-before-log, batch-ack-early, wal-skip-log-barrier, \
-         wal-page-before-log, wal-checkpoint-before-pages, pelley-page-not-flushed, \
+         wal-page-before-log, wal-checkpoint-before-pages, dlog-ack-own-logs, \
+         dlog-skip-lagging-log, dlog-redo-past-horizon, dlog-redo-unsorted, pelley-page-not-flushed, \
          pelley-page-before-wal, cow-skip-node-persist, cow-swap-before-nodes, \
          cow-reuse-early, lsm-skip-log-persist, lsm-run-before-persist, \
          lsm-drop-runs-before-publish";
@@ -162,6 +188,10 @@ impl Fault {
             "wal-skip-log-barrier" => Some(Fault::WalSkipLogBarrier),
             "wal-page-before-log" => Some(Fault::WalPageBeforeLog),
             "wal-checkpoint-before-pages" => Some(Fault::WalCheckpointBeforePages),
+            "dlog-ack-own-logs" => Some(Fault::DlogAckOwnLogs),
+            "dlog-skip-lagging-log" => Some(Fault::DlogSkipLaggingLog),
+            "dlog-redo-past-horizon" => Some(Fault::DlogRedoPastHorizon),
+            "dlog-redo-unsorted" => Some(Fault::DlogRedoUnsorted),
             "pelley-page-not-flushed" => Some(Fault::PelleyPageNotFlushed),
             "pelley-page-before-wal" => Some(Fault::PelleyPageBeforeWal),
             "cow-skip-node-persist" => Some(Fault::CowSkipNodePersist),

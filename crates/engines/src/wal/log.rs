@@ -32,6 +32,13 @@ use storage::{DbError, Result};
 
 const KIND_STORE: u32 = 1;
 const KIND_PAD: u32 = 2;
+/// A store of a distributed log ([`super::dlog`]): the payload starts with the record's u64 GSN.
+const KIND_GSN_STORE: u32 = 3;
+/// A `KIND_GSN_STORE` record recovery found beyond the durable GSN horizon and retired: it keeps
+/// its length and checksum (the log still reads through it) and is never redone.
+const KIND_DEAD: u32 = 4;
+/// Bytes of the GSN prefix of a `KIND_GSN_STORE` payload.
+pub(crate) const GSN_BYTES: usize = 8;
 const HEADER: u64 = 24;
 const TRAILER: u64 = 8;
 /// No record starts closer than this to the end of the area.
@@ -111,6 +118,10 @@ fn encode(kind: u32, res: &Reservation, offset: u64, payload: &[u8], crc: u32) -
     encode_into(&mut out, kind, res.record, offset, payload, crc);
     out
 }
+
+/// Where a GSN store's GSN comes from: called under the reservation lock, so a log's records
+/// are in GSN order for any one page (the page's GSN is advanced in the same critical section).
+pub(crate) type AssignGsn<'a> = &'a mut dyn FnMut() -> u64;
 
 /// The reservation lock's state.
 struct Reserved {
@@ -210,7 +221,7 @@ impl Log {
     }
 
     /// LSN just past the last reserved record.
-    fn reserved_end(&self) -> u64 {
+    pub(crate) fn reserved_end(&self) -> u64 {
         self.reserved.lock().end
     }
 
@@ -259,10 +270,34 @@ impl Log {
 
     /// Reserves, copies and releases one record; returns its end (None if the log overflowed).
     fn append_one(&self, kind: u32, offset: u64, payload: &[u8]) -> Option<u64> {
-        let size = record_bytes(payload.len());
-        // Checksummed before the reservation lock: it depends on neither LSN nor position.
+        self.append_inner(kind, offset, payload, None).map(|(end, _)| end)
+    }
+
+    /// Appends one GSN store (`bytes` at most a page): the GSN is assigned by `assign` under the
+    /// reservation lock. Returns the record's end LSN and its GSN (None if the log overflowed).
+    pub(crate) fn append_gsn(
+        &self,
+        offset: u64,
+        bytes: &[u8],
+        assign: AssignGsn<'_>,
+    ) -> Option<(u64, u64)> {
+        debug_assert!(bytes.len() + GSN_BYTES <= MAX_PAYLOAD);
+        self.append_inner(KIND_GSN_STORE, offset, bytes, Some(assign))
+    }
+
+    fn append_inner(
+        &self,
+        kind: u32,
+        offset: u64,
+        payload: &[u8],
+        mut assign: Option<AssignGsn<'_>>,
+    ) -> Option<(u64, u64)> {
+        let prefix = if assign.is_some() { GSN_BYTES } else { 0 };
+        let size = record_bytes(payload.len() + prefix);
+        // Checksummed before the reservation lock: it depends on neither LSN nor position (a
+        // GSN store's checksum is finished once its GSN is known, after the lock).
         let crc = crc_of(offset, payload);
-        let (guard, res) = loop {
+        let (guard, res, gsn) = loop {
             let mut r = self.reserved.lock();
             let Some(res) = self.reserve(r.end, size) else {
                 // Room for recovery's records and this one: else the log overflowed (the
@@ -275,7 +310,8 @@ impl Log {
                 if self.insert == LogInsert::Aether {
                     r.in_flight.insert(res.start);
                 }
-                break (r, res);
+                let gsn = assign.as_mut().map_or(0, |f| f());
+                break (r, res, gsn);
             }
             // The ring is full of unforced log: force what is filled, then try again.
             let filled = r.filled();
@@ -287,9 +323,18 @@ impl Log {
                 return None;
             }
         };
+        let encoded = |crc: u32| {
+            if prefix == 0 {
+                return encode(kind, &res, offset, payload, crc);
+            }
+            let mut body = Vec::with_capacity(GSN_BYTES + payload.len());
+            body.extend_from_slice(&gsn.to_le_bytes());
+            body.extend_from_slice(payload);
+            encode(kind, &res, offset, &body, crc_of(offset, &body))
+        };
         if self.insert == LogInsert::Aether {
             drop(guard);
-            let record = encode(kind, &res, offset, payload, crc);
+            let record = encoded(crc);
             self.fill(&res, &record);
             let mut r = self.reserved.lock();
             r.in_flight.remove(&res.start);
@@ -297,11 +342,11 @@ impl Log {
                 self.copied.notify_all();
             }
         } else {
-            let record = encode(kind, &res, offset, payload, crc);
+            let record = encoded(crc);
             self.fill(&res, &record);
             drop(guard);
         }
-        Some(res.end)
+        Some((res.end, gsn))
     }
 
     /// Where a record of `size` bytes goes if the log ends at `lsn` (None: no room).
@@ -460,6 +505,19 @@ impl StoreObserver for Capture {
 pub(crate) struct Redo<'a> {
     pub offset: u64,
     pub bytes: &'a [u8],
+    /// The GSN of a distributed log's record (None in the central log's format).
+    pub gsn: Option<u64>,
+    /// Region offset of the record's header (where [`retire`] marks it dead).
+    pub place: u64,
+}
+
+/// Marks the GSN store at `place` dead (persisted): later scans read through it and never
+/// redo it. Only the kind word changes; length, checksum and trailer stay valid.
+pub(crate) fn retire(nvram: &Region, place: u64) {
+    let word = nvram.read_u64(place);
+    let dead = (word & 0xffff_ffff) | (u64::from(KIND_DEAD) << 32);
+    nvram.write_u64(place, dead);
+    nvram.persist(place, 8);
 }
 
 /// Reads the records from `from` on, in order, until the first that is not valid; calls
@@ -488,7 +546,8 @@ pub(crate) fn scan(
         let payload = u32::from_le_bytes(header[0..4].try_into().unwrap_or_default()) as u64;
         let kind = u32::from_le_bytes(header[4..8].try_into().unwrap_or_default());
         let size = record_bytes(payload as usize);
-        if size > room || (kind != KIND_STORE && kind != KIND_PAD) {
+        let known = matches!(kind, KIND_STORE | KIND_PAD | KIND_GSN_STORE | KIND_DEAD);
+        if size > room || !known {
             break;
         }
         if nvram.read_u64(place + size - TRAILER) != lsn {
@@ -500,13 +559,25 @@ pub(crate) fn scan(
         if crc_of(offset, bytes) != crc {
             break;
         }
-        if kind == KIND_STORE {
-            if offset.checked_add(payload).is_none_or(|end| end > image_bytes) {
+        let (gsn, bytes) = match kind {
+            KIND_GSN_STORE if bytes.len() >= GSN_BYTES => {
+                (Some(get_u64(bytes, 0)), &bytes[GSN_BYTES..])
+            }
+            KIND_GSN_STORE => {
                 return Err(DbError::Corrupt(format!(
-                    "wal log record at LSN {lsn} names bytes {offset}+{payload} outside the image"
+                    "wal log record at LSN {lsn} is a GSN store of {payload} bytes (no GSN)"
+                )))
+            }
+            _ => (None, bytes),
+        };
+        if kind == KIND_STORE || kind == KIND_GSN_STORE {
+            let len = bytes.len() as u64;
+            if offset.checked_add(len).is_none_or(|end| end > image_bytes) {
+                return Err(DbError::Corrupt(format!(
+                    "wal log record at LSN {lsn} names bytes {offset}+{len} outside the image"
                 )));
             }
-            apply(Redo { offset, bytes });
+            apply(Redo { offset, bytes, gsn, place });
             records += 1;
         }
         lsn += size;
@@ -611,5 +682,74 @@ mod tests {
         let want: Vec<_> =
             (0..20u64).map(|i| (39u64 << 32 | i << 16, payload(39, i % 6 + 1))).collect();
         assert_eq!(got, want);
+    }
+}
+
+/// Per-insert cost measurements for the contention model of docs/storage.md (not a test:
+/// `cargo test --release -p engines insert_cost -- --ignored --nocapture`).
+#[cfg(test)]
+mod insert_cost {
+    use super::*;
+    use pmem::{Medium, RegionOptions};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    const RECORDS: u64 = 1_000_000;
+
+    fn logs(n: u64) -> (Region, Vec<Arc<Log>>) {
+        let cap = 64u64 << 20;
+        let region = Region::open(&RegionOptions::new(Medium::Dram, 4096 + n * cap)).unwrap();
+        let device =
+            Arc::new(super::super::device::Device::open(&region, super::super::Io::Nvm).unwrap());
+        let logs = (0..n)
+            .map(|i| {
+                let area = 4096 + i * cap;
+                Arc::new(Log::new(device.clone(), area, cap, 0, 0, LogInsert::Aether))
+            })
+            .collect();
+        (region, logs)
+    }
+
+    /// CPU time of this process (user + system), from /proc (10 ms ticks): on a shared,
+    /// oversubscribed machine wall time measures the neighbours.
+    fn cpu_ns() -> f64 {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+        (ticks(11) + ticks(12)) * 1e7
+    }
+
+    /// (wall ns, CPU ns) per insert of 64-byte stores by `threads` threads into `n` logs
+    /// (thread t uses log t mod n; the redo point follows the forces so the logs never fill).
+    fn ns_per_insert(threads: u64, n: u64) -> (f64, f64) {
+        let (_region, logs) = logs(n);
+        let (started, cpu) = (Instant::now(), cpu_ns());
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let log = logs[(t % n) as usize].clone();
+                s.spawn(move || {
+                    let bytes = [t as u8; 64];
+                    for i in 0..RECORDS {
+                        log.append(i * 64 % (1 << 20), &bytes);
+                        if i % 256 == 255 {
+                            let end = log.appended();
+                            log.force(end, false).unwrap();
+                            log.truncate(log.forced());
+                        }
+                    }
+                });
+            }
+        });
+        let inserts = (RECORDS * threads) as f64;
+        (started.elapsed().as_nanos() as f64 / inserts, (cpu_ns() - cpu) / inserts)
+    }
+
+    #[test]
+    #[ignore]
+    fn insert_cost() {
+        for (threads, n) in [(1, 1), (2, 1), (2, 2)] {
+            let (wall, cpu) = ns_per_insert(threads, n);
+            println!("threads {threads} logs {n}: {wall:.0} ns wall, {cpu:.0} ns CPU per insert");
+        }
     }
 }

@@ -31,14 +31,17 @@
 //! at a time: see [`Shared::checkpoint`]); log records are inserted Aether-style ([`log`]).
 
 pub(crate) mod device;
+pub(crate) mod dlog;
 pub(crate) mod log;
 
 pub use device::Io;
+pub use dlog::{Cache, LogLayout};
 pub use log::LogInsert;
 
 use crate::gated::{Gate, GatedTxn};
 use crate::inplace::InPlace;
 use crate::{EngineOptions, Fault};
+use dlog::{Dlog, DlogFault};
 use log::{Capture, Log};
 use parking_lot::{Condvar, Mutex, RwLock};
 use pmem::{Region, RegionOptions, CACHE_LINE};
@@ -116,7 +119,12 @@ pub(crate) struct Shared {
     nvram: Region,
     device: Arc<device::Device>,
     staging: Region,
+    /// The central log (with a distributed log: its first log, used only for statistics).
     log: Arc<Log>,
+    /// The distributed log manager (`log=txn:N|page:N`).
+    dlog: Option<Arc<Dlog>>,
+    /// Serializes the system slot's users (catalog changes) with a distributed log.
+    system: Mutex<()>,
     log_area: u64,
     base: u64,
     gate: RwLock<()>,
@@ -146,7 +154,18 @@ pub struct Wal {
     shared: Arc<Shared>,
     inner: InPlace,
     flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The passive group commit daemon (distributed log, volatile cache).
+    daemon: Mutex<Option<std::thread::JoinHandle<()>>>,
     report: RecoveryReport,
+}
+
+/// The store observer of a distributed log.
+struct DCapture(Arc<Dlog>);
+
+impl pmem::StoreObserver for DCapture {
+    fn on_store(&self, offset: u64, bytes: &[u8]) {
+        self.0.capture(offset, bytes);
+    }
 }
 
 fn validate(o: &EngineOptions) -> Result<()> {
@@ -155,14 +174,18 @@ fn validate(o: &EngineOptions) -> Result<()> {
         return invalid(format!("log_bytes={} must be a multiple of 8 KiB", o.log_bytes));
     }
     let margin = op_margin_bytes(o);
-    if o.log_bytes < 2 * margin {
+    let logs = o.log.logs();
+    if dlog::per_log_bytes(o.log_bytes, o.log) < 2 * margin {
         return invalid(format!(
-            "log_bytes={} is too small for {} workers: the log needs room for every worker's \
-             largest operation between checkpoints; use at least {} MiB",
+            "log_bytes={} is too small for {} workers and {logs} log(s): each log needs room \
+             for every worker's largest operation between checkpoints; use at least {} MiB",
             o.log_bytes,
             o.workers,
-            (2 * margin).div_ceil(1 << 20)
+            (2 * margin * logs).div_ceil(1 << 20)
         ));
+    }
+    if o.log == LogLayout::Central && o.cache == Cache::Durable {
+        return invalid("cache=durable needs a distributed log (log=txn:N or log=page:N)".into());
     }
     Ok(())
 }
@@ -191,6 +214,11 @@ impl Wal {
         let log_area = page_offset(FIRST_LOG_PAGE);
         if let Some(page) = replay_page_log(&nvram, base, image_bytes)? {
             report.notes.push(format!("page log: page {page} rewritten"));
+        }
+        let dc = dlog::read_control(&nvram, control(0), capacity, options.log, options.cache)?;
+        if dc.layout != LogLayout::Central {
+            let at = (base, image_bytes, log_area);
+            return Self::open_distributed(nvram, options, dc, at, report, formatted, started);
         }
         // Analysis + redo into the buffer pool.
         let staging = crate::staging::copy_of(&nvram, base, image_bytes, formatted)?;
@@ -231,6 +259,8 @@ impl Wal {
             device,
             staging,
             log,
+            dlog: None,
+            system: Mutex::new(()),
             log_area,
             base,
             gate: RwLock::new(()),
@@ -247,6 +277,15 @@ impl Wal {
         // What redo and undo produced becomes durable before open returns, and the log restarts
         // from there.
         shared.checkpoint()?;
+        Self::start(shared, inner, report, started)
+    }
+
+    fn start(
+        shared: Arc<Shared>,
+        inner: InPlace,
+        mut report: RecoveryReport,
+        started: Instant,
+    ) -> Result<Wal> {
         let flusher = {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -254,8 +293,108 @@ impl Wal {
                 .spawn(move || shared.flusher())
                 .map_err(|e| DbError::Invalid(format!("cannot start the page flusher: {e}")))?
         };
+        let daemon = match &shared.dlog {
+            Some(d) if d.cache == Cache::Volatile => {
+                let d = d.clone();
+                let h = std::thread::Builder::new()
+                    .name("nvmdb-wal-commit-daemon".into())
+                    .spawn(move || d.daemon())
+                    .map_err(|e| DbError::Invalid(format!("cannot start the commit daemon: {e}")));
+                Some(h?)
+            }
+            _ => None,
+        };
         report.duration = started.elapsed();
-        Ok(Wal { shared, inner, flusher: Mutex::new(Some(flusher)), report })
+        Ok(Wal {
+            shared,
+            inner,
+            flusher: Mutex::new(Some(flusher)),
+            daemon: Mutex::new(daemon),
+            report,
+        })
+    }
+
+    /// `open` for `log=txn:N|page:N`: analysis and redo over every log ([`dlog::recover`]),
+    /// then `inplace` undo and a checkpoint, as for the central log.
+    fn open_distributed(
+        nvram: Region,
+        options: &EngineOptions,
+        dc: dlog::Control,
+        (base, image_bytes, log_area): (u64, u64, u64),
+        mut report: RecoveryReport,
+        formatted: bool,
+        started: Instant,
+    ) -> Result<Wal> {
+        let dfault = match options.fault {
+            Some(Fault::DlogAckOwnLogs) => Some(DlogFault::AckOwnLogs),
+            Some(Fault::DlogSkipLaggingLog) => Some(DlogFault::SkipLaggingLog),
+            Some(Fault::DlogRedoPastHorizon) => Some(DlogFault::RedoPastHorizon),
+            Some(Fault::DlogRedoUnsorted) => Some(DlogFault::RedoUnsorted),
+            _ => None,
+        };
+        let staging = crate::staging::copy_of(&nvram, base, image_bytes, formatted)?;
+        let redo_started = Instant::now();
+        let rec =
+            dlog::recover(&nvram, &staging, control(0), log_area, dc, image_bytes, true, dfault)?;
+        report.records_applied = rec.redone;
+        report.notes.push(format!(
+            "redo: {} records from {} logs ({}) in {:.1} ms; {} records above the GSN horizon \
+             {} retired",
+            rec.redone,
+            rec.ends.len(),
+            dc.layout,
+            redo_started.elapsed().as_secs_f64() * 1e3,
+            rec.retired,
+            rec.horizon
+        ));
+        let redo_from: Vec<u64> =
+            (0..rec.ends.len()).map(|i| dlog::read_redo(&nvram, control(0), i)).collect();
+        for (i, (&from, &end)) in redo_from.iter().zip(&rec.ends).enumerate() {
+            let area = log_area + i as u64 * dc.per_log_bytes;
+            log::erase_stale_tail(&nvram, area, dc.per_log_bytes, from, end);
+        }
+        let device = Arc::new(device::Device::open(&nvram, options.io)?);
+        let persisted_horizon = dlog::read_horizon(&nvram, control(0));
+        let d = Arc::new(Dlog::new(
+            device.clone(),
+            control(0),
+            log_area,
+            dc,
+            &rec,
+            &redo_from,
+            options.log_insert,
+            image_bytes / PAGE_SIZE_U64,
+            persisted_horizon,
+            dfault,
+        ));
+        d.enter_system();
+        staging.set_observer(Arc::new(DCapture(d.clone())));
+        let inner_options = EngineOptions { fault: None, ..options.clone() };
+        let inner = InPlace::open(staging.clone(), &inner_options)?;
+        crate::staging::merge_report(&mut report, inner.recovery_report(), formatted);
+        d.system_done()?;
+        let shared = Arc::new(Shared {
+            nvram,
+            device,
+            staging,
+            log: d.logs[0].clone(),
+            dlog: Some(d),
+            system: Mutex::new(()),
+            log_area,
+            base,
+            gate: RwLock::new(()),
+            checkpoint_lock: Mutex::new(()),
+            page_flush: options.page_flush,
+            max_dirty_pages: options.max_dirty_pages,
+            log_high_water: dc.per_log_bytes - op_margin_bytes(options),
+            fault: None,
+            failed: AtomicBool::new(false),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            stats: WalStats::default(),
+        });
+        shared.checkpoint()?;
+        Self::start(shared, inner, report, started)
     }
 
     /// Superblock under the formatting magic, control line, published superblock. The image is
@@ -272,6 +411,18 @@ impl Wal {
             line[C_CRC as usize..][..8].copy_from_slice(&crc.to_le_bytes());
             r.write(control(0), &line);
             r.persist(control(0), line.len() as u64);
+            let c = dlog::Control {
+                layout: options.log,
+                cache: options.cache,
+                per_log_bytes: dlog::per_log_bytes(options.log_bytes, options.log),
+            };
+            dlog::format_control(r, control(0), c);
+            // Each log's first page too, for the same reason.
+            for i in 1..options.log.logs() {
+                let at = page_offset(FIRST_LOG_PAGE) + i * c.per_log_bytes;
+                r.write(at, &[0u8; PAGE_SIZE]);
+                r.persist(at, PAGE_SIZE_U64);
+            }
             // A log area left by an earlier region must not read as records: zero its first page.
             r.write(page_offset(FIRST_LOG_PAGE), &[0u8; PAGE_SIZE]);
             r.persist(page_offset(FIRST_LOG_PAGE), PAGE_SIZE_U64);
@@ -288,12 +439,17 @@ impl Wal {
     pub fn totals(&self) -> (u64, u64, Duration, u64, u64) {
         let s = &self.shared.stats;
         let l = &self.shared.log;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (forces, bytes) = match &self.shared.dlog {
+            Some(d) => (d.sum(|l| get(&l.forces)), d.sum(|l| get(&l.bytes_forced))),
+            None => (get(&l.forces), get(&l.bytes_forced)),
+        };
         (
-            s.checkpoints.load(Ordering::Relaxed),
-            s.pages_flushed.load(Ordering::Relaxed),
-            Duration::from_nanos(s.flush_ns.load(Ordering::Relaxed)),
-            l.forces.load(Ordering::Relaxed),
-            l.bytes_forced.load(Ordering::Relaxed),
+            get(&s.checkpoints),
+            get(&s.pages_flushed),
+            Duration::from_nanos(get(&s.flush_ns)),
+            forces,
+            bytes,
         )
     }
 
@@ -301,6 +457,12 @@ impl Wal {
         *self.shared.stop.lock() = true;
         self.shared.wake.notify_all();
         if let Some(h) = self.flusher.lock().take() {
+            let _ = h.join();
+        }
+        if let Some(d) = &self.shared.dlog {
+            d.stop_daemon();
+        }
+        if let Some(h) = self.daemon.lock().take() {
             let _ = h.join();
         }
     }
@@ -387,7 +549,8 @@ impl Shared {
     }
 
     fn failed_error(&self) -> Option<DbError> {
-        (self.failed.load(Ordering::Acquire) || self.log.overflowed()).then(|| {
+        let dlog_failed = self.dlog.as_ref().is_some_and(|d| d.failed());
+        (self.failed.load(Ordering::Acquire) || self.log.overflowed() || dlog_failed).then(|| {
             DbError::Invalid(
                 "the write-ahead log failed (a checkpoint or a log force did not complete); \
                  reopen the database to recover"
@@ -411,14 +574,14 @@ impl Shared {
         let started = Instant::now();
         let (cut, pages) = {
             let _quiesced = self.gate.write();
-            let cut = self.log.appended();
+            let cut = self.cuts();
             let pages = dirty_pages(&self.staging);
             if let Some(d) = self.staging.dirty() {
                 d.clear();
             }
             (cut, pages)
         };
-        let result = self.write_back(cut, &pages);
+        let result = self.write_back(&cut, &pages);
         if let Err(e) = &result {
             self.fail(e);
         }
@@ -429,7 +592,7 @@ impl Shared {
         Ok(())
     }
 
-    fn write_back(&self, cut: u64, pages: &[(PageId, u128)]) -> Result<()> {
+    fn write_back(&self, cut: &[u64], pages: &[(PageId, u128)]) -> Result<()> {
         if self.fault == Some(WalFault::CheckpointBeforePages) {
             self.advance_redo(cut);
         }
@@ -440,10 +603,10 @@ impl Shared {
                     .iter()
                     .map(|&(p, m)| (p, m, self.staging.read(page_offset(p), PAGE_SIZE).to_vec()))
                     .collect();
-                (self.log.appended(), snapshot)
+                (self.cuts(), snapshot)
             };
             if self.fault != Some(WalFault::PageBeforeLog) {
-                self.log.force(end, false)?;
+                self.force_for_pages(&end)?;
             }
             match self.page_flush {
                 PageFlush::Paper => {
@@ -467,19 +630,56 @@ impl Shared {
                 }
             }
             if self.fault == Some(WalFault::PageBeforeLog) {
-                self.log.force(end, false)?;
+                self.force_for_pages(&end)?;
             }
         }
         self.advance_redo(cut);
         self.device.check()
     }
 
-    fn advance_redo(&self, cut: u64) {
+    fn advance_redo(&self, cut: &[u64]) {
+        if let Some(d) = &self.dlog {
+            d.advance_redo(&self.nvram, cut);
+            return;
+        }
+        let cut = cut[0];
         if self.nvram.read_u64(control(C_REDO)) < cut {
             self.device.write_u64(control(C_REDO), cut);
             self.device.persist(control(C_REDO), 8);
         }
         self.log.truncate(cut);
+    }
+
+    /// Every log's end (operations quiesced): a checkpoint's cut.
+    fn cuts(&self) -> Vec<u64> {
+        match &self.dlog {
+            Some(d) => d.appended(),
+            None => vec![self.log.appended()],
+        }
+    }
+
+    /// The WAL rule before pages copied at `ends` are written back.
+    fn force_for_pages(&self, ends: &[u64]) -> Result<()> {
+        match &self.dlog {
+            Some(d) => d.before_page_writes(),
+            None => self.log.force(ends[0], false),
+        }
+    }
+
+    /// Forces everything logged so far (a catalog change, a clean close).
+    fn force_everything(&self) -> Result<()> {
+        match &self.dlog {
+            Some(d) => d.system_done(),
+            None => self.log.force(self.log.appended(), false),
+        }
+    }
+
+    /// (bytes used, capacity) of the fullest log.
+    fn log_use(&self) -> (u64, u64) {
+        match &self.dlog {
+            Some(d) => d.most_used(),
+            None => (self.log.used(), self.log.capacity()),
+        }
     }
 
     /// Pelley's `persist_page` (Fig. 2): copy to the page log, barrier; mark it valid, barrier;
@@ -529,7 +729,8 @@ impl Shared {
                     return;
                 }
             }
-            let log_busy = self.log.used() > self.log.capacity() / 2;
+            let (used, capacity) = self.log_use();
+            let log_busy = used > capacity / 2;
             let lines = self.staging.dirty().map_or(0, pmem::DirtyLines::count);
             // Cheap test first: fewer dirty lines than pages allowed means few enough pages.
             let too_dirty = self.max_dirty_pages > 0
@@ -548,7 +749,7 @@ impl Gate for Shared {
         if let Some(e) = self.failed_error() {
             return Err(e);
         }
-        if self.log.used() >= self.log_high_water {
+        if self.log_use().0 >= self.log_high_water {
             self.checkpoint()?;
         }
         Ok(self.gate.read())
@@ -563,7 +764,11 @@ impl Gate for Shared {
     }
 
     /// The commit's records (this thread's, up to its commit mark) are forced: `persist_wal`.
+    /// With a distributed log: passive group commit ([`Dlog::commit`]).
     fn after_commit(&self, token: CommitToken) -> Result<CommitToken> {
+        if let Some(d) = &self.dlog {
+            return d.commit().inspect_err(|e| self.fail(e));
+        }
         let skip = self.fault == Some(WalFault::SkipLogBarrier);
         if let Err(e) = self.log.force(self.log.thread_end(), skip) {
             self.fail(&e);
@@ -577,7 +782,10 @@ impl Drop for Wal {
     fn drop(&mut self) {
         self.stop_flusher();
         // A clean close: force what is logged (later recovery redoes it).
-        let _ = self.shared.log.force(self.shared.log.appended(), false);
+        if let Some(d) = &self.shared.dlog {
+            d.enter_system();
+        }
+        let _ = self.shared.force_everything();
     }
 }
 
@@ -587,11 +795,15 @@ impl Engine for Wal {
     }
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
+        let _system = self.shared.system.lock();
+        if let Some(d) = &self.shared.dlog {
+            d.enter_system();
+        }
         let id = {
             let _g = Gate::enter(&*self.shared)?;
             self.inner.create_table(spec)?
         };
-        self.shared.log.force(self.shared.log.appended(), false)?;
+        self.shared.force_everything()?;
         Ok(id)
     }
 
@@ -608,15 +820,21 @@ impl Engine for Wal {
             return Err(e);
         }
         let inner = self.inner.begin(worker)?;
+        if let Some(d) = &self.shared.dlog {
+            d.enter_slot(worker);
+        }
         Ok(Box::new(GatedTxn::new(&*self.shared, inner)))
     }
 
-    fn is_durable(&self, _token: CommitToken) -> bool {
-        true
+    fn is_durable(&self, token: CommitToken) -> bool {
+        self.shared.dlog.as_ref().is_none_or(|d| d.is_durable(token))
     }
 
-    fn wait_durable(&self, _token: CommitToken) -> Result<()> {
-        Ok(())
+    fn wait_durable(&self, token: CommitToken) -> Result<()> {
+        match &self.shared.dlog {
+            Some(d) => d.wait_durable(token),
+            None => Ok(()),
+        }
     }
 
     fn recovery_report(&self) -> RecoveryReport {
@@ -628,6 +846,8 @@ impl Engine for Wal {
     }
 
     fn check_integrity(&self) -> IntegrityResult {
+        // Not during a checkpoint: its page writes (outside the gate) hold the page log valid.
+        let _c = self.shared.checkpoint_lock.lock();
         let _g = self.shared.gate.read();
         if self.shared.nvram.read_u64(control(C_PAGE_LOG)) != 0 {
             return Err("the page log is still valid outside a page flush".into());
@@ -640,7 +860,7 @@ impl Engine for Wal {
     fn activity(&self) -> Vec<(&'static str, u64)> {
         let (s, l) = (&self.shared.stats, &self.shared.log);
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        vec![
+        let mut v = vec![
             ("checkpoints", get(&s.checkpoints)),
             ("pages_flushed", get(&s.pages_flushed)),
             ("page_flush_fences", get(&s.flush_fences)),
@@ -650,7 +870,24 @@ impl Engine for Wal {
             ("log_force_fences", get(&l.force_fences)),
             ("log_bytes_forced", get(&l.bytes_forced)),
             ("log_copy_waits", get(&l.copy_waits)),
-        ]
+        ];
+        if let Some(d) = &self.shared.dlog {
+            // Summed over every log.
+            v.truncate(5);
+            v.push(("log_forces", d.sum(|l| get(&l.forces))));
+            v.push(("log_force_fences", d.sum(|l| get(&l.force_fences))));
+            v.push(("log_bytes_forced", d.sum(|l| get(&l.bytes_forced))));
+            v.push(("log_copy_waits", d.sum(|l| get(&l.copy_waits))));
+            let t = &d.stats;
+            v.push(("commits_queued", get(&t.commits_queued)));
+            v.push(("commits_immediate", get(&t.commits_immediate)));
+            v.push(("commits_nudged", get(&t.commits_nudged)));
+            v.push(("nudges", get(&t.nudges)));
+            v.push(("passive_rounds", get(&t.passive_rounds)));
+            v.push(("commit_queue_full", get(&t.queue_full)));
+            v.push(("horizon_persists", get(&t.horizon_persists)));
+        }
+        v
     }
 
     /// The log and page-log areas in front of the image, plus the image's pages in use.
@@ -704,8 +941,22 @@ pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspe
         region.read(page_offset(base_page), image_bytes as usize),
         &RegionOptions::default(),
     )?;
-    let redo_from = region.read_u64(control(C_REDO));
     let log_area = page_offset(FIRST_LOG_PAGE);
+    if let Some(dc) = dlog::read_layout(region, control(0), capacity)? {
+        let rec =
+            dlog::recover(region, &image, control(0), log_area, dc, image_bytes, false, None)?;
+        let mut outer = crate::staging::inspect_image(outer, &image, rec.redone)?;
+        outer.verdict += &format!(
+            "; {} log records in {} logs ({}) to redo, {} above the GSN horizon {}",
+            rec.redone,
+            rec.ends.len(),
+            dc.layout,
+            rec.retired,
+            rec.horizon
+        );
+        return Ok(outer);
+    }
+    let redo_from = region.read_u64(control(C_REDO));
     let (end, records) = log::scan(region, log_area, capacity, redo_from, image_bytes, |r| {
         image.write(r.offset, r.bytes)
     })?;

@@ -1,0 +1,913 @@
+//! Distributed logging with passive group commit — Wang & Johnson, *Scalable Logging through
+//! Emerging Non-Volatile Memory*, VLDB 2014, §3 (log space partitioning, GSN, recovery) and §4
+//! (passive group commit, durable caches). `wal`'s pluggable log manager for `log=txn:N` and
+//! `log=page:N`; `log=central` (the default) is [`super::log::Log`] alone, unchanged.
+//!
+//! **Layout.** `N` logs share the `log_bytes` budget: log `i` is the `i`-th slice of
+//! `log_bytes / N` (rounded down to 8 KiB) of the log area, each one [`Log`] (circular,
+//! `persist_wal`, Aether-style insertion). Partitioning: `txn` — a worker inserts into log
+//! `worker mod N` (Shore-MT's "log of its core"; here its worker slot); `page` — a store goes to
+//! log `page mod N` (a captured store is split at 8 KiB page boundaries, so every page's records
+//! live in one log). The control page records kind, `N`, the cache mode and the per-log capacity
+//! (checksummed), each log's redo point, and the *GSN horizon* `H` (see below).
+//!
+//! **GSNs (§3.1).** Every record carries a GSN beside its LSN (its position in its log). Per
+//! page (an `AtomicU64` per buffer-pool page), per worker slot and per log, a store by slot `T`
+//! to page `P` in log `L` gets `gsn = max(T, P, L, floor) + 1` and advances all three. The GSN
+//! is assigned under `L`'s reservation lock, so one log's records of one page are in GSN order;
+//! stores to the same bytes are ordered by the engine's page latches (the record is captured
+//! inside the latched store), so per-page GSN order is store order. GSN order therefore extends
+//! every dependency a record can have (its slot's earlier records, its page's earlier records).
+//!
+//! **Durability (§4.1, passive group commit, `cache=volatile`).** Records are copied into a
+//! volatile ring per log (the paper's write-combining buffers) and reach NVRAM when that log is
+//! forced. Each slot keeps `dgsn` with a dirty bit: set (before the GSN is taken) by its first
+//! record after a clean point; a commit forces the logs its slot touched — the paper's
+//! per-thread fence — then stores `dgsn = slot GSN` clean and queues the commit (bounded queue;
+//! when full the committer runs a full round itself). The commit daemon computes
+//! `min_dgsn` (min over dirty slots; everything if none is dirty), raises the `floor` every new
+//! GSN must exceed, re-reads the dirty slots (Dekker-style with the inserters' `SeqCst` dirty
+//! store / floor load) and persists `H = min_dgsn` in the control page *before* acknowledging the
+//! queued commits with `gsn ≤ H`, oldest first (tokens are queue tickets). A straggler — a dirty
+//! slot holding `min_dgsn` back for [`NUDGE_AFTER`] of the daemon's rounds, or while the queue is
+//! half full — is nudged *cooperatively by the
+//! daemon itself*: it raises the floor to the highest GSN handed out and forces every lagging log
+//! (a log whose reserved end is past its forced end), which makes every record with a GSN at or
+//! below it durable; then `H` moves there. Signals (the paper's `pthread_kill`) do not fit Rust:
+//! a handler may not take the log's locks that a force needs, and our "WC buffer" is a software
+//! ring any thread can drain, so the daemon drains it itself; a flag checked at the next
+//! operation would never fire for an idle worker. `cache=durable` (eADR, §4.2): every record is
+//! forced as it is inserted (flushes are no-ops on an `--eadr` region: a copy and a fence), so a
+//! commit needs nothing more, and there is no daemon.
+//!
+//! **Recovery (§3.2).** Analysis reads every log from its redo point to its end. With a volatile
+//! cache only records with `gsn ≤ H` are redone; those above are *retired* in place (their kind
+//! becomes `dead`, persisted) before anything new is logged, so no later horizon can revive them.
+//! Page partitioning: each log is redone in log order, logs in parallel (scoped threads).
+//! Transaction partitioning: the two-step pipeline — records bucketed by page, each bucket sorted
+//! by GSN, buckets applied in parallel. Undo is `inplace` recovery on the redone image (below).
+//!
+//! **Recovery invariant**: every record with `gsn ≤ H` ever inserted is durable before `H` is, no
+//! page holding a change with a GSN above `H` is written back before `H` covers it (a checkpoint
+//! raises `H` past its snapshot first), so redoing exactly the records at or below `H` rebuilds a
+//! state closed under dependencies that contains every acknowledged commit.
+//!
+//! **Mapping to the paper.** The paper's private DRAM undo buffer per transaction is `inplace`'s
+//! per-worker undo log, which lives in the image and is redo-logged like any page (so rollback of
+//! a live transaction never scans a log, as in the paper); undo after a crash is `inplace`'s,
+//! serial over the workers' undo logs (they are few and short: the image is already redone, so
+//! parallel undo would save microseconds). System transactions (§3.2) are what `inplace` already
+//! has for B+tree structure changes: a split or merge runs as a system transaction with its own
+//! undo log (`sys_undo_pages`), commits independently of the user transaction that caused it and
+//! is rolled back alone if interrupted; no nested top actions or dummy CLRs exist to track
+//! across logs.
+
+use super::device::Device;
+use super::log::{self, Log, LogInsert};
+use parking_lot::{Condvar, Mutex};
+use pmem::Region;
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use storage::format::{get_u64, MAX_WORKERS, PAGE_SIZE_U64};
+use storage::{CommitToken, DbError, Result};
+
+/// Most logs a region may have (the control page holds one redo point per log).
+pub const MAX_LOGS: u32 = 64;
+/// Commits the daemon's queue holds; a committer that finds it full runs a full round itself.
+const COMMIT_QUEUE_CAPACITY: usize = 4096;
+/// How long the daemon lets one queued commit stay blocked by stragglers (measured across its
+/// own rounds) before it nudges them; or when the queue is half full.
+const NUDGE_AFTER: Duration = Duration::from_millis(1);
+/// ... and for at least this many of its rounds (a descheduled daemon is no straggler).
+const NUDGE_AFTER_ROUNDS: u32 = 20;
+/// How often the daemon looks at `min_dgsn` while commits are queued.
+const DAEMON_POLL: Duration = Duration::from_micros(50);
+const DIRTY: u64 = 1 << 63;
+/// Slots: one per worker, and the system slot (open, recovery, catalog changes).
+const SLOTS: usize = MAX_WORKERS as usize + 1;
+const SYSTEM_SLOT: usize = MAX_WORKERS as usize;
+
+/// How the log is organised (`log=central|txn:N|page:N`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLayout {
+    /// One log, records without GSNs (the baseline; Aether-style insertion).
+    Central,
+    /// `N` logs, a worker inserts into log `worker mod N`.
+    Txn(u32),
+    /// `N` logs, a store to page `p` goes to log `p mod N`.
+    Page(u32),
+}
+
+impl LogLayout {
+    pub fn parse(s: &str) -> Option<LogLayout> {
+        if s == "central" {
+            return Some(LogLayout::Central);
+        }
+        let (kind, n) = s.split_once(':')?;
+        let n: u32 = n.parse().ok().filter(|n| (1..=MAX_LOGS).contains(n))?;
+        match kind {
+            "txn" => Some(LogLayout::Txn(n)),
+            "page" => Some(LogLayout::Page(n)),
+            _ => None,
+        }
+    }
+
+    fn code(self) -> (u64, u64) {
+        match self {
+            LogLayout::Central => (0, 1),
+            LogLayout::Txn(n) => (1, u64::from(n)),
+            LogLayout::Page(n) => (2, u64::from(n)),
+        }
+    }
+
+    pub fn logs(self) -> u64 {
+        self.code().1
+    }
+}
+
+impl std::fmt::Display for LogLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogLayout::Central => write!(f, "central"),
+            LogLayout::Txn(n) => write!(f, "txn:{n}"),
+            LogLayout::Page(n) => write!(f, "page:{n}"),
+        }
+    }
+}
+
+/// Whether the processor caches are durable (`cache=volatile|durable`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cache {
+    /// Records sit in volatile buffers until forced: passive group commit.
+    Volatile,
+    /// eADR: every record is durable once inserted; commit needs only a fence.
+    Durable,
+}
+
+impl Cache {
+    pub fn parse(s: &str) -> Option<Cache> {
+        match s {
+            "volatile" => Some(Cache::Volatile),
+            "durable" => Some(Cache::Durable),
+            _ => None,
+        }
+    }
+}
+
+/// Test-only violations of the distributed log's protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DlogFault {
+    /// A commit is acknowledged once its own logs are forced, before `H` covers it.
+    AckOwnLogs,
+    /// A commit forces only one of the logs its slot touched, then marks the slot clean.
+    SkipLaggingLog,
+    /// Recovery redoes records above the GSN horizon (and retires none).
+    RedoPastHorizon,
+    /// Transaction-partitioned redo applies each log in log order, not page buckets by GSN.
+    RedoUnsorted,
+}
+
+// ---- control page extension -----------------------------------------------------------------
+
+const D_LINE: u64 = 64;
+const D_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBdlg");
+const D_HORIZON: u64 = 128;
+const D_REDO: u64 = 192;
+
+/// What the control page says about the logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Control {
+    pub layout: LogLayout,
+    pub cache: Cache,
+    pub per_log_bytes: u64,
+}
+
+fn d_crc(words: &[u64]) -> u64 {
+    let mut bytes = Vec::with_capacity(words.len() * 8);
+    for w in words {
+        bytes.extend_from_slice(&w.to_le_bytes());
+    }
+    u64::from(crc32c::crc32c(&bytes)) ^ D_MAGIC
+}
+
+fn cache_code(c: Cache) -> u64 {
+    match c {
+        Cache::Volatile => 0,
+        Cache::Durable => 1,
+    }
+}
+
+/// Bytes of each of `n` logs carved from `log_bytes`.
+pub(crate) fn per_log_bytes(log_bytes: u64, layout: LogLayout) -> u64 {
+    (log_bytes / layout.logs()) / PAGE_SIZE_U64 * PAGE_SIZE_U64
+}
+
+/// Writes (persisted) the extension for a region being formatted; `control` is the control
+/// page's offset. A central layout only clears a stale extension (fresh regions read zeros).
+pub(crate) fn format_control(r: &Region, control: u64, c: Control) {
+    if c.layout == LogLayout::Central {
+        if r.read_u64(control + D_LINE) != 0 {
+            r.write(control + D_LINE, &[0u8; 48]);
+            r.persist(control + D_LINE, 48);
+        }
+        return;
+    }
+    let (kind, n) = c.layout.code();
+    let words = [D_MAGIC, kind, n, cache_code(c.cache), c.per_log_bytes];
+    let mut line = [0u8; 48];
+    for (i, w) in words.iter().chain([d_crc(&words)].iter()).enumerate() {
+        line[i * 8..][..8].copy_from_slice(&w.to_le_bytes());
+    }
+    r.write(control + D_LINE, &line);
+    r.write_u64(control + D_HORIZON, 0);
+    let redo = vec![0u8; (n * 8) as usize];
+    r.write(control + D_REDO, &redo);
+    r.persist(control + D_LINE, D_REDO + n * 8 - D_LINE);
+}
+
+/// Reads and validates the extension against the options (`log_bytes` is the whole log area).
+pub(crate) fn read_control(
+    r: &Region,
+    control: u64,
+    log_bytes: u64,
+    want: LogLayout,
+    want_cache: Cache,
+) -> Result<Control> {
+    let found = read_layout(r, control, log_bytes)?;
+    let have = found.map_or(LogLayout::Central, |c| c.layout);
+    let have_cache = found.map_or(Cache::Volatile, |c| c.cache);
+    if have != want || (have != LogLayout::Central && have_cache != want_cache) {
+        let cache = |c: Cache| if c == Cache::Durable { "durable" } else { "volatile" };
+        return Err(DbError::Invalid(format!(
+            "engine wal: this region was formatted with log={have} cache={}; open it with \
+             --engine-opt log={have} --engine-opt cache={} (it was asked for log={want} \
+             cache={})",
+            cache(have_cache),
+            cache(have_cache),
+            cache(want_cache)
+        )));
+    }
+    Ok(found.unwrap_or(Control {
+        layout: LogLayout::Central,
+        cache: Cache::Volatile,
+        per_log_bytes: log_bytes,
+    }))
+}
+
+/// The extension as found (None: a central log), every field validated.
+pub(crate) fn read_layout(r: &Region, control: u64, log_bytes: u64) -> Result<Option<Control>> {
+    let line = r.read(control + D_LINE, 48);
+    let w: Vec<u64> = (0..6).map(|i| get_u64(line, i * 8)).collect();
+    let found = if w[0] == 0 && w[5] == 0 {
+        None
+    } else if w[0] != D_MAGIC || d_crc(&w[..5]) != w[5] {
+        return Err(DbError::Corrupt("wal control page: the log-layout line is damaged".into()));
+    } else {
+        let layout = match (w[1], u32::try_from(w[2])) {
+            (1, Ok(n)) if (1..=MAX_LOGS).contains(&n) => LogLayout::Txn(n),
+            (2, Ok(n)) if (1..=MAX_LOGS).contains(&n) => LogLayout::Page(n),
+            _ => {
+                return Err(DbError::Corrupt(format!(
+                    "wal control page: log kind {} with {} logs",
+                    w[1], w[2]
+                )))
+            }
+        };
+        let cache = match w[3] {
+            0 => Cache::Volatile,
+            1 => Cache::Durable,
+            other => return Err(DbError::Corrupt(format!("wal control page: cache mode {other}"))),
+        };
+        let per = w[4];
+        if per == 0
+            || !per.is_multiple_of(PAGE_SIZE_U64)
+            || per.checked_mul(layout.logs()).is_none_or(|t| t > log_bytes)
+        {
+            return Err(DbError::Corrupt(format!(
+                "wal control page: {} logs of {per} bytes do not fit {log_bytes} bytes",
+                layout.logs()
+            )));
+        }
+        Some(Control { layout, cache, per_log_bytes: per })
+    };
+    Ok(found)
+}
+
+pub(crate) fn read_horizon(r: &Region, control: u64) -> u64 {
+    r.read_u64(control + D_HORIZON)
+}
+
+pub(crate) fn read_redo(r: &Region, control: u64, log: usize) -> u64 {
+    r.read_u64(control + D_REDO + 8 * log as u64)
+}
+
+// ---- recovery -------------------------------------------------------------------------------
+
+/// What recovery found in the logs.
+pub(crate) struct Recovered {
+    /// Each log's end.
+    pub ends: Vec<u64>,
+    /// Records redone.
+    pub redone: u64,
+    /// Records above the horizon, retired.
+    pub retired: u64,
+    /// The highest GSN in any log (new GSNs start above it).
+    pub max_gsn: u64,
+    pub horizon: u64,
+}
+
+struct Rec {
+    gsn: u64,
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
+/// Analysis and redo over every log into `image` (`retire`: persist the retirement of records
+/// above the horizon in `nvram`; false for a read-only inspection).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn recover(
+    nvram: &Region,
+    image: &Region,
+    control: u64,
+    area: u64,
+    c: Control,
+    image_bytes: u64,
+    retire: bool,
+    fault: Option<DlogFault>,
+) -> Result<Recovered> {
+    let n = c.layout.logs() as usize;
+    let horizon = match c.cache {
+        Cache::Durable => u64::MAX,
+        Cache::Volatile if fault == Some(DlogFault::RedoPastHorizon) => u64::MAX,
+        Cache::Volatile => read_horizon(nvram, control),
+    };
+    let mut per_log: Vec<Vec<Rec>> = Vec::with_capacity(n);
+    let (mut ends, mut retired, mut max_gsn) = (Vec::with_capacity(n), 0u64, 0u64);
+    for i in 0..n {
+        let from = read_redo(nvram, control, i);
+        let log_area = area + i as u64 * c.per_log_bytes;
+        let mut recs = Vec::new();
+        let mut dead = Vec::new();
+        let (end, _) = log::scan(nvram, log_area, c.per_log_bytes, from, image_bytes, |r| {
+            let gsn = r.gsn.unwrap_or(0);
+            max_gsn = max_gsn.max(gsn);
+            if gsn <= horizon {
+                recs.push(Rec { gsn, offset: r.offset, bytes: r.bytes.to_vec() });
+            } else {
+                dead.push(r.place);
+            }
+        })?;
+        if retire {
+            for place in &dead {
+                log::retire(nvram, *place);
+            }
+        }
+        retired += dead.len() as u64;
+        ends.push(end);
+        per_log.push(recs);
+    }
+    let redone = per_log.iter().map(|l| l.len() as u64).sum();
+    let threads = std::thread::available_parallelism().map_or(2, |p| p.get()).clamp(1, 8);
+    match c.layout {
+        LogLayout::Txn(_) if fault != Some(DlogFault::RedoUnsorted) => {
+            redo_by_page_buckets(image, per_log, threads)
+        }
+        _ => redo_per_log(image, &per_log, threads),
+    }
+    Ok(Recovered { ends, redone, retired, max_gsn, horizon })
+}
+
+/// Page partitioning: each log in its order (a page's records are all in one log, in GSN order);
+/// logs in parallel.
+fn redo_per_log(image: &Region, per_log: &[Vec<Rec>], threads: usize) {
+    let next = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(per_log.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(recs) = per_log.get(i) else { return };
+                for r in recs {
+                    image.write(r.offset, &r.bytes);
+                }
+            });
+        }
+    });
+}
+
+/// Transaction partitioning (§3.2's two-step pipeline): bucket every record by page, sort each
+/// bucket by GSN, apply the buckets in parallel.
+fn redo_by_page_buckets(image: &Region, per_log: Vec<Vec<Rec>>, threads: usize) {
+    let mut buckets: std::collections::BTreeMap<u64, Vec<Rec>> = Default::default();
+    for r in per_log.into_iter().flatten() {
+        buckets.entry(r.offset / PAGE_SIZE_U64).or_default().push(r);
+    }
+    let mut buckets: Vec<Vec<Rec>> = buckets.into_values().collect();
+    for b in &mut buckets {
+        b.sort_by_key(|r| r.gsn);
+    }
+    let next = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(buckets.len()).max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(bucket) = buckets.get(i) else { return };
+                for r in bucket {
+                    image.write(r.offset, &r.bytes);
+                }
+            });
+        }
+    });
+}
+
+// ---- forward processing ---------------------------------------------------------------------
+
+thread_local! {
+    /// (engine id, worker slot) of the calling thread: set by `begin`.
+    static SLOT: Cell<(u64, usize)> = const { Cell::new((0, SYSTEM_SLOT)) };
+}
+
+static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One worker slot's GSN state, on its own cache line.
+#[repr(align(64))]
+#[derive(Default)]
+struct Slot {
+    /// GSN below or at which every record of this slot is durable; [`DIRTY`] while it has
+    /// records that may not be.
+    dgsn: AtomicU64,
+    /// The slot's GSN (its last record's).
+    gsn: AtomicU64,
+    /// Logs this slot inserted into since its last commit (bit `i`: log `i`).
+    touched: AtomicU64,
+}
+
+#[repr(align(64))]
+#[derive(Default)]
+struct LogGsn(AtomicU64);
+
+struct Queue {
+    /// (ticket, commit GSN), oldest first.
+    entries: VecDeque<(u64, u64)>,
+    next_ticket: u64,
+    stop: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct DlogStats {
+    pub commits_queued: AtomicU64,
+    pub commits_immediate: AtomicU64,
+    pub commits_nudged: AtomicU64,
+    pub nudges: AtomicU64,
+    pub passive_rounds: AtomicU64,
+    pub queue_full: AtomicU64,
+    pub horizon_persists: AtomicU64,
+}
+
+/// The distributed log manager.
+pub(crate) struct Dlog {
+    id: u64,
+    pub logs: Vec<Arc<Log>>,
+    layout: LogLayout,
+    pub cache: Cache,
+    device: Arc<Device>,
+    control: u64,
+    slots: Box<[Slot]>,
+    /// Highest slot index `begin` has used (the daemon looks at slots up to it and the system's).
+    slots_used: AtomicU64,
+    log_gsn: Box<[LogGsn]>,
+    page_gsn: Box<[AtomicU64]>,
+    /// Every GSN handed out from now on exceeds this.
+    floor: AtomicU64,
+    /// The persisted GSN horizon `H`.
+    horizon: AtomicU64,
+    horizon_lock: Mutex<()>,
+    queue: Mutex<Queue>,
+    daemon_wake: Condvar,
+    /// Highest acknowledged ticket (tickets are acknowledged oldest first).
+    acked: AtomicU64,
+    ack_lock: Mutex<()>,
+    acked_cv: Condvar,
+    failed: AtomicBool,
+    fault: Option<DlogFault>,
+    pub stats: DlogStats,
+}
+
+impl Dlog {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        device: Arc<Device>,
+        control: u64,
+        area: u64,
+        c: Control,
+        rec: &Recovered,
+        redo_from: &[u64],
+        insert: LogInsert,
+        image_pages: u64,
+        persisted_horizon: u64,
+        fault: Option<DlogFault>,
+    ) -> Dlog {
+        let n = c.layout.logs() as usize;
+        let logs = (0..n)
+            .map(|i| {
+                let a = area + i as u64 * c.per_log_bytes;
+                Arc::new(Log::new(
+                    device.clone(),
+                    a,
+                    c.per_log_bytes,
+                    redo_from[i],
+                    rec.ends[i],
+                    insert,
+                ))
+            })
+            .collect();
+        // New GSNs start above every GSN recovery saw and the persisted horizon.
+        let start = rec.max_gsn.max(persisted_horizon);
+        Dlog {
+            id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
+            logs,
+            layout: c.layout,
+            cache: c.cache,
+            device,
+            control,
+            slots: (0..SLOTS).map(|_| Slot::default()).collect(),
+            slots_used: AtomicU64::new(0),
+            log_gsn: (0..n).map(|_| LogGsn::default()).collect(),
+            page_gsn: (0..image_pages).map(|_| AtomicU64::new(0)).collect(),
+            floor: AtomicU64::new(start),
+            horizon: AtomicU64::new(persisted_horizon),
+            horizon_lock: Mutex::new(()),
+            queue: Mutex::new(Queue { entries: VecDeque::new(), next_ticket: 1, stop: false }),
+            daemon_wake: Condvar::new(),
+            acked: AtomicU64::new(0),
+            ack_lock: Mutex::new(()),
+            acked_cv: Condvar::new(),
+            failed: AtomicBool::new(false),
+            fault,
+            stats: DlogStats::default(),
+        }
+    }
+
+    /// The calling thread works for `worker` from now on (until it calls this again).
+    pub fn enter_slot(&self, worker: usize) {
+        let slot = worker.min(SYSTEM_SLOT);
+        SLOT.with(|s| s.set((self.id, slot)));
+        self.slots_used.fetch_max(slot as u64, Ordering::Relaxed);
+    }
+
+    /// The calling thread works outside any worker (catalog changes, shutdown; callers
+    /// serialize these: the system slot is one thread's at a time).
+    pub fn enter_system(&self) {
+        SLOT.with(|s| s.set((self.id, SYSTEM_SLOT)));
+    }
+
+    /// After the system slot's work (recovery's undo, a catalog change): everything is forced,
+    /// `H` covers it and the slot is clean again.
+    pub fn system_done(&self) -> Result<()> {
+        let slot = &self.slots[SYSTEM_SLOT];
+        let gsn = slot.gsn.load(Ordering::Acquire);
+        slot.touched.store(0, Ordering::Relaxed);
+        self.full_round()?;
+        slot.dgsn.store(gsn, Ordering::SeqCst);
+        self.acknowledge(false);
+        Ok(())
+    }
+
+    fn slot(&self) -> usize {
+        match SLOT.with(Cell::get) {
+            (id, slot) if id == self.id => slot,
+            _ => SYSTEM_SLOT,
+        }
+    }
+
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire) || self.logs.iter().any(|l| l.overflowed())
+    }
+
+    /// Captures one store: split at page boundaries, each piece a GSN record in its log.
+    pub fn capture(&self, offset: u64, bytes: &[u8]) {
+        let slot_id = self.slot();
+        let slot = &self.slots[slot_id];
+        let n = self.logs.len() as u64;
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let off = offset + at as u64;
+            let page = off / PAGE_SIZE_U64;
+            let len = ((PAGE_SIZE_U64 - off % PAGE_SIZE_U64) as usize).min(bytes.len() - at);
+            let li = match self.layout {
+                LogLayout::Page(_) => page % n,
+                _ => slot_id as u64 % n,
+            } as usize;
+            self.capture_one(slot, li, off, page, &bytes[at..at + len]);
+            at += len;
+        }
+    }
+
+    fn capture_one(&self, slot: &Slot, li: usize, off: u64, page: u64, bytes: &[u8]) {
+        let volatile = self.cache == Cache::Volatile;
+        if volatile {
+            let d = slot.dgsn.load(Ordering::Relaxed);
+            if d & DIRTY == 0 {
+                // Before the GSN is taken: the daemon's floor store and this are Dekker-paired.
+                slot.dgsn.store(d | DIRTY, Ordering::SeqCst);
+            }
+        }
+        let log = &self.logs[li];
+        let page_gsn = self.page_gsn.get(page as usize);
+        let log_gsn = &self.log_gsn[li].0;
+        let mut assign = || {
+            let base = slot.gsn.load(Ordering::Relaxed).max(log_gsn.load(Ordering::Relaxed));
+            let base = base.max(self.floor.load(Ordering::SeqCst));
+            let gsn = match page_gsn {
+                Some(p) => {
+                    let mut cur = p.load(Ordering::Acquire);
+                    loop {
+                        let g = base.max(cur) + 1;
+                        match p.compare_exchange_weak(cur, g, Ordering::AcqRel, Ordering::Acquire) {
+                            Ok(_) => break g,
+                            Err(c) => cur = c,
+                        }
+                    }
+                }
+                None => base + 1,
+            };
+            log_gsn.fetch_max(gsn, Ordering::Relaxed);
+            slot.gsn.store(gsn, Ordering::Release);
+            gsn
+        };
+        let Some((end, _gsn)) = log.append_gsn(off, bytes, &mut assign) else { return };
+        slot.touched.fetch_or(1 << li, Ordering::Relaxed);
+        if !volatile {
+            // eADR: the record is durable once copied out (flushes are no-ops) and fenced.
+            if log.force(end, false).is_err() {
+                self.failed.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// A commit of the calling thread's slot: its token (durable at once with a durable cache,
+    /// else a queue ticket the daemon acknowledges).
+    pub fn commit(&self) -> Result<CommitToken> {
+        let slot_id = self.slot();
+        let slot = &self.slots[slot_id];
+        if self.cache == Cache::Durable {
+            self.device.fence();
+            return Ok(CommitToken::DURABLE);
+        }
+        let gsn = slot.gsn.load(Ordering::Acquire);
+        let mask = slot.touched.swap(0, Ordering::Relaxed);
+        let mut forced_one = false;
+        for (i, log) in self.logs.iter().enumerate() {
+            if mask & (1 << i) == 0 {
+                continue;
+            }
+            if self.fault == Some(DlogFault::SkipLaggingLog) && forced_one {
+                continue;
+            }
+            log.force(log.appended(), false).inspect_err(|_| self.fail())?;
+            forced_one = true;
+        }
+        // Clean: every record of this slot (GSNs up to `gsn`) is durable.
+        slot.dgsn.store(gsn, Ordering::SeqCst);
+        if self.fault == Some(DlogFault::AckOwnLogs) || gsn <= self.horizon.load(Ordering::Acquire)
+        {
+            self.stats.commits_immediate.fetch_add(1, Ordering::Relaxed);
+            return Ok(CommitToken::DURABLE);
+        }
+        let mut q = self.queue.lock();
+        if q.entries.len() >= COMMIT_QUEUE_CAPACITY {
+            drop(q);
+            self.stats.queue_full.fetch_add(1, Ordering::Relaxed);
+            self.full_round()?;
+            return Ok(CommitToken::DURABLE);
+        }
+        let ticket = q.next_ticket;
+        q.next_ticket += 1;
+        let was_empty = q.entries.is_empty();
+        q.entries.push_back((ticket, gsn));
+        drop(q);
+        if was_empty {
+            self.daemon_wake.notify_one();
+        }
+        self.stats.commits_queued.fetch_add(1, Ordering::Relaxed);
+        Ok(CommitToken(ticket))
+    }
+
+    fn fail(&self) {
+        self.failed.store(true, Ordering::Release);
+        let _g = self.ack_lock.lock();
+        self.acked_cv.notify_all();
+    }
+
+    fn active_slots(&self) -> impl Iterator<Item = &Slot> {
+        let hi = self.slots_used.load(Ordering::Relaxed) as usize;
+        self.slots[..=hi.min(SYSTEM_SLOT - 1)]
+            .iter()
+            .chain(std::iter::once(&self.slots[SYSTEM_SLOT]))
+    }
+
+    /// `min_dgsn`: the GSN at or below which every record inserted so far is durable.
+    fn min_dgsn(&self) -> u64 {
+        let (mut min_dirty, mut max_clean) = (u64::MAX, 0u64);
+        for s in self.active_slots() {
+            let d = s.dgsn.load(Ordering::SeqCst);
+            if d & DIRTY != 0 {
+                min_dirty = min_dirty.min(d & !DIRTY);
+            } else {
+                max_clean = max_clean.max(d);
+            }
+        }
+        if min_dirty == u64::MAX {
+            max_clean
+        } else {
+            min_dirty
+        }
+    }
+
+    fn max_gsn(&self) -> u64 {
+        let slots = self.active_slots().map(|s| s.gsn.load(Ordering::Acquire)).max();
+        slots.unwrap_or(0).max(self.floor.load(Ordering::Acquire))
+    }
+
+    /// Persists `H = h` if it grows (before any commit is acknowledged by it).
+    fn persist_horizon(&self, h: u64) {
+        let _g = self.horizon_lock.lock();
+        if h <= self.horizon.load(Ordering::Acquire) {
+            return;
+        }
+        let at = self.control + D_HORIZON;
+        self.device.write_u64(at, h);
+        self.device.persist(at, 8);
+        self.stats.horizon_persists.fetch_add(1, Ordering::Relaxed);
+        self.horizon.store(h, Ordering::Release);
+    }
+
+    /// The passive round: `H` from `min_dgsn`, without forcing anything.
+    pub fn passive_round(&self) {
+        let first = self.min_dgsn();
+        // New GSNs exceed every GSN handed out so far: a lagging slot's next records catch up.
+        self.floor.fetch_max(self.max_gsn().max(first), Ordering::SeqCst);
+        // A slot that turned dirty before the floor store is seen dirty now.
+        let h = first.min(self.min_dgsn());
+        self.persist_horizon(h);
+        self.stats.passive_rounds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The full round (a nudge, a full queue, a checkpoint): every record with a GSN up to the
+    /// highest handed out is made durable by forcing the lagging logs, then `H` moves there.
+    pub fn full_round(&self) -> Result<()> {
+        let g = self.max_gsn();
+        // Records assigned a GSN after this store (under a log's reservation lock) exceed `g`;
+        // those assigned before are within the reserved ends read below.
+        self.floor.fetch_max(g, Ordering::SeqCst);
+        for log in &self.logs {
+            let end = log.reserved_end();
+            log.force(end, false).inspect_err(|_| self.fail())?;
+        }
+        self.persist_horizon(g);
+        Ok(())
+    }
+
+    /// Acknowledges the queued commits `H` covers, oldest first; returns the ticket of the
+    /// oldest left and how many are left.
+    fn acknowledge(&self, nudged: bool) -> Option<(u64, usize)> {
+        let h = self.horizon.load(Ordering::Acquire);
+        let mut q = self.queue.lock();
+        let mut last = None;
+        while let Some(&(ticket, gsn)) = q.entries.front() {
+            if gsn > h {
+                break;
+            }
+            q.entries.pop_front();
+            if nudged {
+                self.stats.commits_nudged.fetch_add(1, Ordering::Relaxed);
+            }
+            last = Some(ticket);
+        }
+        let oldest = q.entries.front().map(|e| (e.0, q.entries.len()));
+        drop(q);
+        if let Some(t) = last {
+            self.acked.fetch_max(t, Ordering::AcqRel);
+            let _g = self.ack_lock.lock();
+            self.acked_cv.notify_all();
+        }
+        oldest
+    }
+
+    /// The passive group commit daemon.
+    pub fn daemon(&self) {
+        // (ticket, since when) of a queue head the daemon found blocked by a straggler: time is
+        // measured between the daemon's own rounds, so a daemon descheduled for a while does
+        // not count as stragglers.
+        let mut blocked: Option<(u64, Instant, u32)> = None;
+        loop {
+            {
+                let mut q = self.queue.lock();
+                while q.entries.is_empty() && !q.stop {
+                    self.daemon_wake.wait_for(&mut q, Duration::from_millis(5));
+                }
+                if q.stop {
+                    return;
+                }
+            }
+            self.passive_round();
+            let Some((head, queued)) = self.acknowledge(false) else {
+                blocked = None;
+                continue;
+            };
+            let (since, rounds) = match blocked {
+                Some((t, since, rounds)) if t == head => (since, rounds + 1),
+                _ => (Instant::now(), 0),
+            };
+            blocked = Some((head, since, rounds));
+            let straggling = rounds >= NUDGE_AFTER_ROUNDS && since.elapsed() >= NUDGE_AFTER;
+            if straggling || queued >= COMMIT_QUEUE_CAPACITY / 2 {
+                // A straggler holds min_dgsn back: drain the lagging logs ourselves.
+                self.stats.nudges.fetch_add(1, Ordering::Relaxed);
+                if self.full_round().is_err() {
+                    return;
+                }
+                self.acknowledge(true);
+                blocked = None;
+            } else {
+                let mut q = self.queue.lock();
+                if !q.stop {
+                    self.daemon_wake.wait_for(&mut q, DAEMON_POLL);
+                }
+            }
+        }
+    }
+
+    pub fn stop_daemon(&self) {
+        self.queue.lock().stop = true;
+        self.daemon_wake.notify_all();
+    }
+
+    pub fn is_durable(&self, token: CommitToken) -> bool {
+        token.0 <= self.acked.load(Ordering::Acquire)
+    }
+
+    pub fn wait_durable(&self, token: CommitToken) -> Result<()> {
+        let mut g = self.ack_lock.lock();
+        while !self.is_durable(token) {
+            if self.failed() {
+                return Err(DbError::Invalid(
+                    "the write-ahead log failed; reopen the database to recover".into(),
+                ));
+            }
+            let timed_out = self.acked_cv.wait_for(&mut g, Duration::from_millis(2)).timed_out();
+            if timed_out && !self.is_durable(token) && self.queue.lock().stop {
+                // No daemon any more (shutting down): a full round acknowledges everything.
+                drop(g);
+                self.full_round()?;
+                self.acknowledge(true);
+                g = self.ack_lock.lock();
+            }
+        }
+        Ok(())
+    }
+
+    /// A checkpoint's snapshot (operations quiesced): every log's end.
+    pub fn appended(&self) -> Vec<u64> {
+        self.logs.iter().map(|l| l.appended()).collect()
+    }
+
+    /// Before a checkpoint writes pages copied at a quiesced moment: every record up to the
+    /// highest GSN handed out is forced and `H` covers it (the WAL rule across logs).
+    pub fn before_page_writes(&self) -> Result<()> {
+        self.full_round()?;
+        self.acknowledge(false);
+        Ok(())
+    }
+
+    /// Moves every log's redo point (persisted) after a checkpoint's pages are durable.
+    pub fn advance_redo(&self, nvram: &Region, cuts: &[u64]) {
+        for (i, (log, &cut)) in self.logs.iter().zip(cuts).enumerate() {
+            let at = self.control + D_REDO + 8 * i as u64;
+            if nvram.read_u64(at) < cut {
+                self.device.write_u64(at, cut);
+            }
+            log.truncate(cut);
+        }
+        let n = self.logs.len() as u64;
+        self.device.persist(self.control + D_REDO, 8 * n);
+    }
+
+    /// Whether any log is past `fraction` (as used/capacity numerator over 2^16) — for the
+    /// flusher and the gate.
+    pub fn most_used(&self) -> (u64, u64) {
+        self.logs
+            .iter()
+            .map(|l| (l.used(), l.capacity()))
+            .max_by_key(|&(u, c)| u * 1024 / c.max(1))
+            .unwrap_or((0, 1))
+    }
+
+    pub fn sum(&self, f: impl Fn(&Log) -> u64) -> u64 {
+        self.logs.iter().map(|l| f(l)).sum()
+    }
+}

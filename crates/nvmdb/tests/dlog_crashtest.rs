@@ -1,0 +1,86 @@
+//! `nvmdb crashtest` on `wal` with a distributed log (Wang & Johnson, VLDB 2014): transaction-
+//! and page-partitioned logs, volatile caches (passive group commit) and durable ones (eADR),
+//! survive simulated crashes on TPC-B; each test-only fault of the protocol is caught. Would
+//! catch: a commit acknowledged before every log is durable up to its GSN, a commit that leaves
+//! one of its logs unforced, redo past the GSN horizon, or redo across logs out of GSN order.
+
+use std::process::{Command, Output};
+
+fn crashtest(log: &str, args: &[&str]) -> Output {
+    let log = format!("--engine-opt=log={log}");
+    let common = [
+        "crashtest",
+        "--engine=wal",
+        "--workload=tpcb",
+        "--size=48MiB",
+        "--engine-opt=log_bytes=16MiB",
+        "--engine-opt=node_capacity=8",
+        "--engine-opt=max_dirty_pages=16",
+    ];
+    Command::new(env!("CARGO_BIN_EXE_nvmdb"))
+        .args(common)
+        .arg(log)
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("the nvmdb binary runs")
+}
+
+fn json_of(out: &Output) -> serde_json::Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!("not JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+    })
+}
+
+fn clean(log: &str, args: &[&str]) -> serde_json::Value {
+    let out = crashtest(log, args);
+    let json = json_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{json}");
+    assert_eq!(json["violations"], 0, "{json}");
+    assert!(json["acks_verified"].as_u64().unwrap() > 0, "{json}");
+    json
+}
+
+#[test]
+fn page_partitioned_logs_survive_crashes_with_a_crash_in_recovery() {
+    clean("page:2", &["--crashes=16", "--policy=all", "--recovery-crashes=1", "--seed=21"]);
+}
+
+#[test]
+fn txn_partitioned_logs_survive_crashes_with_two_threads() {
+    // Two workers in two logs: a commit waits for the other worker's log (min_dgsn), which a
+    // straggler holds back until it commits or the daemon nudges it.
+    clean("txn:2", &["--threads=2", "--crashes=16", "--seed=22"]);
+}
+
+#[test]
+fn durable_caches_survive_crashes_without_a_daemon() {
+    clean("page:2", &["--engine-opt=cache=durable", "--eadr", "--crashes=12", "--seed=23"]);
+}
+
+fn caught(log: &str, fault: &str, extra: &[&str]) -> serde_json::Value {
+    let fault = format!("--engine-opt=fault={fault}");
+    let mut args = vec![fault.as_str(), "--seed=24"];
+    args.extend_from_slice(extra);
+    let out = crashtest(log, &args);
+    let json = json_of(&out);
+    assert_eq!(out.status.code(), Some(1), "the fault went unnoticed: {json}");
+    json["violations_by_kind"].clone()
+}
+
+#[test]
+fn a_commit_acknowledged_before_the_horizon_covers_it_is_caught() {
+    let kinds = caught("page:2", "dlog-ack-own-logs", &["--crashes=16"]);
+    assert!(kinds["durability"].as_u64().unwrap_or(0) > 0, "{kinds}");
+}
+
+#[test]
+fn a_commit_that_leaves_a_lagging_log_unforced_is_caught() {
+    caught("page:2", "dlog-skip-lagging-log", &["--crashes=20"]);
+}
+
+#[test]
+fn redo_past_the_gsn_horizon_is_caught() {
+    caught("page:2", "dlog-redo-past-horizon", &["--crashes=20"]);
+}
