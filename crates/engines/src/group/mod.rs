@@ -505,11 +505,9 @@ impl Engine for Group {
     /// its logs are circular buffers.
     fn circular_logs(&self) -> Option<Vec<std::ops::Range<u64>>> {
         let base = self.shared.log.layout.base();
-        let mut logs = vec![page_offset(batch::FIRST_LOG_PAGE)..base];
-        for r in self.inner.circular_logs()? {
-            logs.push(base + r.start..base + r.end);
-        }
-        Some(logs)
+        let image_logs = self.inner.circular_logs()?;
+        let shifted = image_logs.into_iter().map(|r| base + r.start..base + r.end);
+        Some(std::iter::once(page_offset(batch::FIRST_LOG_PAGE)..base).chain(shifted).collect())
     }
 
     fn shutdown(&self) -> Result<()> {
