@@ -5,32 +5,19 @@
 //! fenced before the pages, a page reused before the version freeing it is durable, a group
 //! token acknowledged before its swap.
 
+mod common;
+
+use common::{assert_clean, json_of};
 use std::process::{Command, Output};
 
 fn crashtest(args: &[&str]) -> Output {
     let common = ["crashtest", "--engine=cow", "--size=32MiB", "--engine-opt=node_capacity=8"];
-    Command::new(env!("CARGO_BIN_EXE_nvmdb"))
-        .args(common)
-        .args(args)
-        .arg("--json")
-        .output()
-        .expect("the nvmdb binary runs")
-}
-
-fn json_of(out: &Output) -> serde_json::Value {
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(&text).unwrap_or_else(|e| {
-        panic!("not JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
-    })
+    common::run(&common, args)
 }
 
 fn clean(args: &[&str]) -> serde_json::Value {
     let out = crashtest(args);
-    let json = json_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{json}");
-    assert_eq!(json["violations"], 0, "{json}");
-    assert!(json["acks_verified"].as_u64().unwrap() > 0, "{json}");
-    json
+    assert_clean(&out)
 }
 
 #[test]

@@ -4,7 +4,10 @@
 //! catch: a commit acknowledged before every log is durable up to its GSN, a commit that leaves
 //! one of its logs unforced, redo past the GSN horizon, or redo across logs out of GSN order.
 
-use std::process::{Command, Output};
+mod common;
+
+use common::{assert_clean, json_of};
+use std::process::Output;
 
 fn crashtest(log: &str, args: &[&str]) -> Output {
     let log = format!("--engine-opt=log={log}");
@@ -17,29 +20,14 @@ fn crashtest(log: &str, args: &[&str]) -> Output {
         "--engine-opt=node_capacity=8",
         "--engine-opt=max_dirty_pages=16",
     ];
-    Command::new(env!("CARGO_BIN_EXE_nvmdb"))
-        .args(common)
-        .arg(log)
-        .args(args)
-        .arg("--json")
-        .output()
-        .expect("the nvmdb binary runs")
-}
-
-fn json_of(out: &Output) -> serde_json::Value {
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(&text).unwrap_or_else(|e| {
-        panic!("not JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
-    })
+    let mut fixed = common.to_vec();
+    fixed.push(&log);
+    common::run(&fixed, args)
 }
 
 fn clean(log: &str, args: &[&str]) -> serde_json::Value {
     let out = crashtest(log, args);
-    let json = json_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{json}");
-    assert_eq!(json["violations"], 0, "{json}");
-    assert!(json["acks_verified"].as_u64().unwrap() > 0, "{json}");
-    json
+    assert_clean(&out)
 }
 
 #[test]

@@ -4,6 +4,9 @@
 //! their nodes and pointer record, a run named by the manifest before it is durable, merged runs
 //! dropped before their merge is published, or a log replay that loses acknowledged commits.
 
+mod common;
+
+use common::{assert_clean, json_of};
 use std::process::{Command, Output};
 
 fn crashtest(args: &[&str]) -> Output {
@@ -11,28 +14,12 @@ fn crashtest(args: &[&str]) -> Output {
     // windows: most windows hold a memtable flush and compactions.
     // Short histories keep the suite fast; long campaigns are commands (see the note).
     let common = ["crashtest", "--engine=lsm", "--size=32MiB", "--history=300", "--ages=2"];
-    Command::new(env!("CARGO_BIN_EXE_nvmdb"))
-        .args(common)
-        .args(args)
-        .arg("--json")
-        .output()
-        .expect("the nvmdb binary runs")
-}
-
-fn json_of(out: &Output) -> serde_json::Value {
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(&text).unwrap_or_else(|e| {
-        panic!("not JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
-    })
+    common::run(&common, args)
 }
 
 fn clean(args: &[&str]) -> serde_json::Value {
     let out = crashtest(args);
-    let json = json_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{json}");
-    assert_eq!(json["violations"], 0, "{json}");
-    assert!(json["acks_verified"].as_u64().unwrap_or(0) > 0, "{json}");
-    json
+    assert_clean(&out)
 }
 
 #[test]

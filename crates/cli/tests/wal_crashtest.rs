@@ -4,6 +4,9 @@
 //! its log records are durable, a page written before its log (the WAL rule), a checkpoint that
 //! moves the redo point before its pages are durable, or a stale log tail redone after a crash.
 
+mod common;
+
+use common::{assert_clean, json_of};
 use std::process::{Command, Output};
 
 fn crashtest(args: &[&str]) -> Output {
@@ -15,28 +18,12 @@ fn crashtest(args: &[&str]) -> Output {
         "--engine-opt=node_capacity=8",
         "--engine-opt=max_dirty_pages=16",
     ];
-    Command::new(env!("CARGO_BIN_EXE_nvmdb"))
-        .args(common)
-        .args(args)
-        .arg("--json")
-        .output()
-        .expect("the nvmdb binary runs")
-}
-
-fn json_of(out: &Output) -> serde_json::Value {
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(&text).unwrap_or_else(|e| {
-        panic!("not JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
-    })
+    common::run(&common, args)
 }
 
 fn clean(args: &[&str]) -> serde_json::Value {
     let out = crashtest(args);
-    let json = json_of(&out);
-    assert_eq!(out.status.code(), Some(0), "{json}");
-    assert_eq!(json["violations"], 0, "{json}");
-    assert!(json["acks_verified"].as_u64().unwrap() > 0, "{json}");
-    json
+    assert_clean(&out)
 }
 
 #[test]
