@@ -256,6 +256,24 @@ pub fn run(
     Ok(measured.into_result(engine, workload, options, load_time, checker, check_time))
 }
 
+/// Loads `workload` into a fresh `engine` and marks it loaded, as a run's [`Setup::Load`] does
+/// (at memory speed: the device model's delays are off), without running it: `nvmdb bench
+/// --image` loads once, saves the image, and runs on copies of it.
+pub fn load(
+    engine: &dyn Engine,
+    workload: &dyn Workload,
+    hooks: &Hooks<'_>,
+) -> Result<Duration, BenchError> {
+    if let Some(r) = engine.region() {
+        r.set_timing_enabled(false);
+    }
+    let loaded = prepare(engine, workload, Setup::Load, hooks);
+    if let Some(r) = engine.region() {
+        r.set_timing_enabled(true);
+    }
+    loaded
+}
+
 fn report(hooks: &Hooks<'_>, stage: Stage, done: u64, total: u64, completed: u64) {
     if let Some(p) = hooks.progress {
         p.update(Status { stage, done, total, completed });

@@ -35,7 +35,7 @@ pub mod worker;
 
 pub use acks::{AckLog, DurableSink, DurableTxn};
 pub use driver::{
-    run, BenchError, Hooks, Progress, RunLength, RunOptions, RunResult, Setup, Stage, Status,
+    load, run, BenchError, Hooks, Progress, RunLength, RunOptions, RunResult, Setup, Stage, Status,
 };
 pub use report::{Checker, LatencySummary, PerTxn, Report};
 pub use seed::worker_seed;

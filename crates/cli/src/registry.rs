@@ -200,7 +200,21 @@ pub fn open_engine(
     }
 }
 
-/// Engine options a region engine accepts through `--engine-opt`.
+/// [`open_engine`] for a region engine on a region the caller opened (`nvmdb bench --image`:
+/// a dram copy of a saved database).
+pub fn open_engine_on(
+    name: &str,
+    region: pmem::Region,
+    config: &EngineConfig,
+) -> Result<Box<dyn Engine>, RegistryError> {
+    match lookup(name) {
+        Some(info) if info.kind == EngineKind::Region => open_region_engine(info, region, config),
+        _ => {
+            Err(RegistryError::UnknownEngine { name: name.to_string(), known: names().join(", ") })
+        }
+    }
+}
+
 const REGION_OPTS: &[&str] = &["undo_pages", "sys_undo_pages", "node_capacity", "fault"];
 /// What `inplace` accepts beyond [`REGION_OPTS`].
 const INPLACE_OPTS: &[&str] =

@@ -237,28 +237,31 @@ pub fn timeout(spec: &Spec, point: &Point, scale: Scale) -> Duration {
     Duration::from_secs(300) + 4 * (run + crash)
 }
 
-/// FNV-1a over the arguments and the mode: stable across platforms and compiler versions.
-fn point_hash(flags: &Flags, mode: Mode) -> String {
+/// FNV-1a over `parts` (each followed by a separator), 16 hex digits: stable across platforms
+/// and compiler versions.
+pub fn fnv_hex<'a>(parts: impl IntoIterator<Item = &'a [u8]>) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
+    for part in parts {
+        for &b in part {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
         h ^= 0xff;
         h = h.wrapping_mul(0x0100_0000_01b3);
-    };
-    for arg in flags_to_args(flags) {
-        eat(arg.as_bytes());
-    }
-    match mode {
-        Mode::Run => eat(b"run"),
-        Mode::CrashRecover { crash_after } => {
-            eat(b"crash_recover");
-            eat(&crash_after.as_nanos().to_le_bytes());
-        }
     }
     format!("{h:016x}")
+}
+
+/// FNV-1a over the arguments and the mode: stable across platforms and compiler versions.
+fn point_hash(flags: &Flags, mode: Mode) -> String {
+    let args = flags_to_args(flags);
+    let mode: Vec<Vec<u8>> = match mode {
+        Mode::Run => vec![b"run".to_vec()],
+        Mode::CrashRecover { crash_after } => {
+            vec![b"crash_recover".to_vec(), crash_after.as_nanos().to_le_bytes().to_vec()]
+        }
+    };
+    fnv_hex(args.iter().map(String::as_bytes).chain(mode.iter().map(Vec::as_slice)))
 }
 
 /// `--shard i/n`: machine `i` of `n` (numbered from 1) runs every point whose index is
@@ -320,6 +323,20 @@ mod tests {
             "#
         );
         Spec::parse(&text, Path::new("t.toml")).unwrap()
+    }
+
+    #[test]
+    fn point_hashes_are_pinned() {
+        // Results files key their runs by these: a changed hash would re-run every sweep.
+        let text = |t: &str| FlagValue::Text(t.into());
+        let flags: Flags =
+            [("engine".into(), text("inplace")), ("persist_latency".into(), text("1us"))]
+                .into_iter()
+                .collect();
+        assert_eq!(point_hash(&flags, Mode::Run), "fa8d444ab872f349");
+        let flags: Flags = [("engine".into(), text("inplace"))].into_iter().collect();
+        let crash = Mode::CrashRecover { crash_after: std::time::Duration::from_secs(2) };
+        assert_eq!(point_hash(&flags, crash), "c023e8cc9176a8c1");
     }
 
     #[test]

@@ -290,17 +290,23 @@ fn classify(out: ChildOutput, args: Vec<String>, limit: Duration) -> Outcome {
     outcome
 }
 
-/// Runs one repetition of `point`. `scratch` holds crash_recover's region files.
+/// Runs one repetition of `point`. `scratch` holds crash_recover's region files; `image` is the
+/// loaded database a run starts from (`nvmdb bench --image`: built by the first run).
 pub fn run_point(
     cmd: &BenchCommand,
     point: &Point,
     rep: u32,
     limit: Duration,
     scratch: &Path,
+    image: Option<&Path>,
 ) -> Outcome {
     match point.mode {
         Mode::Run => {
             let mut args = point.args();
+            if let Some(image) = image {
+                args.push("--image".into());
+                args.push(image.display().to_string());
+            }
             args.push("--json".into());
             match run_child(cmd, &args, limit, None) {
                 Ok(out) => classify(out, args, limit),

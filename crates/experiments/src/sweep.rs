@@ -6,6 +6,13 @@
 //! in progress and the same command resumes it; once the bench has rejected an engine, a
 //! workload or a flag, the other points that need it are recorded as not runnable without
 //! starting a process.
+//!
+//! Loading is most of a short run's time at the papers' scales (TATP at 440 takes minutes), so
+//! runs on `--medium dram` whose flags differ only in what the measured run does
+//! ([`RUN_ONLY_FLAGS`]: persist latency, bandwidth, cache size, …) share one loaded database:
+//! the first loads it, shuts down cleanly and saves it (`nvmdb bench --image`), the rest start
+//! from a copy of it; it is removed after its last run of the sweep (kept if the sweep is cut
+//! short, and reused when it resumes).
 
 use crate::grid::{self, ExpandOptions, OverrideError, Point, Scale, Shard};
 use crate::results::{self, keys, Appender, Row, Status, StoreError};
@@ -38,6 +45,51 @@ pub struct SweepOptions {
     pub bench: BenchCommand,
     /// Where crash_recover keeps its region files (default: /dev/shm for shm, else DIR/scratch).
     pub scratch: Option<PathBuf>,
+    /// Where the loaded databases of `--medium dram` runs are cached (`nvmdb bench --image`);
+    /// `None`: every run loads its own.
+    pub images: Option<PathBuf>,
+}
+
+/// Bench flags that change only the measured run, not the database a load builds: runs whose
+/// flags differ only in these start from one saved image. Everything else (engine, its options,
+/// workload and its shape, scale, size, threads, seed, medium) is part of the image's key.
+pub const RUN_ONLY_FLAGS: &[&str] = &[
+    "duration",
+    "warmup",
+    "txns",
+    "persist_latency",
+    "write_bandwidth",
+    "reservation",
+    "read_latency",
+    "cache_pages",
+    "cache_policy",
+    "txn",
+    "wear",
+    "wear_granularity",
+    "max_pending",
+    "no_check",
+];
+
+/// The key of the image `point`'s run can start from: `Mode::Run` points on `--medium dram`
+/// (the file media reopen their own `--path`; crash_recover loads its own region), named by a
+/// hash of every flag that is not in [`RUN_ONLY_FLAGS`].
+pub fn image_key(point: &Point) -> Option<String> {
+    let on_dram = matches!(point.flags.get("medium"), Some(FlagValue::Text(m)) if m == "dram");
+    if point.mode != Mode::Run || !on_dram || point.flags.contains_key("image") {
+        return None;
+    }
+    let kept: crate::spec::Flags = point
+        .flags
+        .iter()
+        .filter(|(k, _)| !RUN_ONLY_FLAGS.contains(&k.replace('-', "_").as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Some(grid::fnv_hex(grid::flags_to_args(&kept).iter().map(String::as_bytes)))
+}
+
+/// The image file of `key` in `dir`.
+pub fn image_path(dir: &Path, key: &str) -> PathBuf {
+    dir.join(format!("nvmdb-image-{key}.region"))
 }
 
 /// One spec's share of a sweep.
@@ -156,10 +208,31 @@ pub fn run(
     let mut summary = Summary { results: appender.path().to_path_buf(), ..Summary::default() };
     let mut rejected: Vec<Unsupported> = Vec::new();
     progress.begin(plan.todo(), plan.done());
+    // Each image is removed after the last run of this sweep that starts from it.
+    let keys: Vec<Option<String>> = plan
+        .specs
+        .iter()
+        .flat_map(|p| p.todo.iter().map(|&(i, _)| image_key(&p.points[i])))
+        .map(|key| key.filter(|_| options.images.is_some()))
+        .collect();
+    let mut last_use = BTreeMap::new();
+    for (n, key) in keys.iter().enumerate() {
+        if let Some(key) = key {
+            last_use.insert(key.clone(), n);
+        }
+    }
+    if let Some(dir) = options.images.as_ref().filter(|_| !last_use.is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|error| StoreError { path: dir.clone(), error })?;
+    }
+    let mut n = 0;
     for planned in &plan.specs {
         let spec = &planned.spec;
         for &(i, rep) in &planned.todo {
             let point = &planned.points[i];
+            let image = options.images.as_deref().zip(keys[n].as_deref());
+            let image = image.map(|(dir, key)| image_path(dir, key));
+            let last_of_image = keys[n].as_ref().is_some_and(|k| last_use[k] == n);
+            n += 1;
             progress.run_started(&spec.name, point, rep);
             let started = unix_now();
             let outcome = match rejected.iter().find(|u| u.applies_to(point)) {
@@ -171,7 +244,7 @@ pub fn run(
                         std::fs::create_dir_all(&scratch)
                             .map_err(|error| StoreError { path: scratch.clone(), error })?;
                     }
-                    runner::run_point(&options.bench, point, rep, limit, &scratch)
+                    runner::run_point(&options.bench, point, rep, limit, &scratch, image.as_deref())
                 }
             };
             if let Some(u) = &outcome.unsupported {
@@ -190,6 +263,9 @@ pub fn run(
                 summary.failures.push(format!("{} {} rep {rep}: {message}", spec.name, point.id));
             }
             progress.run_finished(&spec.name, point, rep, &outcome);
+            if let (Some(image), true) = (&image, last_of_image) {
+                let _ = std::fs::remove_file(image);
+            }
         }
     }
     progress.end();

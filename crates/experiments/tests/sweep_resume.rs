@@ -9,18 +9,25 @@ use experiments::{BenchCommand, ExpandOptions, Shard, Spec, Status};
 use std::path::{Path, PathBuf};
 
 /// Answers like `nvmdb bench --json`: `wal` is unknown (exit 2), throughput falls with the
-/// persist latency, `--persist-latency hang` sleeps. Each call appends a line to `$1.calls`.
+/// persist latency, `--persist-latency hang` sleeps, `--image F` creates F if missing. Each
+/// call appends a line to `$1.calls`.
 const FAKE_BENCH: &str = r#"
 log="$0.calls"
-engine=""; lat="0"
+engine=""; lat="0"; image=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --engine) engine="$2"; shift ;;
+    --image) image="$2"; shift ;;
     --persist-latency) lat="$2"; shift ;;
   esac
   shift
 done
-echo "$engine $lat" >> "$log"
+if [ -n "$image" ]; then
+  if [ -e "$image" ]; then echo "$engine $lat reuses $image" >> "$log"
+  else : > "$image"; echo "$engine $lat builds $image" >> "$log"; fi
+else
+  echo "$engine $lat" >> "$log"
+fi
 if [ "$engine" = "wal" ]; then
   echo "error: invalid --engine: unknown engine \`wal\` (known: inplace)" >&2
   exit 2
@@ -105,12 +112,16 @@ impl Fixture {
                 prefix: vec![self.script.display().to_string()],
             },
             scratch: None,
+            images: None,
         }
     }
 
     fn sweep(&self, spec: &str, out: &Path, shard: Option<Shard>) -> sweep::Summary {
+        self.sweep_with(spec, self.options(out, shard))
+    }
+
+    fn sweep_with(&self, spec: &str, options: SweepOptions) -> sweep::Summary {
         let spec = Spec::parse(spec, Path::new("fake.toml")).unwrap();
-        let options = self.options(out, shard);
         let plan = sweep::plan(vec![spec], &options).unwrap();
         sweep::run(&plan, &options, &Quiet).unwrap()
     }
@@ -229,4 +240,67 @@ fn report_shows_verdicts_and_blocked_claims() {
     assert!(out.join("figures/fake.svg").exists() && out.join("figures/fake.png").exists());
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("| fake | In-Place Updates loses throughput |"), "{md}");
+}
+
+const DRAM_SPEC: &str = r#"
+[spec]
+name = "dram"
+title = "dram"
+source = "Pelley et al., VLDB 2014, Fig. 5"
+reps = 2
+[base]
+engine = "inplace"
+medium = "dram"
+duration = "1s"
+[grid]
+workload = ["tpcb", "tatp"]
+persist_latency = ["0", "1us", "2us"]
+cache_pages = ["10", "20"]
+[[plot]]
+x = "persist_latency"
+y = "tps"
+series = "workload"
+"#;
+
+#[test]
+fn runs_that_differ_only_in_the_measured_run_share_one_loaded_image() {
+    let f = Fixture::new();
+    let out = f.out("images");
+    let images = f.out("image-cache");
+    let options = SweepOptions { images: Some(images.clone()), ..f.options(&out, None) };
+    let s = f.sweep_with(DRAM_SPEC, options);
+    assert_eq!(s.runs, 24);
+    assert_eq!(s.count(Status::Ok), 24);
+    let calls = f.calls();
+    let builds: Vec<_> = calls.iter().filter(|c| c.contains(" builds ")).collect();
+    let reuses = calls.iter().filter(|c| c.contains(" reuses ")).count();
+    // One image per workload: persist latency and cache size are the measured run's.
+    assert_eq!(builds.len(), 2, "{calls:?}");
+    assert_eq!(reuses, 22, "{calls:?}");
+    let image_of = |c: &String| c.rsplit(' ').next().unwrap().to_string();
+    assert_ne!(image_of(builds[0]), image_of(builds[1]));
+    assert!(calls.iter().all(|c| image_of(c).starts_with(&images.display().to_string())));
+    // Each image is removed after its last run.
+    let left: Vec<_> = std::fs::read_dir(&images).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    // A row says which image it started from.
+    let rows = read_rows(&out.join(RESULTS_FILE)).unwrap().rows;
+    assert!(rows.iter().all(|r| r.0["args"].to_string().contains("--image")));
+}
+
+#[test]
+fn images_are_off_when_not_asked_for_and_never_for_file_media() {
+    let f = Fixture::new();
+    let s = f.sweep(DRAM_SPEC, &f.out("plain"), None);
+    assert_eq!(s.count(Status::Ok), 24);
+    assert!(f.calls().iter().all(|c| !c.contains("--image") && !c.contains(" builds ")));
+    let shm = DRAM_SPEC
+        .replace("medium = \"dram\"", "medium = \"shm\"")
+        .replace("name = \"dram\"", "name = \"shm\"");
+    let options = SweepOptions { images: Some(f.out("cache")), ..f.options(&f.out("shm"), None) };
+    let before = f.calls().len();
+    f.sweep_with(&shm, options);
+    let calls = f.calls();
+    assert_eq!(calls.len(), before + 24);
+    assert!(calls[before..].iter().all(|c| !c.contains(" builds ") && !c.contains(" reuses ")));
 }

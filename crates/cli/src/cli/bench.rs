@@ -89,6 +89,12 @@ pub struct Args {
     /// Keep the region file this run created (default: remove it afterwards).
     #[arg(long)]
     pub keep: bool,
+    /// `--medium dram` only: the loaded database, cached in FILE. If FILE exists the region
+    /// starts as a copy of it and the workload attaches (no load); otherwise the run loads,
+    /// shuts the engine down cleanly, saves the region to FILE and reopens it from there, so
+    /// every run on FILE starts from the same database. How sweeps load a large database once.
+    #[arg(long, value_name = "FILE")]
+    pub image: Option<PathBuf>,
     /// How a flush becomes durable on a file: cache (flush instructions) or msync.
     #[arg(long, default_value = "cache")]
     pub sync: String,
@@ -182,6 +188,10 @@ struct Plan {
     output: Output,
     keep: bool,
     acks: Option<PathBuf>,
+    /// `--image`: the loaded database's image file (dram only).
+    image: Option<PathBuf>,
+    /// The image did not exist before this run: this run loads and saves it.
+    image_built: bool,
     /// The region file exists before the run (it is reopened, and never removed).
     path_existed: bool,
     /// A peer's `--path` held no peer database before the run: its contents are this run's
@@ -214,7 +224,10 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     let plan = plan(&args)?;
     let workload = build_workload(&plan.workload)?;
     install_interrupt(removable_file(&plan));
-    let engine = registry::open_engine(&plan.engine, &plan.region, &plan.engine_config)?;
+    let engine = match &plan.image {
+        None => registry::open_engine(&plan.engine, &plan.region, &plan.engine_config)?,
+        Some(image) => open_on_image(&plan, &*workload, image)?,
+    };
     let outcome = run_plan(&plan, &*engine, &*workload);
     let shutdown = engine.shutdown();
     drop(engine);
@@ -223,6 +236,39 @@ fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     shutdown.context("clean shutdown after the run")?;
     removed?;
     Ok(code)
+}
+
+/// `--image`: builds the image if it does not exist (load on a fresh dram region, clean
+/// shutdown, save), then opens the engine on a dram copy of it. Building and running both reopen
+/// the saved image, so the first run on an image measures what the later ones do.
+fn open_on_image(
+    plan: &Plan,
+    workload: &dyn Workload,
+    image: &Path,
+) -> anyhow::Result<Box<dyn Engine>> {
+    if !image.exists() {
+        let engine = registry::open_engine(&plan.engine, &plan.region, &plan.engine_config)?;
+        let bar = ProgressDisplay::new();
+        let hooks = Hooks {
+            progress: bar.as_ref().map(|b| b as &dyn bench::Progress),
+            sink: None,
+            stop: Some(&STOP),
+        };
+        let loaded = bench::load(&*engine, workload, &hooks);
+        if let Some(bar) = &bar {
+            bar.finish();
+        }
+        loaded.map_err(|e| explain_run_error(e, plan))?;
+        engine.shutdown().context("clean shutdown after loading the image")?;
+        let region = engine.region().context("a region engine without a region")?;
+        region
+            .save_image(image)
+            .with_context(|| format!("saving the loaded database to {}", image.display()))?;
+    }
+    let region = pmem::Region::dram_from_file(image, &plan.region)
+        .with_context(|| format!("opening the image {}", image.display()))?;
+    registry::open_engine_on(&plan.engine, region, &plan.engine_config)
+        .with_context(|| format!("opening the database in the image {}", image.display()))
 }
 
 fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow::Result<ExitCode> {
@@ -320,6 +366,23 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
             return Err(invalid("keep", "give the file to keep with --path").into());
         }
     }
+    if let Some(image) = &args.image {
+        if region.medium != Medium::Dram {
+            return Err(invalid(
+                "image",
+                "an image is for --medium dram (a file medium reopens its --path)",
+            )
+            .into());
+        }
+        if registry::lookup(&engine).is_none_or(|e| e.kind != registry::EngineKind::Region) {
+            return Err(
+                invalid("image", format!("engine {engine} does not run on a region")).into()
+            );
+        }
+        if image.is_dir() {
+            return Err(invalid("image", format!("{} is a directory", image.display())).into());
+        }
+    }
     let mut run = run_options(args)?;
     // Nothing to check on an engine that keeps nothing: its checker verdict would be noise.
     run.check &= registry::lookup(&engine).is_some_and(|e| e.stores_data);
@@ -348,6 +411,8 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
         output,
         keep: args.keep,
         acks: args.acks.clone(),
+        image: args.image.clone(),
+        image_built: args.image.as_ref().is_some_and(|p| !p.exists()),
         path_existed,
         peer_dir_fresh: registry::lookup(&args.engine.clone().unwrap_or_default())
             .is_some_and(|e| e.kind == registry::EngineKind::Peer)
@@ -614,6 +679,8 @@ fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
         "size_bytes": on_region.then_some(r.size_bytes),
         "max_size_bytes": on_region.then_some(r.max_size_bytes),
         "keep": plan.keep,
+        "image": plan.image.as_ref().map(|p| p.display().to_string()),
+        "image_built": plan.image.as_ref().map(|_| plan.image_built),
         "sync": on_region.then_some(r.sync),
         "persist_latency_ns": on_region.then_some(r.timing.persist_barrier_ns),
         "write_bandwidth_bytes_per_s": on_region.then_some(r.timing.write_bandwidth_bytes_per_s),

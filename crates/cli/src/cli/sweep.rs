@@ -41,6 +41,14 @@ pub struct Args {
     /// Directory for the region files of crash_recover specs (default: /dev/shm for shm).
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
+    /// Where the loaded databases of `--medium dram` runs are cached between runs that differ
+    /// only in what the measured run does (default: DIR/images; each is removed after its last
+    /// run).
+    #[arg(long, value_name = "DIR", conflicts_with = "no_images")]
+    pub images: Option<PathBuf>,
+    /// Load the database afresh for every run.
+    #[arg(long)]
+    pub no_images: bool,
     /// Print a line per finished run on stderr (a terminal also shows a progress bar).
     #[arg(long, short)]
     pub verbose: bool,
@@ -71,6 +79,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         retry_failed: args.retry_failed,
         bench,
         scratch: args.scratch.clone(),
+        images: (!args.no_images)
+            .then(|| args.images.clone().unwrap_or_else(|| args.out.join("images"))),
     };
     let plan = sweep::plan(specs, &options)?;
     if args.dry_run {
