@@ -64,6 +64,9 @@ fn json_has_every_documented_key() {
     assert!(json["config"]["git_commit"].as_str().is_some_and(|c| !c.is_empty()), "{json}");
     assert!(json["config"]["host_cores"].as_u64().is_some_and(|n| n >= 1), "{json}");
     assert!(json["config"]["host_cpu"].is_string() && json["config"]["host_flush"].is_string());
+    for key in ["host_load_before", "host_load_after"] {
+        assert!(json["config"][key].as_f64().is_some_and(|l| l >= 0.0), "{key}: {json}");
+    }
 }
 
 #[test]

@@ -23,6 +23,9 @@ pub struct Provenance {
     pub last_run_unix_s: Option<f64>,
     /// Whether any row is from a `--quick` sweep.
     pub quick: bool,
+    /// Highest 1-minute load average any run saw before it started (`config.host_load_before`):
+    /// above the host's cores, runs competed for the CPU.
+    pub max_load_before: Option<f64>,
 }
 
 /// Most distinct values listed before "and N more": a merged sweep of many machines should
@@ -67,6 +70,10 @@ impl Provenance {
             } else {
                 hosts.insert(format!("{name}: {}", facts.join(", ")));
             }
+            let load = r.0.get("config").and_then(|c| c.get("host_load_before"));
+            if let Some(load) = load.and_then(serde_json::Value::as_f64) {
+                p.max_load_before = Some(p.max_load_before.map_or(load, |m| m.max(load)));
+            }
             versions.extend(config_str(r, "nvmdb_version"));
             commits.extend(config_str(r, "git_commit").map(|c| c.chars().take(12).collect()));
         }
@@ -98,6 +105,9 @@ impl Provenance {
         }
         if let Some(d) = self.run_dates() {
             parts.push(format!("runs {d}"));
+        }
+        if let Some(load) = self.max_load_before {
+            parts.push(format!("load average ≤ {load:.1} before each run"));
         }
         let version = listed(&self.versions);
         let commit = listed(&self.commits);
@@ -182,5 +192,16 @@ mod tests {
              nvmdb 0.1.0 (commit 829029a3c36b)"
         );
         assert_eq!(Provenance::of(&[]).line(), "no runs");
+    }
+
+    #[test]
+    fn the_line_says_the_highest_load_a_run_started_at() {
+        let r = |load: f64| {
+            row(json!({"host": "vm", "started_unix_s": 1_795_620_488.0,
+                "config": {"host_load_before": load}}))
+        };
+        let p = Provenance::of(&[r(0.4), r(2.26), r(1.0)]);
+        assert_eq!(p.max_load_before, Some(2.26));
+        assert!(p.line().ends_with("load average ≤ 2.3 before each run"), "{}", p.line());
     }
 }

@@ -192,6 +192,8 @@ struct Plan {
     image: Option<PathBuf>,
     /// The image did not exist before this run: this run loads and saves it.
     image_built: bool,
+    /// The host's 1-minute load average when the run was planned (before loading).
+    load_before: Option<f64>,
     /// The region file exists before the run (it is reopened, and never removed).
     path_existed: bool,
     /// A peer's `--path` held no peer database before the run: its contents are this run's
@@ -412,6 +414,7 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
         keep: args.keep,
         acks: args.acks.clone(),
         image: args.image.clone(),
+        load_before: load_average(),
         image_built: args.image.as_ref().is_some_and(|p| !p.exists()),
         path_existed,
         peer_dir_fresh: registry::lookup(&args.engine.clone().unwrap_or_default())
@@ -659,6 +662,10 @@ fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
         "git_commit": env!("NVMDB_GIT_COMMIT"),
         "host_cpu": host_cpu_model(),
         "host_cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        // A busy machine slows a run: its load before the run and after it (1-minute averages,
+        // this run's own threads included in the second).
+        "host_load_before": plan.load_before,
+        "host_load_after": load_average(),
         "host_flush": r.flush.unwrap_or(cpu.best()).name(),
         "engine": plan.engine,
         "workload": w.name,
@@ -694,6 +701,12 @@ fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
         "max_pending": plan.run.max_pending,
         "check": plan.run.check,
     })
+}
+
+/// The 1-minute load average from /proc/loadavg (`None` where there is none).
+fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// The CPU's model name from /proc/cpuinfo ("unknown" where there is none).
