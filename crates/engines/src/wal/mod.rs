@@ -347,24 +347,22 @@ impl Wal {
             rec.retired,
             rec.horizon
         ));
-        let redo_from: Vec<u64> =
-            (0..rec.ends.len()).map(|i| dlog::read_redo(&nvram, control(0), i)).collect();
-        for (i, (&from, &end)) in redo_from.iter().zip(&rec.ends).enumerate() {
+        if let Some(note) = &rec.redo.note {
+            report.notes.push(note.clone());
+        }
+        for (i, (&from, &end)) in rec.redo.points.iter().zip(&rec.ends).enumerate() {
             let area = log_area + i as u64 * dc.per_log_bytes;
             log::erase_stale_tail(&nvram, area, dc.per_log_bytes, from, end);
         }
         let device = Arc::new(device::Device::open(&nvram, options.io)?);
-        let persisted_horizon = dlog::read_horizon(&nvram, control(0));
         let d = Arc::new(Dlog::new(
             device.clone(),
             control(0),
             log_area,
             dc,
             &rec,
-            &redo_from,
             options.log_insert,
             image_bytes / PAGE_SIZE_U64,
-            persisted_horizon,
             dfault,
         ));
         d.enter_system();
@@ -639,7 +637,7 @@ impl Shared {
 
     fn advance_redo(&self, cut: &[u64]) {
         if let Some(d) = &self.dlog {
-            d.advance_redo(&self.nvram, cut);
+            d.advance_redo(cut);
             return;
         }
         let cut = cut[0];
