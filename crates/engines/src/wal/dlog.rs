@@ -45,7 +45,12 @@
 //! `min_dgsn` (min over dirty slots; everything if none is dirty), raises the `floor` every new
 //! GSN must exceed, re-reads the dirty slots (Dekker-style with the inserters' `SeqCst` dirty
 //! store / floor load) and persists `H = min_dgsn` in the control page *before* acknowledging the
-//! queued commits with `gsn ≤ H`, oldest first (tokens are queue tickets). A straggler — a dirty
+//! queued commits with `gsn ≤ H`, oldest first (tokens are queue tickets); a round whose `H`
+//! would acknowledge nothing persists nothing. Committers do not wake the daemon (a futex wake
+//! per commit was the worker's largest protocol cost): it polls every [`DAEMON_POLL`] while
+//! commits arrive, so one round and one persist of `H` serve every commit of that interval; it
+//! sleeps after [`IDLE_POLLS`] empty polls, and then the next committer wakes it, as does a
+//! thread that blocks in `wait_durable`. A straggler — a dirty
 //! slot holding `min_dgsn` back for [`NUDGE_AFTER`] of the daemon's rounds, or while the queue is
 //! half full — is nudged *cooperatively by the
 //! daemon itself*: it raises the floor to the highest GSN handed out and forces every lagging log
@@ -100,8 +105,14 @@ const COMMIT_QUEUE_CAPACITY: usize = 4096;
 const NUDGE_AFTER: Duration = Duration::from_millis(1);
 /// ... and for at least this many of its rounds (a descheduled daemon is no straggler).
 const NUDGE_AFTER_ROUNDS: u32 = 20;
-/// How often the daemon looks at `min_dgsn` while commits are queued.
-const DAEMON_POLL: Duration = Duration::from_micros(50);
+/// How often the daemon looks at `min_dgsn` while commits arrive: committers never wake it
+/// (a futex wake per commit cost the worker more than the round itself), it polls; a
+/// committer that blocks in `wait_durable` wakes it at once.
+const DAEMON_POLL: Duration = Duration::from_micros(100);
+/// Empty polls after which the daemon sleeps until a committer wakes it (2 ms idle).
+const IDLE_POLLS: u32 = 20;
+/// The daemon's sleep when idle (it re-checks `stop`).
+const DAEMON_IDLE_SLEEP: Duration = Duration::from_millis(5);
 const DIRTY: u64 = 1 << 63;
 /// Slots: one per worker, and the system slot (open, recovery, catalog changes).
 const SLOTS: usize = MAX_WORKERS as usize + 1;
@@ -167,6 +178,14 @@ pub enum Cache {
 }
 
 impl Cache {
+    /// The `cache=` option's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cache::Volatile => "volatile",
+            Cache::Durable => "durable",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Cache> {
         match s {
             "volatile" => Some(Cache::Volatile),
@@ -296,7 +315,7 @@ pub(crate) fn read_control(
     let have = found.map_or(LogLayout::Central, |c| c.layout);
     let have_cache = found.map_or(Cache::Volatile, |c| c.cache);
     if have != want || (have != LogLayout::Central && have_cache != want_cache) {
-        let cache = |c: Cache| if c == Cache::Durable { "durable" } else { "volatile" };
+        let cache = Cache::name;
         return Err(DbError::Invalid(format!(
             "engine wal: this region was formatted with log={have} cache={}; open it with \
              --engine-opt log={have} --engine-opt cache={} (it was asked for log={want} \
@@ -567,6 +586,8 @@ struct Queue {
     entries: VecDeque<(u64, u64)>,
     next_ticket: u64,
     stop: bool,
+    /// The daemon is in its idle sleep: the next committer wakes it.
+    daemon_asleep: bool,
 }
 
 #[derive(Default)]
@@ -655,7 +676,12 @@ impl Dlog {
             horizon: AtomicU64::new(persisted_horizon),
             horizon_lock: Mutex::new(()),
             redo: Mutex::new((rec.redo.seq, rec.redo.points.clone())),
-            queue: Mutex::new(Queue { entries: VecDeque::new(), next_ticket: 1, stop: false }),
+            queue: Mutex::new(Queue {
+                entries: VecDeque::new(),
+                next_ticket: 1,
+                stop: false,
+                daemon_asleep: false,
+            }),
             daemon_wake: Condvar::new(),
             acked: AtomicU64::new(0),
             ack_lock: Mutex::new(()),
@@ -801,10 +827,10 @@ impl Dlog {
         }
         let ticket = q.next_ticket;
         q.next_ticket += 1;
-        let was_empty = q.entries.is_empty();
+        let wake = q.daemon_asleep;
         q.entries.push_back((ticket, gsn));
         drop(q);
-        if was_empty {
+        if wake {
             self.daemon_wake.notify_one();
         }
         self.stats.commits_queued.fetch_add(1, Ordering::Relaxed);
@@ -866,14 +892,18 @@ impl Dlog {
         self.horizon.store(h, Ordering::Release);
     }
 
-    /// The passive round: `H` from `min_dgsn`, without forcing anything.
-    pub fn passive_round(&self) {
+    /// The passive round: `H` from `min_dgsn`, without forcing anything. `H` is persisted only
+    /// if it would acknowledge the oldest queued commit (`head_gsn`): a round that acknowledges
+    /// nothing costs no persist.
+    pub fn passive_round(&self, head_gsn: u64) {
         let first = self.min_dgsn();
         // New GSNs exceed every GSN handed out so far: a lagging slot's next records catch up.
         self.floor.fetch_max(self.max_gsn().max(first), Ordering::SeqCst);
         // A slot that turned dirty before the floor store is seen dirty now.
         let h = first.min(self.min_dgsn());
-        self.persist_horizon(h);
+        if h >= head_gsn {
+            self.persist_horizon(h);
+        }
         self.stats.passive_rounds.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -924,17 +954,33 @@ impl Dlog {
         // measured between the daemon's own rounds, so a daemon descheduled for a while does
         // not count as stragglers.
         let mut blocked: Option<(u64, Instant, u32)> = None;
+        let mut idle_polls = 0u32;
         loop {
-            {
+            let head_gsn = {
                 let mut q = self.queue.lock();
-                while q.entries.is_empty() && !q.stop {
-                    self.daemon_wake.wait_for(&mut q, Duration::from_millis(5));
+                if q.entries.is_empty() && !q.stop {
+                    if idle_polls < IDLE_POLLS {
+                        // Commits arrive without waking the daemon: poll for a while.
+                        idle_polls += 1;
+                        self.daemon_wake.wait_for(&mut q, DAEMON_POLL);
+                        continue;
+                    }
+                    q.daemon_asleep = true;
+                    while q.entries.is_empty() && !q.stop {
+                        self.daemon_wake.wait_for(&mut q, DAEMON_IDLE_SLEEP);
+                    }
+                    q.daemon_asleep = false;
                 }
                 if q.stop {
                     return;
                 }
-            }
-            self.passive_round();
+                idle_polls = 0;
+                match q.entries.front() {
+                    Some(&(_, gsn)) => gsn,
+                    None => continue,
+                }
+            };
+            self.passive_round(head_gsn);
             let Some((head, queued)) = self.acknowledge(false) else {
                 blocked = None;
                 continue;
@@ -974,6 +1020,8 @@ impl Dlog {
     pub fn wait_durable(&self, token: CommitToken) -> Result<()> {
         let mut g = self.ack_lock.lock();
         while !self.is_durable(token) {
+            // This thread blocks: the daemon's next round should not wait for its poll.
+            self.daemon_wake.notify_one();
             if self.failed() {
                 return Err(DbError::Invalid(
                     "the write-ahead log failed; reopen the database to recover".into(),
