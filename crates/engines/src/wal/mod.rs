@@ -950,8 +950,20 @@ pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspe
             rec.ends.len(),
             dc.layout,
             rec.retired,
-            rec.horizon
+            rec.persisted_horizon
         );
+        outer.log = Some(crate::LogInspection {
+            layout: dc.layout.to_string(),
+            logs: dc.layout.logs(),
+            cache: dc.cache.name().into(),
+            log_bytes: capacity,
+            per_log_bytes: dc.per_log_bytes,
+            horizon: Some(rec.persisted_horizon),
+            redo_points: rec.redo.points.clone(),
+            ends: rec.ends.clone(),
+            records_to_redo: rec.redone,
+            records_above_horizon: rec.retired,
+        });
         return Ok(outer);
     }
     let redo_from = region.read_u64(control(C_REDO));
@@ -960,6 +972,18 @@ pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspe
     })?;
     let mut outer = crate::staging::inspect_image(outer, &image, records)?;
     outer.verdict += &format!("; {records} log records ({} KiB) to redo", (end - redo_from) >> 10);
+    outer.log = Some(crate::LogInspection {
+        layout: LogLayout::Central.to_string(),
+        logs: 1,
+        cache: Cache::Volatile.name().into(),
+        log_bytes: capacity,
+        per_log_bytes: capacity,
+        horizon: None,
+        redo_points: vec![redo_from],
+        ends: vec![end],
+        records_to_redo: records,
+        records_above_horizon: 0,
+    });
     Ok(outer)
 }
 
