@@ -44,7 +44,10 @@ pub struct EngineOptions {
     pub staging_bytes: u64,
     /// `group`: close a batch after this many commits too (0: by time and size only).
     pub batch_txns: u64,
-    /// `wal`: bytes of the circular log in NVRAM (fixed at format time).
+    /// `wal`: bytes of the log area in NVRAM (fixed at format time), shared by the `N` logs of
+    /// `log=txn:N|page:N`. Default 64 MiB; the CLI's default (no `log_bytes=` given) is
+    /// [`wal::default_log_bytes`]: 64 MiB, raised for `N` logs so each has room for every
+    /// worker's largest operation.
     pub log_bytes: u64,
     /// `wal`: the page flusher checkpoints when more pages than this are dirty (0: only when
     /// the log passes half its capacity); Pelley's Fig. 1 knob.
@@ -93,7 +96,7 @@ impl Default for EngineOptions {
             persist_threads: 0,
             staging_bytes: 32 << 20,
             batch_txns: 0,
-            log_bytes: 64 << 20,
+            log_bytes: wal::DEFAULT_LOG_BYTES,
             max_dirty_pages: 16384,
             page_flush: wal::PageFlush::Paper,
             io: wal::Io::Nvm,

@@ -95,6 +95,19 @@ fn op_margin_bytes(o: &EngineOptions) -> u64 {
     (u64::from(o.workers) + 1) * pages * PAGE_SIZE_U64 * 2
 }
 
+/// `log_bytes` of [`EngineOptions::default`]: 64 MiB, the size of one log in Wang & Johnson's
+/// setup (20 logs × 64 MB).
+pub const DEFAULT_LOG_BYTES: u64 = 64 << 20;
+
+/// The `log_bytes` the CLI uses when none is given: [`DEFAULT_LOG_BYTES`], raised for `N` logs
+/// to what `open` requires of each (twice the operation margin of `o.workers` workers, about
+/// 2.25 MiB per worker), rounded up to 1 MiB; so `log=txn:N|page:N` opens with any `N` and
+/// worker count without naming `log_bytes`.
+pub fn default_log_bytes(o: &EngineOptions) -> u64 {
+    let need = (2 * op_margin_bytes(o) * o.log.logs()).div_ceil(1 << 20) << 20;
+    DEFAULT_LOG_BYTES.max(need)
+}
+
 fn params_crc(capacity: u64, base: u64) -> u64 {
     crate::staging::params_crc(capacity, base, MAGIC)
 }
@@ -178,10 +191,11 @@ fn validate(o: &EngineOptions) -> Result<()> {
     if dlog::per_log_bytes(o.log_bytes, o.log) < 2 * margin {
         return invalid(format!(
             "log_bytes={} is too small for {} workers and {logs} log(s): each log needs room \
-             for every worker's largest operation between checkpoints; use at least {} MiB",
+             for every worker's largest operation between checkpoints; use at least {} MiB \
+             (or leave log_bytes unset: its default grows with the workers and logs)",
             o.log_bytes,
             o.workers,
-            (2 * margin * logs).div_ceil(1 << 20)
+            default_log_bytes(o) >> 20
         ));
     }
     if o.log == LogLayout::Central && o.cache == Cache::Durable {
