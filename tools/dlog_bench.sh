@@ -1,10 +1,10 @@
 #!/bin/sh
 # Wang & Johnson distributed logging on this machine: central vs txn:2 vs page:2, volatile vs
 # durable caches, 1 and 2 threads, on TATP Update-Location, TPC-B and TPC-C Payment. One short run
-# each (load average printed beside it: the machine is shared). Usage: tools/dlog_bench.sh [secs]
+# each (load average printed beside it: the machine is shared). Usage: [NVMDB=path/to/nvmdb] tools/dlog_bench.sh [secs]
 set -u
 secs=${1:-5}
-bin=./target/release/nvmdb
+bin=${NVMDB:-./target/release/nvmdb}
 for w in "tatp --txn update-location" "tpcb" "tpcc --txn payment"; do
   for t in 1 2; do
     for v in "central volatile" "txn:2 volatile" "page:2 volatile" "txn:2 durable" "page:2 durable"; do

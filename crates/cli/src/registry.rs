@@ -358,6 +358,10 @@ pub fn region_engine_options(
             _ => unreachable!("rejected above"),
         }
     }
+    if engine == "wal" && !config.extra.contains_key("log_bytes") {
+        // The default grows with the number of logs (and workers): see its doc.
+        o.log_bytes = engines::wal::default_log_bytes(&o);
+    }
     Ok(o)
 }
 
@@ -548,6 +552,33 @@ mod tests {
             let engine = open_engine(name, &region, &config).unwrap();
             assert_eq!(engine.name(), name);
             assert!(engine.region().is_none());
+        }
+    }
+
+    #[test]
+    fn the_default_log_bytes_fits_n_logs_and_an_explicit_one_is_kept() {
+        let wal = |pairs: &[(&str, &str)]| {
+            let mut config = EngineConfig { workers: 16, ..Default::default() };
+            for (k, v) in pairs {
+                config.extra.insert(k.to_string(), v.to_string());
+            }
+            region_engine_options("wal", &config).unwrap()
+        };
+        assert_eq!(wal(&[]).log_bytes, 64 << 20, "a central log keeps 64 MiB");
+        let o = wal(&[("log", "txn:4")]);
+        assert!(o.log_bytes > 64 << 20, "{}", o.log_bytes);
+        // It opens (64 MiB for 4 logs of 16 workers' margin did not).
+        let size = o.log_bytes + (48 << 20);
+        let region = pmem::Region::open(&RegionOptions::new(pmem::Medium::Dram, size)).unwrap();
+        drop(engines::wal::Wal::open(region, &o).unwrap());
+        // An explicit log_bytes is kept, and too small says what would fit.
+        let o = wal(&[("log", "txn:4"), ("log_bytes", "64MiB")]);
+        assert_eq!(o.log_bytes, 64 << 20);
+        let region = pmem::Region::open(&RegionOptions::new(pmem::Medium::Dram, size)).unwrap();
+        match engines::wal::Wal::open(region, &o) {
+            Err(DbError::Invalid(m)) => assert!(m.contains("leave log_bytes unset"), "{m}"),
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("4 logs of 16 MiB opened for 16 workers"),
         }
     }
 

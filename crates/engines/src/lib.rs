@@ -44,7 +44,10 @@ pub struct EngineOptions {
     pub staging_bytes: u64,
     /// `group`: close a batch after this many commits too (0: by time and size only).
     pub batch_txns: u64,
-    /// `wal`: bytes of the circular log in NVRAM (fixed at format time).
+    /// `wal`: bytes of the log area in NVRAM (fixed at format time), shared by the `N` logs of
+    /// `log=txn:N|page:N`. Default 64 MiB; the CLI's default (no `log_bytes=` given) is
+    /// [`wal::default_log_bytes`]: 64 MiB, raised for `N` logs so each has room for every
+    /// worker's largest operation.
     pub log_bytes: u64,
     /// `wal`: the page flusher checkpoints when more pages than this are dirty (0: only when
     /// the log passes half its capacity); Pelley's Fig. 1 knob.
@@ -93,7 +96,7 @@ impl Default for EngineOptions {
             persist_threads: 0,
             staging_bytes: 32 << 20,
             batch_txns: 0,
-            log_bytes: 64 << 20,
+            log_bytes: wal::DEFAULT_LOG_BYTES,
             max_dirty_pages: 16384,
             page_flush: wal::PageFlush::Paper,
             io: wal::Io::Nvm,
@@ -223,6 +226,46 @@ pub struct Inspection {
     pub txns_to_complete: u64,
     /// Undo records recovery would read.
     pub undo_records: u64,
+    /// A `wal` region's log: layout, capacity, horizon and redo points (None: other engines).
+    pub log: Option<LogInspection>,
+}
+
+/// A `wal` region's log as the control page describes it, and what redo would read.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LogInspection {
+    /// `central`, `txn:N` or `page:N` (the `log=` engine option to open it with).
+    pub layout: String,
+    /// Number of logs.
+    pub logs: u64,
+    /// `volatile` (passive group commit) or `durable` (eADR); a central log is `volatile`.
+    pub cache: String,
+    /// The whole log area (the `log_bytes` it was formatted with).
+    pub log_bytes: u64,
+    /// Each log's capacity.
+    pub per_log_bytes: u64,
+    /// The persisted GSN horizon `H` (distributed logs).
+    pub horizon: Option<u64>,
+    /// Each log's redo point (an LSN in that log).
+    pub redo_points: Vec<u64>,
+    /// Each log's end, as recovery finds it.
+    pub ends: Vec<u64>,
+    /// Records recovery would redo.
+    pub records_to_redo: u64,
+    /// Records above `H` recovery would retire (volatile caches).
+    pub records_above_horizon: u64,
+}
+
+impl LogInspection {
+    /// The engine options a region with this log must be opened with.
+    pub fn apply_to(&self, o: &mut EngineOptions) {
+        if let Some(layout) = wal::LogLayout::parse(&self.layout) {
+            o.log = layout;
+        }
+        if let Some(cache) = wal::Cache::parse(&self.cache) {
+            o.cache = cache;
+        }
+        o.log_bytes = self.log_bytes;
+    }
 }
 
 /// What opening `region` would do (superblock verdict, in-flight work), read without writing.

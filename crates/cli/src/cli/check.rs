@@ -79,7 +79,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let blank = out.inspection.as_ref().is_some_and(|i| i.engine.is_none());
     if let (Some(engine), None) = (formatted_by, &out.error) {
-        match engines::open(&engine, region, &engines::EngineOptions::default()) {
+        // A region fixes some options at format time (a `wal` log's layout, cache mode and
+        // size): open it with those, or opening refuses it.
+        let mut options = engines::EngineOptions::default();
+        if let Some(i) = &out.inspection {
+            if let Some(log) = &i.log {
+                // `wal` sizes its log margin by the workers: the region's, not the default 16.
+                options.workers = i.workers.max(1);
+                log.apply_to(&mut options);
+            }
+        }
+        match engines::open(&engine, region, &options) {
             Ok(db) => {
                 out.recovery = Some(db.recovery_report());
                 out.load = Some(match bench::loaded::load_state(&*db) {
@@ -132,6 +142,9 @@ fn human(o: &Output) -> String {
                 ),
             );
         }
+        if let Some(l) = &i.log {
+            line("log", log_line(l));
+        }
     }
     if let Some(r) = &o.recovery {
         line("recovered in", format!("{:.3} ms", r.duration.as_secs_f64() * 1e3));
@@ -155,5 +168,30 @@ fn human(o: &Output) -> String {
         line("error", e.clone());
     }
     line("verdict", if o.ok { "ok".into() } else { "DAMAGED".into() });
+    s
+}
+
+/// `txn:2 (2 logs of 32.0 MiB, cache volatile); GSN horizon 812; redo points [..], ends [..];
+/// 40 records to redo, 3 above the horizon`.
+fn log_line(l: &engines::LogInspection) -> String {
+    let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+    let mut s = format!(
+        "{} ({} log{} of {:.1} MiB, cache {})",
+        l.layout,
+        l.logs,
+        if l.logs == 1 { "" } else { "s" },
+        mib(l.per_log_bytes),
+        l.cache
+    );
+    if let Some(h) = l.horizon {
+        s += &format!("; GSN horizon {h}");
+    }
+    s += &format!(
+        "; redo points {:?}, ends {:?}; {} records to redo",
+        l.redo_points, l.ends, l.records_to_redo
+    );
+    if l.horizon.is_some() {
+        s += &format!(", {} above the horizon", l.records_above_horizon);
+    }
     s
 }

@@ -11,6 +11,23 @@
 //! live in one log). The control page records kind, `N`, the cache mode and the per-log capacity
 //! (checksummed), each log's redo point, and the *GSN horizon* `H` (see below).
 //!
+//! **Validated, crash-atomic control fields.** `H` and the redo points decide which records
+//! recovery reads, so a damaged one would silently skip records: both are checked on open and
+//! damage is `Corrupt`. `H` is persisted by the daemon many times a second, so its update must
+//! cost one 8-byte store and one persist: it is a single aligned word, `H` in 48 bits and 16
+//! check bits of a crc32c above (GSNs are bounded by [`MAX_GSN`]; past it the log fails).
+//! Eight aligned bytes are what the hardware persists atomically (the `torn` crash policy tears
+//! between words, never inside one), so an update leaves the old word or the new one, never a
+//! mix, and any mismatch is damage. Two alternating slots with a sequence number were rejected
+//! for `H`: a damaged newest slot would look exactly like a torn one and recovery would fall
+//! back to the older `H`, silently dropping acknowledged commits. The redo points (one word per
+//! log, moved only by checkpoints) are kept in two *mirrored* copies `[seq][points][crc]`: a
+//! checkpoint writes copy 0 and persists it, then copy 1, and truncates the logs only after
+//! both; on open the valid copy with the higher `seq` wins. A crash tears at most the copy being
+//! written, whose twin holds a consistent set (the old one, whose records are still in the
+//! logs, or the new one); damage to one persisted copy leaves its identical twin; only both
+//! damaged is `Corrupt`.
+//!
 //! **GSNs (§3.1).** Every record carries a GSN beside its LSN (its position in its log). Per
 //! page (an `AtomicU64` per buffer-pool page), per worker slot and per log, a store by slot `T`
 //! to page `P` in log `L` gets `gsn = max(T, P, L, floor) + 1` and advances all three. The GSN
@@ -28,7 +45,12 @@
 //! `min_dgsn` (min over dirty slots; everything if none is dirty), raises the `floor` every new
 //! GSN must exceed, re-reads the dirty slots (Dekker-style with the inserters' `SeqCst` dirty
 //! store / floor load) and persists `H = min_dgsn` in the control page *before* acknowledging the
-//! queued commits with `gsn ≤ H`, oldest first (tokens are queue tickets). A straggler — a dirty
+//! queued commits with `gsn ≤ H`, oldest first (tokens are queue tickets); a round whose `H`
+//! would acknowledge nothing persists nothing. Committers do not wake the daemon (a futex wake
+//! per commit was the worker's largest protocol cost): it polls every [`DAEMON_POLL`] while
+//! commits arrive, so one round and one persist of `H` serve every commit of that interval; it
+//! sleeps after [`IDLE_POLLS`] empty polls, and then the next committer wakes it, as does a
+//! thread that blocks in `wait_durable`. A straggler — a dirty
 //! slot holding `min_dgsn` back for [`NUDGE_AFTER`] of the daemon's rounds, or while the queue is
 //! half full — is nudged *cooperatively by the
 //! daemon itself*: it raises the floor to the highest GSN handed out and forces every lagging log
@@ -83,8 +105,14 @@ const COMMIT_QUEUE_CAPACITY: usize = 4096;
 const NUDGE_AFTER: Duration = Duration::from_millis(1);
 /// ... and for at least this many of its rounds (a descheduled daemon is no straggler).
 const NUDGE_AFTER_ROUNDS: u32 = 20;
-/// How often the daemon looks at `min_dgsn` while commits are queued.
-const DAEMON_POLL: Duration = Duration::from_micros(50);
+/// How often the daemon looks at `min_dgsn` while commits arrive: committers never wake it
+/// (a futex wake per commit cost the worker more than the round itself), it polls; a
+/// committer that blocks in `wait_durable` wakes it at once.
+const DAEMON_POLL: Duration = Duration::from_micros(100);
+/// Empty polls after which the daemon sleeps until a committer wakes it (2 ms idle).
+const IDLE_POLLS: u32 = 20;
+/// The daemon's sleep when idle (it re-checks `stop`).
+const DAEMON_IDLE_SLEEP: Duration = Duration::from_millis(5);
 const DIRTY: u64 = 1 << 63;
 /// Slots: one per worker, and the system slot (open, recovery, catalog changes).
 const SLOTS: usize = MAX_WORKERS as usize + 1;
@@ -150,6 +178,14 @@ pub enum Cache {
 }
 
 impl Cache {
+    /// The `cache=` option's value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cache::Volatile => "volatile",
+            Cache::Durable => "durable",
+        }
+    }
+
     pub fn parse(s: &str) -> Option<Cache> {
         match s {
             "volatile" => Some(Cache::Volatile),
@@ -175,9 +211,21 @@ pub(crate) enum DlogFault {
 // ---- control page extension -----------------------------------------------------------------
 
 const D_LINE: u64 = 64;
-const D_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBdlg");
+/// The layout line's magic. Regions of the first distributed-log format (`NVMDBdlg`: horizon and
+/// redo points unchecked) are refused with a `Format` error.
+const D_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBdl2");
+const D_MAGIC_V1: u64 = u64::from_le_bytes(*b"NVMDBdlg");
 const D_HORIZON: u64 = 128;
-const D_REDO: u64 = 192;
+/// The two copies of the redo points: `[seq][redo point of log 0..N][crc]`, on their own lines.
+const D_REDO_COPIES: [u64; 2] = [256, 1024];
+/// Bits of the horizon word that hold `H`; the 16 above are its check bits.
+const GSN_BITS: u32 = 48;
+/// The highest GSN a region can hold (the horizon word keeps 48 bits of it).
+pub(crate) const MAX_GSN: u64 = (1 << GSN_BITS) - 1;
+const _: () = assert!(D_REDO_COPIES[0] + 8 * (MAX_LOGS as u64 + 2) <= D_REDO_COPIES[1]);
+const _: () = assert!(D_REDO_COPIES[0].is_multiple_of(64) && D_REDO_COPIES[1].is_multiple_of(64));
+const _: () = assert!(D_REDO_COPIES[1] + 8 * (MAX_LOGS as u64 + 2) <= PAGE_SIZE_U64);
+const _: () = assert!(D_HORIZON.is_multiple_of(8) && D_HORIZON + 8 <= D_REDO_COPIES[0]);
 
 /// What the control page says about the logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,6 +250,26 @@ fn cache_code(c: Cache) -> u64 {
     }
 }
 
+/// The horizon word: `H` in the low 48 bits, 16 check bits above. One aligned word is the unit
+/// the hardware persists atomically, so an update is never torn and a mismatch is damage.
+pub(crate) fn horizon_word(h: u64) -> u64 {
+    assert!(h <= MAX_GSN, "GSN horizon {h} past the 48-bit GSN space");
+    h | (horizon_check(h) << GSN_BITS)
+}
+
+fn horizon_check(h: u64) -> u64 {
+    u64::from(crc32c::crc32c(&(h ^ D_MAGIC).to_le_bytes()) & 0xffff)
+}
+
+/// One copy of the redo points as bytes: `[seq][points...][crc32c of the rest, xor magic]`.
+fn redo_copy(seq: u64, points: &[u64]) -> Vec<u8> {
+    let mut words = Vec::with_capacity(points.len() + 2);
+    words.push(seq);
+    words.extend_from_slice(points);
+    words.push(d_crc(&words));
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
 /// Bytes of each of `n` logs carved from `log_bytes`.
 pub(crate) fn per_log_bytes(log_bytes: u64, layout: LogLayout) -> u64 {
     (log_bytes / layout.logs()) / PAGE_SIZE_U64 * PAGE_SIZE_U64
@@ -223,11 +291,16 @@ pub(crate) fn format_control(r: &Region, control: u64, c: Control) {
     for (i, w) in words.iter().chain([d_crc(&words)].iter()).enumerate() {
         line[i * 8..][..8].copy_from_slice(&w.to_le_bytes());
     }
+    // Horizon and redo points first: the line (persisted last) is what makes them count.
+    r.write_u64(control + D_HORIZON, horizon_word(0));
+    r.persist(control + D_HORIZON, 8);
+    let copy = redo_copy(0, &vec![0; n as usize]);
+    for at in D_REDO_COPIES {
+        r.write(control + at, &copy);
+        r.persist(control + at, copy.len() as u64);
+    }
     r.write(control + D_LINE, &line);
-    r.write_u64(control + D_HORIZON, 0);
-    let redo = vec![0u8; (n * 8) as usize];
-    r.write(control + D_REDO, &redo);
-    r.persist(control + D_LINE, D_REDO + n * 8 - D_LINE);
+    r.persist(control + D_LINE, 48);
 }
 
 /// Reads and validates the extension against the options (`log_bytes` is the whole log area).
@@ -242,7 +315,7 @@ pub(crate) fn read_control(
     let have = found.map_or(LogLayout::Central, |c| c.layout);
     let have_cache = found.map_or(Cache::Volatile, |c| c.cache);
     if have != want || (have != LogLayout::Central && have_cache != want_cache) {
-        let cache = |c: Cache| if c == Cache::Durable { "durable" } else { "volatile" };
+        let cache = Cache::name;
         return Err(DbError::Invalid(format!(
             "engine wal: this region was formatted with log={have} cache={}; open it with \
              --engine-opt log={have} --engine-opt cache={} (it was asked for log={want} \
@@ -265,6 +338,12 @@ pub(crate) fn read_layout(r: &Region, control: u64, log_bytes: u64) -> Result<Op
     let w: Vec<u64> = (0..6).map(|i| get_u64(line, i * 8)).collect();
     let found = if w[0] == 0 && w[5] == 0 {
         None
+    } else if w[0] == D_MAGIC_V1 {
+        return Err(DbError::Format(
+            "wal: this region's distributed log was formatted by an earlier nvmdb (unchecked GSN \
+             horizon and redo points); recreate it with this version"
+                .into(),
+        ));
     } else if w[0] != D_MAGIC || d_crc(&w[..5]) != w[5] {
         return Err(DbError::Corrupt("wal control page: the log-layout line is damaged".into()));
     } else {
@@ -298,12 +377,57 @@ pub(crate) fn read_layout(r: &Region, control: u64, log_bytes: u64) -> Result<Op
     Ok(found)
 }
 
-pub(crate) fn read_horizon(r: &Region, control: u64) -> u64 {
-    r.read_u64(control + D_HORIZON)
+/// The GSN horizon `H`, its check bits verified.
+pub(crate) fn read_horizon(r: &Region, control: u64) -> Result<u64> {
+    let w = r.read_u64(control + D_HORIZON);
+    let h = w & MAX_GSN;
+    if w >> GSN_BITS != horizon_check(h) {
+        return Err(DbError::Corrupt(format!(
+            "wal control page: the GSN horizon word {w:#018x} is damaged (its check bits do not \
+             match); recovery cannot tell which log records are durable"
+        )));
+    }
+    Ok(h)
 }
 
-pub(crate) fn read_redo(r: &Region, control: u64, log: usize) -> u64 {
-    r.read_u64(control + D_REDO + 8 * log as u64)
+/// The redo points as found: the newest valid copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RedoPoints {
+    /// Checkpoints since format that moved them (the copy's sequence number).
+    pub seq: u64,
+    /// Each log's redo point.
+    pub points: Vec<u64>,
+    /// Set when one copy did not verify (a torn update or damage) and the other was used.
+    pub note: Option<String>,
+}
+
+/// Reads both copies of the redo points of `n` logs; the valid one with the higher sequence
+/// number wins; neither valid is `Corrupt`.
+pub(crate) fn read_redo(r: &Region, control: u64, n: usize) -> Result<RedoPoints> {
+    let parse = |at: u64| {
+        let bytes = r.read(control + at, 8 * (n + 2));
+        let words: Vec<u64> = (0..n + 2).map(|i| get_u64(bytes, i * 8)).collect();
+        (d_crc(&words[..=n]) == words[n + 1]).then(|| (words[0], words[1..=n].to_vec()))
+    };
+    match (parse(D_REDO_COPIES[0]), parse(D_REDO_COPIES[1])) {
+        (Some(a), Some(b)) => {
+            let (seq, points) = if b.0 > a.0 { b } else { a };
+            Ok(RedoPoints { seq, points, note: None })
+        }
+        (Some((seq, points)), None) | (None, Some((seq, points))) => Ok(RedoPoints {
+            seq,
+            points,
+            note: Some(format!(
+                "one copy of the redo points did not verify (a torn checkpoint or damage); \
+                 used the other (checkpoint {seq})"
+            )),
+        }),
+        (None, None) => Err(DbError::Corrupt(
+            "wal control page: both copies of the per-log redo points are damaged; recovery \
+             cannot tell where the logs start"
+                .into(),
+        )),
+    }
 }
 
 // ---- recovery -------------------------------------------------------------------------------
@@ -318,7 +442,12 @@ pub(crate) struct Recovered {
     pub retired: u64,
     /// The highest GSN in any log (new GSNs start above it).
     pub max_gsn: u64,
+    /// The horizon recovery redid up to (`u64::MAX` with a durable cache).
     pub horizon: u64,
+    /// The horizon word as persisted.
+    pub persisted_horizon: u64,
+    /// The redo points recovery started from.
+    pub redo: RedoPoints,
 }
 
 struct Rec {
@@ -341,15 +470,17 @@ pub(crate) fn recover(
     fault: Option<DlogFault>,
 ) -> Result<Recovered> {
     let n = c.layout.logs() as usize;
+    // Both are validated whatever the cache mode: damage is `Corrupt`, never a guess.
+    let persisted_horizon = read_horizon(nvram, control)?;
+    let redo = read_redo(nvram, control, n)?;
     let horizon = match c.cache {
         Cache::Durable => u64::MAX,
         Cache::Volatile if fault == Some(DlogFault::RedoPastHorizon) => u64::MAX,
-        Cache::Volatile => read_horizon(nvram, control),
+        Cache::Volatile => persisted_horizon,
     };
     let mut per_log: Vec<Vec<Rec>> = Vec::with_capacity(n);
     let (mut ends, mut retired, mut max_gsn) = (Vec::with_capacity(n), 0u64, 0u64);
-    for i in 0..n {
-        let from = read_redo(nvram, control, i);
+    for (i, &from) in redo.points.iter().enumerate() {
         let log_area = area + i as u64 * c.per_log_bytes;
         let mut recs = Vec::new();
         let mut dead = Vec::new();
@@ -379,7 +510,7 @@ pub(crate) fn recover(
         }
         _ => redo_per_log(image, &per_log, threads),
     }
-    Ok(Recovered { ends, redone, retired, max_gsn, horizon })
+    Ok(Recovered { ends, redone, retired, max_gsn, horizon, persisted_horizon, redo })
 }
 
 /// Page partitioning: each log in its order (a page's records are all in one log, in GSN order);
@@ -455,6 +586,8 @@ struct Queue {
     entries: VecDeque<(u64, u64)>,
     next_ticket: u64,
     stop: bool,
+    /// The daemon is in its idle sleep: the next committer wakes it.
+    daemon_asleep: bool,
 }
 
 #[derive(Default)]
@@ -486,6 +619,8 @@ pub(crate) struct Dlog {
     /// The persisted GSN horizon `H`.
     horizon: AtomicU64,
     horizon_lock: Mutex<()>,
+    /// The redo points' sequence number and values as last persisted (checkpoints serialize).
+    redo: Mutex<(u64, Vec<u64>)>,
     queue: Mutex<Queue>,
     daemon_wake: Condvar,
     /// Highest acknowledged ticket (tickets are acknowledged oldest first).
@@ -505,12 +640,11 @@ impl Dlog {
         area: u64,
         c: Control,
         rec: &Recovered,
-        redo_from: &[u64],
         insert: LogInsert,
         image_pages: u64,
-        persisted_horizon: u64,
         fault: Option<DlogFault>,
     ) -> Dlog {
+        let persisted_horizon = rec.persisted_horizon;
         let n = c.layout.logs() as usize;
         let logs = (0..n)
             .map(|i| {
@@ -519,7 +653,7 @@ impl Dlog {
                     device.clone(),
                     a,
                     c.per_log_bytes,
-                    redo_from[i],
+                    rec.redo.points[i],
                     rec.ends[i],
                     insert,
                 ))
@@ -541,7 +675,13 @@ impl Dlog {
             floor: AtomicU64::new(start),
             horizon: AtomicU64::new(persisted_horizon),
             horizon_lock: Mutex::new(()),
-            queue: Mutex::new(Queue { entries: VecDeque::new(), next_ticket: 1, stop: false }),
+            redo: Mutex::new((rec.redo.seq, rec.redo.points.clone())),
+            queue: Mutex::new(Queue {
+                entries: VecDeque::new(),
+                next_ticket: 1,
+                stop: false,
+                daemon_asleep: false,
+            }),
             daemon_wake: Condvar::new(),
             acked: AtomicU64::new(0),
             ack_lock: Mutex::new(()),
@@ -687,10 +827,10 @@ impl Dlog {
         }
         let ticket = q.next_ticket;
         q.next_ticket += 1;
-        let was_empty = q.entries.is_empty();
+        let wake = q.daemon_asleep;
         q.entries.push_back((ticket, gsn));
         drop(q);
-        if was_empty {
+        if wake {
             self.daemon_wake.notify_one();
         }
         self.stats.commits_queued.fetch_add(1, Ordering::Relaxed);
@@ -733,27 +873,37 @@ impl Dlog {
         slots.unwrap_or(0).max(self.floor.load(Ordering::Acquire))
     }
 
-    /// Persists `H = h` if it grows (before any commit is acknowledged by it).
+    /// Persists `H = h` if it grows (before any commit is acknowledged by it): one self-checked
+    /// word, so the update is crash-atomic. Past the 48-bit GSN space the log fails (commits
+    /// then get an error) rather than persist a horizon it cannot represent.
     fn persist_horizon(&self, h: u64) {
         let _g = self.horizon_lock.lock();
         if h <= self.horizon.load(Ordering::Acquire) {
             return;
         }
+        if h > MAX_GSN {
+            self.fail();
+            return;
+        }
         let at = self.control + D_HORIZON;
-        self.device.write_u64(at, h);
+        self.device.write_u64(at, horizon_word(h));
         self.device.persist(at, 8);
         self.stats.horizon_persists.fetch_add(1, Ordering::Relaxed);
         self.horizon.store(h, Ordering::Release);
     }
 
-    /// The passive round: `H` from `min_dgsn`, without forcing anything.
-    pub fn passive_round(&self) {
+    /// The passive round: `H` from `min_dgsn`, without forcing anything. `H` is persisted only
+    /// if it would acknowledge the oldest queued commit (`head_gsn`): a round that acknowledges
+    /// nothing costs no persist.
+    pub fn passive_round(&self, head_gsn: u64) {
         let first = self.min_dgsn();
         // New GSNs exceed every GSN handed out so far: a lagging slot's next records catch up.
         self.floor.fetch_max(self.max_gsn().max(first), Ordering::SeqCst);
         // A slot that turned dirty before the floor store is seen dirty now.
         let h = first.min(self.min_dgsn());
-        self.persist_horizon(h);
+        if h >= head_gsn {
+            self.persist_horizon(h);
+        }
         self.stats.passive_rounds.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -804,17 +954,33 @@ impl Dlog {
         // measured between the daemon's own rounds, so a daemon descheduled for a while does
         // not count as stragglers.
         let mut blocked: Option<(u64, Instant, u32)> = None;
+        let mut idle_polls = 0u32;
         loop {
-            {
+            let head_gsn = {
                 let mut q = self.queue.lock();
-                while q.entries.is_empty() && !q.stop {
-                    self.daemon_wake.wait_for(&mut q, Duration::from_millis(5));
+                if q.entries.is_empty() && !q.stop {
+                    if idle_polls < IDLE_POLLS {
+                        // Commits arrive without waking the daemon: poll for a while.
+                        idle_polls += 1;
+                        self.daemon_wake.wait_for(&mut q, DAEMON_POLL);
+                        continue;
+                    }
+                    q.daemon_asleep = true;
+                    while q.entries.is_empty() && !q.stop {
+                        self.daemon_wake.wait_for(&mut q, DAEMON_IDLE_SLEEP);
+                    }
+                    q.daemon_asleep = false;
                 }
                 if q.stop {
                     return;
                 }
-            }
-            self.passive_round();
+                idle_polls = 0;
+                match q.entries.front() {
+                    Some(&(_, gsn)) => gsn,
+                    None => continue,
+                }
+            };
+            self.passive_round(head_gsn);
             let Some((head, queued)) = self.acknowledge(false) else {
                 blocked = None;
                 continue;
@@ -854,6 +1020,8 @@ impl Dlog {
     pub fn wait_durable(&self, token: CommitToken) -> Result<()> {
         let mut g = self.ack_lock.lock();
         while !self.is_durable(token) {
+            // This thread blocks: the daemon's next round should not wait for its poll.
+            self.daemon_wake.notify_one();
             if self.failed() {
                 return Err(DbError::Invalid(
                     "the write-ahead log failed; reopen the database to recover".into(),
@@ -884,17 +1052,24 @@ impl Dlog {
         Ok(())
     }
 
-    /// Moves every log's redo point (persisted) after a checkpoint's pages are durable.
-    pub fn advance_redo(&self, nvram: &Region, cuts: &[u64]) {
-        for (i, (log, &cut)) in self.logs.iter().zip(cuts).enumerate() {
-            let at = self.control + D_REDO + 8 * i as u64;
-            if nvram.read_u64(at) < cut {
-                self.device.write_u64(at, cut);
-            }
-            log.truncate(cut);
+    /// Moves every log's redo point after a checkpoint's pages are durable: the next sequence
+    /// number into copy 0, persisted, then into copy 1, persisted (a crash tears at most one
+    /// copy; the other verifies), and only then are the logs truncated (their space reused).
+    pub fn advance_redo(&self, cuts: &[u64]) {
+        let mut redo = self.redo.lock();
+        let (seq, points) = &mut *redo;
+        for (p, &cut) in points.iter_mut().zip(cuts) {
+            *p = (*p).max(cut);
         }
-        let n = self.logs.len() as u64;
-        self.device.persist(self.control + D_REDO, 8 * n);
+        *seq += 1;
+        let copy = redo_copy(*seq, points);
+        for at in D_REDO_COPIES {
+            self.device.write(self.control + at, &copy);
+            self.device.persist(self.control + at, copy.len() as u64);
+        }
+        for (log, &p) in self.logs.iter().zip(points.iter()) {
+            log.truncate(p);
+        }
     }
 
     /// Whether any log is past `fraction` (as used/capacity numerator over 2^16) — for the

@@ -95,6 +95,19 @@ fn op_margin_bytes(o: &EngineOptions) -> u64 {
     (u64::from(o.workers) + 1) * pages * PAGE_SIZE_U64 * 2
 }
 
+/// `log_bytes` of [`EngineOptions::default`]: 64 MiB, the size of one log in Wang & Johnson's
+/// setup (20 logs × 64 MB).
+pub const DEFAULT_LOG_BYTES: u64 = 64 << 20;
+
+/// The `log_bytes` the CLI uses when none is given: [`DEFAULT_LOG_BYTES`], raised for `N` logs
+/// to what `open` requires of each (twice the operation margin of `o.workers` workers, about
+/// 2.25 MiB per worker), rounded up to 1 MiB; so `log=txn:N|page:N` opens with any `N` and
+/// worker count without naming `log_bytes`.
+pub fn default_log_bytes(o: &EngineOptions) -> u64 {
+    let need = (2 * op_margin_bytes(o) * o.log.logs()).div_ceil(1 << 20) << 20;
+    DEFAULT_LOG_BYTES.max(need)
+}
+
 fn params_crc(capacity: u64, base: u64) -> u64 {
     crate::staging::params_crc(capacity, base, MAGIC)
 }
@@ -178,10 +191,11 @@ fn validate(o: &EngineOptions) -> Result<()> {
     if dlog::per_log_bytes(o.log_bytes, o.log) < 2 * margin {
         return invalid(format!(
             "log_bytes={} is too small for {} workers and {logs} log(s): each log needs room \
-             for every worker's largest operation between checkpoints; use at least {} MiB",
+             for every worker's largest operation between checkpoints; use at least {} MiB \
+             (or leave log_bytes unset: its default grows with the workers and logs)",
             o.log_bytes,
             o.workers,
-            (2 * margin * logs).div_ceil(1 << 20)
+            default_log_bytes(o) >> 20
         ));
     }
     if o.log == LogLayout::Central && o.cache == Cache::Durable {
@@ -347,24 +361,22 @@ impl Wal {
             rec.retired,
             rec.horizon
         ));
-        let redo_from: Vec<u64> =
-            (0..rec.ends.len()).map(|i| dlog::read_redo(&nvram, control(0), i)).collect();
-        for (i, (&from, &end)) in redo_from.iter().zip(&rec.ends).enumerate() {
+        if let Some(note) = &rec.redo.note {
+            report.notes.push(note.clone());
+        }
+        for (i, (&from, &end)) in rec.redo.points.iter().zip(&rec.ends).enumerate() {
             let area = log_area + i as u64 * dc.per_log_bytes;
             log::erase_stale_tail(&nvram, area, dc.per_log_bytes, from, end);
         }
         let device = Arc::new(device::Device::open(&nvram, options.io)?);
-        let persisted_horizon = dlog::read_horizon(&nvram, control(0));
         let d = Arc::new(Dlog::new(
             device.clone(),
             control(0),
             log_area,
             dc,
             &rec,
-            &redo_from,
             options.log_insert,
             image_bytes / PAGE_SIZE_U64,
-            persisted_horizon,
             dfault,
         ));
         d.enter_system();
@@ -639,7 +651,7 @@ impl Shared {
 
     fn advance_redo(&self, cut: &[u64]) {
         if let Some(d) = &self.dlog {
-            d.advance_redo(&self.nvram, cut);
+            d.advance_redo(cut);
             return;
         }
         let cut = cut[0];
@@ -952,8 +964,20 @@ pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspe
             rec.ends.len(),
             dc.layout,
             rec.retired,
-            rec.horizon
+            rec.persisted_horizon
         );
+        outer.log = Some(crate::LogInspection {
+            layout: dc.layout.to_string(),
+            logs: dc.layout.logs(),
+            cache: dc.cache.name().into(),
+            log_bytes: capacity,
+            per_log_bytes: dc.per_log_bytes,
+            horizon: Some(rec.persisted_horizon),
+            redo_points: rec.redo.points.clone(),
+            ends: rec.ends.clone(),
+            records_to_redo: rec.redone,
+            records_above_horizon: rec.retired,
+        });
         return Ok(outer);
     }
     let redo_from = region.read_u64(control(C_REDO));
@@ -962,6 +986,18 @@ pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspe
     })?;
     let mut outer = crate::staging::inspect_image(outer, &image, records)?;
     outer.verdict += &format!("; {records} log records ({} KiB) to redo", (end - redo_from) >> 10);
+    outer.log = Some(crate::LogInspection {
+        layout: LogLayout::Central.to_string(),
+        logs: 1,
+        cache: Cache::Volatile.name().into(),
+        log_bytes: capacity,
+        per_log_bytes: capacity,
+        horizon: None,
+        redo_points: vec![redo_from],
+        ends: vec![end],
+        records_to_redo: records,
+        records_above_horizon: 0,
+    });
     Ok(outer)
 }
 
