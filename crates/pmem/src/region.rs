@@ -467,16 +467,7 @@ impl Region {
         if contents.is_empty() {
             return Err(PmemError::InvalidOption("empty staging copy".into()));
         }
-        let options = RegionOptions {
-            medium: Medium::Dram,
-            size_bytes: contents.len() as u64,
-            path: None,
-            sync: SyncMode::Cache,
-            flush: None,
-            max_size_bytes: 0,
-            private: false,
-            ..options.clone()
-        };
+        let options = dram_options(options, contents.len() as u64);
         options.validate()?;
         let map = Self::map_anonymous(contents.len() as u64)?;
         // SAFETY: the mapping is exactly `contents.len()` bytes and not yet shared.
@@ -511,16 +502,7 @@ impl Region {
         if len == 0 {
             return Err(PmemError::EmptyFile { path: path.to_path_buf() });
         }
-        let options = RegionOptions {
-            medium: Medium::Dram,
-            size_bytes: len,
-            path: None,
-            sync: SyncMode::Cache,
-            flush: None,
-            max_size_bytes: 0,
-            private: false,
-            ..options.clone()
-        };
+        let options = dram_options(options, len);
         options.validate()?;
         let map = Self::map_anonymous(len)?;
         // SAFETY: the mapping is exactly `len` bytes, freshly created and not yet shared.
@@ -578,16 +560,7 @@ impl Region {
         if len == 0 || !offset.is_multiple_of(4096) || offset + len > self.backed_len() {
             return None;
         }
-        let options = RegionOptions {
-            medium: Medium::Dram,
-            size_bytes: len,
-            path: None,
-            sync: SyncMode::Cache,
-            flush: None,
-            max_size_bytes: 0,
-            private: false,
-            ..options.clone()
-        };
+        let options = dram_options(options, len);
         if let Err(e) = options.validate() {
             return Some(Err(e));
         }
@@ -1247,6 +1220,21 @@ impl Region {
     /// A copy of the current contents (as a crash image with durable caches would be).
     pub fn snapshot(&self) -> Vec<u8> {
         self.whole()[..self.backed_len() as usize].to_vec()
+    }
+}
+
+/// `options` for a private `dram` region of `size_bytes` (a staging copy, a view, an image's
+/// copy): no file, no flush instruction, no growth; timing, wear, trace and dirty tracking kept.
+fn dram_options(options: &RegionOptions, size_bytes: u64) -> RegionOptions {
+    RegionOptions {
+        medium: Medium::Dram,
+        size_bytes,
+        path: None,
+        sync: SyncMode::Cache,
+        flush: None,
+        max_size_bytes: 0,
+        private: false,
+        ..options.clone()
     }
 }
 
