@@ -248,7 +248,7 @@ fn open_on_image(
     workload: &dyn Workload,
     image: &Path,
 ) -> anyhow::Result<Box<dyn Engine>> {
-    if !image.exists() {
+    if plan.image_built {
         let engine = registry::open_engine(&plan.engine, &plan.region, &plan.engine_config)?;
         let bar = ProgressDisplay::new();
         let hooks = Hooks {
