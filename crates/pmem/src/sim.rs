@@ -192,11 +192,11 @@ pub struct Sim {
 }
 
 impl Sim {
-    pub(crate) fn new(initial: &[u8], eadr: bool) -> Sim {
+    pub(crate) fn new(initial: Vec<u8>, eadr: bool) -> Sim {
         let lines = initial.len().div_ceil(LINE);
         Sim {
             inner: Mutex::new(SimInner {
-                shadow: initial.to_vec(),
+                shadow: initial,
                 state: vec![LineState::Clean; lines],
                 version: vec![0; lines],
                 persisted_version: vec![0; lines],
@@ -383,9 +383,9 @@ impl Sim {
     fn image_of(&self, g: &SimInner, current: View, policy: CrashPolicy, seed: u64) -> Vec<u8> {
         if self.eadr {
             // SAFETY: the caller holds the simulator lock.
-            return unsafe { current.range(0, current.len) }.to_vec();
+            return crate::region::sparse_clone(unsafe { current.range(0, current.len) });
         }
-        let mut image = g.shadow.clone();
+        let mut image = crate::region::sparse_clone(&g.shadow);
         if policy == CrashPolicy::Persisted {
             return image;
         }
