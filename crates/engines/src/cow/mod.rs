@@ -376,7 +376,8 @@ impl Cow {
     }
 
     /// Commits a writer's new pages and tables as the next version (the caller holds the
-    /// writer slot and its snapshot is current). Returns the durability token.
+    /// writer slot and its snapshot is current). Returns the durability token. An error before
+    /// the version is published (no meta page) gives the writer's new pages back.
     pub(crate) fn commit_version(
         &self,
         dirty: &mut std::collections::HashMap<PageId, layout::NodeBuf>,
@@ -384,8 +385,18 @@ impl Cow {
         mut freed: Vec<PageId>,
         force_durable: bool,
     ) -> Result<CommitToken> {
-        self.device.check()?;
-        let meta_page = self.alloc()?;
+        // Regression (`crashtest --workload tpcc --threads 2 --engine-opt group_commit_ms=1`,
+        // intermittent): when the meta page could not be allocated (a full region, which ends a
+        // run but not its checks) the writer's new pages were dropped without being given back,
+        // and the integrity check found them neither reachable nor free. Nothing here was ever
+        // visible: a commit that fails before publishing returns its pages.
+        let meta_page = match self.device.check().and_then(|()| self.alloc()) {
+            Ok(page) => page,
+            Err(e) => {
+                self.give_back(dirty.drain().map(|(page, _)| page));
+                return Err(e);
+            }
+        };
         let mut s = self.state.lock();
         let number = s.current.number + 1;
         let swap_first = self.fault == Some(Fault::CowSwapBeforeNodes);
