@@ -582,6 +582,35 @@ mod tests {
         }
     }
 
+    /// Regression: a too-small `log_bytes` was told to use "at least" the default (64 MiB),
+    /// while much less opens (2 workers, `txn:2`: 8 MiB was refused with "use at least 64 MiB",
+    /// 16 MiB opened). The minimum the error names now opens, and 1 MiB less does not.
+    #[test]
+    fn a_too_small_log_bytes_names_the_minimum_that_opens() {
+        for (workers, log) in [(2usize, "txn:2"), (2, "page:4"), (16, "txn:4"), (3, "page:3")] {
+            let open = |log_bytes: u64| {
+                let mut config = EngineConfig { workers, ..Default::default() };
+                config.extra.insert("log".into(), log.into());
+                config.extra.insert("log_bytes".into(), format!("{}MiB", log_bytes >> 20));
+                let o = region_engine_options("wal", &config).unwrap();
+                let size = log_bytes + (48 << 20);
+                let region = pmem::Region::open(&RegionOptions::new(pmem::Medium::Dram, size));
+                engines::wal::Wal::open(region.unwrap(), &o).map(drop)
+            };
+            let said = match open(1 << 20) {
+                Err(DbError::Invalid(m)) => {
+                    let at = m.find("use at least ").expect("names a minimum") + 13;
+                    let mib: u64 = m[at..].split(' ').next().unwrap().parse().expect("MiB");
+                    mib << 20
+                }
+                other => panic!("{workers} workers, {log}: 1 MiB gave {:?}", other.err()),
+            };
+            assert!(said < 64 << 20 || workers > 8, "{workers} workers, {log}: {said}");
+            open(said).unwrap_or_else(|e| panic!("{workers} workers, {log}: the minimum {e}"));
+            assert!(open(said - (1 << 20)).is_err(), "{workers} workers, {log}: below the minimum");
+        }
+    }
+
     #[test]
     fn unknown_names_and_options_are_errors() {
         let region = RegionOptions::default();

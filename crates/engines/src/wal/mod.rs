@@ -104,8 +104,18 @@ pub const DEFAULT_LOG_BYTES: u64 = 64 << 20;
 /// 2.25 MiB per worker), rounded up to 1 MiB; so `log=txn:N|page:N` opens with any `N` and
 /// worker count without naming `log_bytes`.
 pub fn default_log_bytes(o: &EngineOptions) -> u64 {
-    let need = (2 * op_margin_bytes(o) * o.log.logs()).div_ceil(1 << 20) << 20;
-    DEFAULT_LOG_BYTES.max(need)
+    DEFAULT_LOG_BYTES.max(min_log_bytes(o))
+}
+
+/// The smallest `log_bytes`, in whole MiB, that `open` accepts for `o`'s workers and logs (each
+/// log at least twice the operation margin, after rounding each log down to 8 KiB).
+pub fn min_log_bytes(o: &EngineOptions) -> u64 {
+    let margin = op_margin_bytes(o);
+    let mut need = (2 * margin * o.log.logs()).div_ceil(1 << 20) << 20;
+    while dlog::per_log_bytes(need, o.log) < 2 * margin {
+        need += 1 << 20;
+    }
+    need
 }
 
 fn params_crc(capacity: u64, base: u64) -> u64 {
@@ -195,7 +205,7 @@ fn validate(o: &EngineOptions) -> Result<()> {
              (or leave log_bytes unset: its default grows with the workers and logs)",
             o.log_bytes,
             o.workers,
-            default_log_bytes(o) >> 20
+            min_log_bytes(o) >> 20
         ));
     }
     if o.log == LogLayout::Central && o.cache == Cache::Durable {
