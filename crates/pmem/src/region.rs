@@ -261,6 +261,10 @@ struct Inner {
 /// the order they are made.
 pub trait StoreObserver: Send + Sync {
     fn on_store(&self, offset: u64, bytes: &[u8]);
+
+    /// A fence by the calling thread: everything it stored before is ordered before what it
+    /// does next (a commit's last fence comes before its locks are released).
+    fn on_fence(&self) {}
 }
 
 /// What opening a medium produced, before the region's bookkeeping is added.
@@ -1081,6 +1085,9 @@ impl Region {
     pub fn fence(&self) {
         let inner = &*self.inner;
         inner.stats.add(Counter::Fences, 1);
+        if let Some(o) = inner.observer.get() {
+            o.on_fence();
+        }
         if let Some(t) = &inner.tracer {
             t.record(TraceKind::Fence, 0, 0);
         }
@@ -1452,6 +1459,28 @@ mod tests {
         assert_eq!(copy.snapshot(), contents);
         assert!(is_zero(&[0; 13]) && !is_zero(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 1]));
         assert_eq!(sparse_clone(&contents), contents);
+    }
+
+    #[test]
+    fn an_observer_sees_every_store_and_every_fence_in_order() {
+        #[derive(Default)]
+        struct Seen(parking_lot::Mutex<Vec<String>>);
+        impl StoreObserver for Seen {
+            fn on_store(&self, offset: u64, bytes: &[u8]) {
+                self.0.lock().push(format!("store {offset}+{}", bytes.len()));
+            }
+            fn on_fence(&self) {
+                self.0.lock().push("fence".into());
+            }
+        }
+        let region = Region::open(&RegionOptions::new(Medium::Dram, 1 << 20)).unwrap();
+        let seen = Arc::new(Seen::default());
+        assert!(region.set_observer(seen.clone()));
+        region.write(64, &[1; 8]);
+        region.fence();
+        region.write_u64(128, 7);
+        region.persist(128, 8);
+        assert_eq!(*seen.0.lock(), ["store 64+8", "fence", "store 128+8", "fence"]);
     }
 
     #[test]

@@ -225,6 +225,26 @@ impl Log {
         self.reserved.lock().end
     }
 
+    /// Tests: another appender's copy still in flight just before the current end (what a
+    /// thread is between its reservation and its copy): the filled prefix stops there, and a
+    /// force past it waits for [`Self::finish_copy`]. Needs a record appended already.
+    #[cfg(test)]
+    pub(crate) fn start_copy(&self) -> u64 {
+        let mut r = self.reserved.lock();
+        let at = r.end - 1;
+        r.in_flight.insert(at);
+        at
+    }
+
+    #[cfg(test)]
+    pub(crate) fn finish_copy(&self, at: u64) {
+        let mut r = self.reserved.lock();
+        r.in_flight.remove(&at);
+        if r.waiters > 0 {
+            self.copied.notify_all();
+        }
+    }
+
     pub fn forced(&self) -> u64 {
         self.forced.load(Ordering::Acquire)
     }

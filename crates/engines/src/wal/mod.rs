@@ -189,6 +189,10 @@ impl pmem::StoreObserver for DCapture {
     fn on_store(&self, offset: u64, bytes: &[u8]) {
         self.0.capture(offset, bytes);
     }
+
+    fn on_fence(&self) {
+        self.0.publish();
+    }
 }
 
 fn validate(o: &EngineOptions) -> Result<()> {
