@@ -35,6 +35,14 @@
 //! stores to the same bytes are ordered by the engine's page latches (the record is captured
 //! inside the latched store), so per-page GSN order is store order. GSN order therefore extends
 //! every dependency a record can have (its slot's earlier records, its page's earlier records).
+//! One dependency is not a page's: with early lock release a transaction reads (and copies into
+//! its undo record) a row another transaction released at commit, before that commit is
+//! durable. So a *fence* publishes the fencing slot's GSN into the floor ([`Dlog::publish`]):
+//! `inplace` fences after every commit, abort and system-transaction mark and before it releases
+//! locks or latches, so every record the next holder writes has a GSN above that mark, and a
+//! horizon that redoes any of them also redoes the mark (the paper's undo runs backwards in GSN
+//! order over log records instead; our undo records live in redo-logged pages, so the order
+//! must come from the GSNs). The cost is one atomic maximum on a shared word per fence.
 //!
 //! **Durability (§4.1, passive group commit, `cache=volatile`).** Records are copied into a
 //! volatile ring per log (the paper's write-combining buffers) and reach NVRAM when that log is
