@@ -838,12 +838,11 @@ impl Dlog {
                 continue;
             }
             // Everything reserved so far, this slot's records included. Regression (found by
-            // `crashtest --engine wal --engine-opt log=txn:2 --workload tpcc --threads 2`,
-            // evict policy, 2 in 4,500 crashes: "W_YTD != sum(D_YTD)" after recovery): the
-            // force stopped at the log's filled prefix, which ends at the oldest copy still in
-            // flight; with another thread's copy in flight before this slot's records (the
-            // system slot shares a worker's log), the slot was marked clean with records not
-            // durable, and H could cover them.
+            // reading this path while looking for the cause of a `crashtest` TPC-C violation,
+            // which it does not explain): the force stopped at the log's filled prefix, which
+            // ends at the oldest copy still in flight; with another thread's copy in flight
+            // before this slot's records (shared logs: `page:N`, or more workers than logs),
+            // the slot was marked clean with records not durable, and H could cover them.
             log.force(log.reserved_end(), false).inspect_err(|_| self.fail())?;
             forced_one = true;
         }
@@ -1191,11 +1190,10 @@ mod tests {
         assert!(b > commit_mark, "B's undo record {b} is not above A's commit mark {commit_mark}");
     }
 
-    /// Regression (found by `crashtest --engine wal --engine-opt log=txn:2 --workload tpcc
-    /// --threads 2`, 2 consistency violations in 4,500 crashes): a commit forced its logs only
-    /// up to their filled prefix, which stops at the oldest copy still in flight, so with another
-    /// thread's copy in flight before the committer's records the slot was marked clean (and `H`
-    /// could cover it) with records not yet durable.
+    /// Regression (found by reading the commit path): a commit forced its logs only up to their
+    /// filled prefix, which stops at the oldest copy still in flight, so with another thread's
+    /// copy in flight before the committer's records (a shared log) the slot was marked clean
+    /// (and `H` could cover it) with records not yet durable.
     #[test]
     fn a_commit_makes_its_own_records_durable_past_another_threads_copy_in_flight() {
         let (_region, d) = dlog();
@@ -1204,7 +1202,7 @@ mod tests {
         d.commit().expect("commit");
         let log = &d.logs[0];
         assert_eq!(log.forced(), log.reserved_end(), "the first commit forced its record");
-        // Another thread (the system slot shares this log) has reserved and is still copying.
+        // Another thread sharing this log has reserved and is still copying.
         let held = log.start_copy();
         d.capture(9 * PAGE_SIZE_U64, &[2; 16]);
         let mine = log.reserved_end();
