@@ -48,6 +48,28 @@ pub struct SweepOptions {
     /// Where the loaded databases of `--medium dram` runs are cached (`nvmdb bench --image`);
     /// `None`: every run loads its own.
     pub images: Option<PathBuf>,
+    /// Which repetitions of a point run the bench's consistency checker.
+    pub check: CheckReps,
+}
+
+/// Which repetitions of a point run `nvmdb bench`'s consistency checker after the measured run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CheckReps {
+    /// Every repetition (the default).
+    #[default]
+    Every,
+    /// Only repetition 0: the checker scans the whole database (seconds at the reproduction
+    /// scales, a third of a run), and every repetition of a point starts from the same image and
+    /// runs the same code, so the first one's verdict is the point's. A point whose flags already
+    /// say `no_check` is not checked at all.
+    First,
+}
+
+impl CheckReps {
+    /// Whether repetition `rep` skips the checker (adds `--no-check`).
+    pub fn skips(self, rep: u32) -> bool {
+        self == CheckReps::First && rep > 0
+    }
 }
 
 /// Bench flags that change only the measured run, not the database a load builds: runs whose
@@ -244,6 +266,16 @@ pub fn run(
                         std::fs::create_dir_all(&scratch)
                             .map_err(|error| StoreError { path: scratch.clone(), error })?;
                     }
+                    let skip_check = options.check.skips(rep) && point.mode == Mode::Run;
+                    let unchecked;
+                    let point = if skip_check {
+                        let mut p = point.clone();
+                        p.flags.insert("no_check".into(), FlagValue::Switch(true));
+                        unchecked = p;
+                        &unchecked
+                    } else {
+                        point
+                    };
                     runner::run_point(&options.bench, point, rep, limit, &scratch, image.as_deref())
                 }
             };

@@ -4,7 +4,7 @@
 
 use experiments::report::{self, ReportOptions};
 use experiments::results::{self, read_rows, RESULTS_FILE};
-use experiments::sweep::{self, Quiet, SweepOptions};
+use experiments::sweep::{self, CheckReps, Quiet, SweepOptions};
 use experiments::{BenchCommand, ExpandOptions, Shard, Spec, Status};
 use std::path::{Path, PathBuf};
 
@@ -113,6 +113,7 @@ impl Fixture {
             },
             scratch: None,
             images: None,
+            check: CheckReps::Every,
         }
     }
 
@@ -303,4 +304,28 @@ fn images_are_off_when_not_asked_for_and_never_for_file_media() {
     let calls = f.calls();
     assert_eq!(calls.len(), before + 24);
     assert!(calls[before..].iter().all(|c| !c.contains(" builds ") && !c.contains(" reuses ")));
+}
+
+#[test]
+fn check_first_runs_the_checker_on_repetition_0_only_and_resumes_the_same_points() {
+    let f = Fixture::new();
+    let out = f.out("check-first");
+    let options = SweepOptions { check: CheckReps::First, ..f.options(&out, None) };
+    let s = f.sweep_with(SPEC, options.clone());
+    assert_eq!(s.count(Status::Ok), 6);
+    let rows = read_rows(&out.join(RESULTS_FILE)).unwrap().rows;
+    let ok: Vec<_> = rows.iter().filter(|r| r.0["status"] == "ok").collect();
+    assert_eq!(ok.len(), 6);
+    for r in &ok {
+        let unchecked = r.0["args"].to_string().contains("--no-check");
+        assert_eq!(unchecked, r.0["rep"] != 0, "{:?}", r.0);
+    }
+    // The rows keep the point's flags and hash: a sweep with the default resumes, not reruns.
+    let again = f.sweep_with(SPEC, f.options(&out, None));
+    assert_eq!(again.count(Status::Ok), 0, "{again:?}");
+    // The default checks every repetition.
+    let every = f.out("check-every");
+    f.sweep(SPEC, &every, None);
+    let rows = read_rows(&every.join(RESULTS_FILE)).unwrap().rows;
+    assert!(rows.iter().all(|r| !r.0["args"].to_string().contains("--no-check")));
 }

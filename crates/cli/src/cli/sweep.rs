@@ -8,7 +8,7 @@
 
 use anyhow::Context;
 use experiments::runner::Outcome;
-use experiments::sweep::{self, Progress, SweepOptions};
+use experiments::sweep::{self, CheckReps, Progress, SweepOptions};
 use experiments::{BenchCommand, ExpandOptions, Point, Shard, Spec, Status};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -49,9 +49,20 @@ pub struct Args {
     /// Load the database afresh for every run.
     #[arg(long)]
     pub no_images: bool,
+    /// Which repetitions of a point run the bench's consistency checker: `every` (default) or
+    /// `first` (repetition 0 only; the checker scans the whole database, seconds per run at
+    /// full scale, and every repetition starts from the same image).
+    #[arg(long, value_enum, default_value_t = CheckArg::Every)]
+    pub check: CheckArg,
     /// Print a line per finished run on stderr (a terminal also shows a progress bar).
     #[arg(long, short)]
     pub verbose: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckArg {
+    Every,
+    First,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -81,6 +92,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         scratch: args.scratch.clone(),
         images: (!args.no_images)
             .then(|| args.images.clone().unwrap_or_else(|| args.out.join("images"))),
+        check: match args.check {
+            CheckArg::Every => CheckReps::Every,
+            CheckArg::First => CheckReps::First,
+        },
     };
     let plan = sweep::plan(specs, &options)?;
     if args.dry_run {
