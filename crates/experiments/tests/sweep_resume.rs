@@ -329,3 +329,17 @@ fn check_first_runs_the_checker_on_repetition_0_only_and_resumes_the_same_points
     let rows = read_rows(&every.join(RESULTS_FILE)).unwrap().rows;
     assert!(rows.iter().all(|r| !r.0["args"].to_string().contains("--no-check")));
 }
+
+#[test]
+fn runs_go_repetition_major_so_compared_configurations_alternate() {
+    let f = Fixture::new();
+    let out = f.out("order");
+    f.sweep(SPEC, &out, None);
+    let rows = read_rows(&out.join(RESULTS_FILE)).unwrap().rows;
+    let reps: Vec<u64> = rows.iter().map(|r| r.0["rep"].as_u64().unwrap()).collect();
+    assert_eq!(reps, [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]);
+    // Within a pass, the points keep the grid's order.
+    let first: Vec<String> = rows[..6].iter().map(|r| r.point().to_string()).collect();
+    let second: Vec<String> = rows[6..].iter().map(|r| r.point().to_string()).collect();
+    assert_eq!(first, second);
+}
