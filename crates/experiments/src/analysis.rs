@@ -501,6 +501,41 @@ fn number(v: &GroupValue) -> Option<f64> {
     }
 }
 
+/// The value a one-sided group is known to exceed: a target never reached up to `x`, or a
+/// crossing beyond the measured range with the first curve on top.
+fn lower_bound(v: &GroupValue) -> Option<f64> {
+    match *v {
+        GroupValue::Reach(Reach::Never(x)) => Some(x),
+        GroupValue::Crossing(Crossing::None { a_above: true, hi, .. }) => Some(hi),
+        _ => None,
+    }
+}
+
+/// The value a one-sided group is known to be at or below.
+fn upper_bound(v: &GroupValue) -> Option<f64> {
+    match *v {
+        GroupValue::Reach(Reach::AtOrBelow(x)) => Some(x),
+        GroupValue::Crossing(Crossing::None { a_above: false, lo, .. }) => Some(lo),
+        _ => None,
+    }
+}
+
+/// The interval of values that agree with the paper (`agrees`), as `(lowest, highest)`.
+fn accepted(claim: &ClaimSpec) -> (f64, f64) {
+    if let Some([lo, hi]) = claim.range {
+        return (lo, hi);
+    }
+    let Some(e) = claim.expected else { return (f64::NAN, f64::NAN) };
+    let abs = claim.tolerance_abs.unwrap_or(0.0);
+    let rel = claim.tolerance.map(|t| t * e.abs()).unwrap_or(0.0);
+    let tol = if claim.tolerance_abs.is_none() && claim.tolerance.is_none() {
+        DEFAULT_TOLERANCE * e.abs()
+    } else {
+        abs.max(rel)
+    };
+    (e - tol, e + tol)
+}
+
 type Judged = (String, Option<f64>, Verdict);
 
 /// Groups listed by name in a measured value; beyond that, only the telling ones.
@@ -577,14 +612,51 @@ fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) ->
                 (n, None) if n > MAX_GROUPS_SHOWN => format!("{name} {shown} over {n} groups"),
                 _ => format!("{name} {shown} ({})", parts.join(", ")),
             };
+            // A one-sided group ("> 3 GiB/s, never reached") bounds a max from below (a min
+            // from above): shown when it moves the aggregate, and it settles a claim when no
+            // value beyond it agrees with the paper, whatever the unmeasured value is.
+            let beyond = match agg {
+                Aggregate::Max => present
+                    .iter()
+                    .filter_map(|g| lower_bound(g))
+                    .fold(None::<f64>, |m, x| Some(m.map_or(x, |m| m.max(x))))
+                    .filter(|&b| b > v),
+                Aggregate::Min => present
+                    .iter()
+                    .filter_map(|g| upper_bound(g))
+                    .fold(None::<f64>, |m, x| Some(m.map_or(x, |m| m.min(x))))
+                    .filter(|&b| b < v),
+                _ => None,
+            };
+            let text = match beyond {
+                Some(b) => {
+                    let side = if agg == Aggregate::Max { ">" } else { "<" };
+                    let shown = format!("{name} {side} {}", with_unit(b, &claim.unit));
+                    if values.len() > MAX_GROUPS_SHOWN {
+                        format!("{shown} (of {})", values.len())
+                    } else {
+                        format!("{shown} ({})", parts.join(", "))
+                    }
+                }
+                None => text,
+            };
             if unnumbered > 0 && agrees(claim, v) {
+                let (lo_ok, hi_ok) = accepted(claim);
+                let settled = beyond.is_some_and(|b| match agg {
+                    Aggregate::Max => b >= hi_ok,
+                    _ => b <= lo_ok,
+                });
+                if settled {
+                    return (text, None, Verdict::Differs);
+                }
                 let why = format!(
                     "{unnumbered} of {} groups have no numeric value to aggregate",
                     present.len()
                 );
                 return (format!("{text} ({why})"), Some(v), Verdict::NoData(why));
             }
-            (text, Some(v), verdict(agrees(claim, v)))
+            // The number is the aggregate only when no bound lies beyond it.
+            (text, beyond.map_or(Some(v), |_| None), verdict(agrees(claim, v)))
         }
     }
 }
