@@ -75,7 +75,7 @@ impl Provenance {
                 p.max_load_before = Some(p.max_load_before.map_or(load, |m| m.max(load)));
             }
             versions.extend(config_str(r, "nvmdb_version"));
-            commits.extend(config_str(r, "git_commit").map(|c| c.chars().take(12).collect()));
+            commits.extend(config_str(r, "git_commit").map(|c| short_commit(&c)));
         }
         p.hosts = hosts.into_iter().collect();
         p.versions = versions.into_iter().collect();
@@ -156,6 +156,16 @@ pub fn now_utc_minute() -> String {
     utc_minute(now)
 }
 
+/// The first 12 hex digits of a commit, keeping a build's `-dirty` mark.
+fn short_commit(c: &str) -> String {
+    let sha: String = c.chars().take(12).collect();
+    if c.ends_with("-dirty") && !sha.ends_with("-dirty") {
+        format!("{sha}-dirty")
+    } else {
+        sha
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +176,16 @@ mod tests {
             serde_json::Value::Object(m) => Row(m),
             _ => unreachable!(),
         }
+    }
+
+    #[test]
+    fn a_dirty_build_keeps_its_mark_in_the_short_commit() {
+        assert_eq!(short_commit("829029a3c36b7b961f48cdfa50a8a71020d2110b"), "829029a3c36b");
+        assert_eq!(
+            short_commit("829029a3c36b7b961f48cdfa50a8a71020d2110b-dirty"),
+            "829029a3c36b-dirty"
+        );
+        assert_eq!(short_commit("unknown"), "unknown");
     }
 
     #[test]
