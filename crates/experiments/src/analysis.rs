@@ -429,16 +429,8 @@ fn paper_text(claim: &ClaimSpec) -> String {
 
 /// Whether `v` agrees with the paper.
 pub fn agrees(claim: &ClaimSpec, v: f64) -> bool {
-    if let Some([lo, hi]) = claim.range {
-        return lo <= v && v <= hi;
-    }
-    let Some(e) = claim.expected else { return false };
-    let abs = claim.tolerance_abs.map(|t| (v - e).abs() <= t);
-    let rel = claim.tolerance.map(|t| (v - e).abs() <= t * e.abs());
-    match (abs, rel) {
-        (None, None) => (v - e).abs() <= DEFAULT_TOLERANCE * e.abs(),
-        (a, r) => a.unwrap_or(false) || r.unwrap_or(false),
-    }
+    let (lo, hi) = accepted(claim);
+    lo <= v && v <= hi
 }
 
 /// Whether a crossing or a reach beyond the measured range agrees with the paper: the paper's
@@ -520,7 +512,9 @@ fn upper_bound(v: &GroupValue) -> Option<f64> {
     }
 }
 
-/// The interval of values that agree with the paper (`agrees`), as `(lowest, highest)`.
+/// The interval of values that agree with the paper, as `(lowest, highest)`: the claim's
+/// range, or its expected value ± the larger of its tolerances (the default one if it has
+/// none); NaN (nothing agrees) without either.
 fn accepted(claim: &ClaimSpec) -> (f64, f64) {
     if let Some([lo, hi]) = claim.range {
         return (lo, hi);

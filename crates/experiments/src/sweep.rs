@@ -162,8 +162,8 @@ pub fn plan(specs: Vec<Spec>, options: &SweepOptions) -> Result<Plan, SweepError
         let points: Vec<Point> =
             all.into_iter().filter(|p| options.shard.is_none_or(|s| s.contains(p))).collect();
         // Repetition-major: every point's repetition 0, then every point's repetition 1, ...
-        // The machine drifts over minutes (identical TATP runs 20 minutes apart differed by
-        // 1.6x), so a point's repetitions are spread over the spec's whole run and the
+        // The machine drifts over minutes (identical TATP runs 28 minutes apart differed by
+        // 1.5x), so a point's repetitions are spread over the spec's whole run and the
         // configurations a claim compares are measured in alternation, not one after another.
         let mut todo = Vec::new();
         let mut already = 0;
