@@ -7,7 +7,7 @@
 
 use crate::grid::{self, ExpandOptions};
 use crate::results::{Row, Status};
-use crate::spec::{Conditions, Spec};
+use crate::spec::{Conditions, Runs, Spec};
 use crate::units;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -46,8 +46,11 @@ pub struct PointData {
     pub id: String,
     /// Axis labels and flag texts, for conditions, series and panels.
     pub values: BTreeMap<String, String>,
-    /// Successful repetitions of the chosen settings.
+    /// Successful repetitions of the chosen settings (only the fastest, if the spec says
+    /// `runs = "fastest"`).
     pub ok: Vec<Row>,
+    /// Successful repetitions before [`PointData::keep_fastest`] chose one (0: it did not run).
+    pub repetitions: usize,
     pub check_failed: usize,
     pub failed: usize,
     /// Why the bench could not run it, if it could not.
@@ -78,6 +81,23 @@ impl PointData {
             return None;
         }
         Stats::of(&values)
+    }
+
+    /// Keeps only the successful repetition with the highest throughput (`runs = "fastest"`);
+    /// how many there were stays in `repetitions`. A row without a throughput counts as 0.
+    pub fn keep_fastest(&mut self) {
+        self.repetitions = self.ok.len();
+        let tps = |r: &Row| r.number("tps").filter(|t| t.is_finite()).unwrap_or(0.0);
+        let best = self
+            .ok
+            .iter()
+            .enumerate()
+            .max_by(|a, b| tps(a.1).total_cmp(&tps(b.1)).then(b.0.cmp(&a.0)))
+            .map(|(i, _)| i);
+        if let Some(i) = best {
+            let fastest = self.ok.swap_remove(i);
+            self.ok = vec![fastest];
+        }
     }
 
     /// A point value as a number (`1us` -> 1000), without needing runs.
@@ -193,6 +213,11 @@ impl Dataset {
         for id in order.into_iter().filter(|id| !seen.contains(*id)) {
             data.push(id.to_string(), BTreeMap::new(), &by_point[id]);
         }
+        if spec.runs == Runs::Fastest {
+            for p in &mut data.points {
+                p.keep_fastest();
+            }
+        }
         data
     }
 
@@ -301,6 +326,44 @@ mod tests {
         assert_eq!(p.metric("tps / 1000").unwrap().mean, 1.0);
         assert_eq!(p.metric("persist_latency").unwrap().mean, 2000.0);
         assert!(p.metric("wear.max").is_none());
+    }
+
+    #[test]
+    fn runs_fastest_keeps_the_repetition_with_the_highest_throughput_and_all_its_metrics() {
+        let text = r#"
+            [spec]
+            title = "t"
+            source = "s"
+            reps = 3
+            runs = "fastest"
+            [base]
+            engine = "inplace"
+            [grid]
+            threads = [1]
+        "#;
+        let spec = Spec::parse(text, std::path::Path::new("x.toml")).unwrap();
+        let point = grid::expand(&spec, &ExpandOptions::default()).unwrap().0[0].id.clone();
+        let r = |rep: u32, tps: f64, p95: f64| {
+            row(json!({"spec": "x", "point": point, "hash": "h", "rep": rep, "status": "ok",
+                       "started_unix_s": f64::from(rep), "tps": tps,
+                       "latency_us": {"p95": p95}}))
+        };
+        // A slow, a fast and a middling repetition: the fast one's p95 comes with it.
+        let rows = [r(0, 48_000.0, 40.0), r(1, 110_000.0, 15.0), r(2, 90_000.0, 20.0)];
+        let data = Dataset::build(&spec, &rows);
+        let p = &data.points[0];
+        assert_eq!((p.ok.len(), p.repetitions), (1, 3));
+        assert_eq!(p.metric("tps").unwrap().mean, 110_000.0);
+        assert_eq!(p.metric("latency_us.p95").unwrap().mean, 15.0);
+        // The default uses every repetition.
+        let all = Spec::parse(&text.replace("runs = \"fastest\"", ""), "x.toml".as_ref()).unwrap();
+        let p = &Dataset::build(&all, &rows).points[0];
+        assert_eq!(p.ok.len(), 3);
+        assert!((p.metric("tps").unwrap().mean - 248_000.0 / 3.0).abs() < 1e-6);
+        // Anything else is an error naming the key.
+        let bad = text.replace("fastest", "best");
+        let e = Spec::parse(&bad, "x.toml".as_ref()).unwrap_err().to_string();
+        assert!(e.contains("spec.runs") && e.contains("best"), "{e}");
     }
 
     #[test]

@@ -169,6 +169,19 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
              show that the pipeline works, not what the paper measured"
         ));
     }
+    if spec.runs == crate::spec::Runs::Fastest {
+        let reps: Vec<usize> = data.points.iter().map(|p| p.repetitions).collect();
+        let (lo, hi) = (reps.iter().min().copied(), reps.iter().max().copied());
+        let range = match (lo, hi) {
+            (Some(lo), Some(hi)) if lo == hi => format!("{hi}"),
+            (Some(lo), Some(hi)) => format!("{lo}-{hi}"),
+            _ => "0".into(),
+        };
+        notes.push(format!(
+            "runs = fastest: each point's plots and claims use its fastest repetition (of \
+             {range} successful), all metrics of that run, not the mean of the repetitions"
+        ));
+    }
     if data.superseded > 0 {
         notes.push(format!(
             "{} row(s) of older settings of the same points were ignored",

@@ -383,6 +383,28 @@ fn default_metric() -> String {
     "tps".into()
 }
 
+/// Which of a point's successful repetitions its plots and claims use (`[spec] runs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Runs {
+    /// Every repetition: a metric is their mean (the default).
+    #[default]
+    All,
+    /// Only the repetition with the highest throughput, all of its metrics: for a machine whose
+    /// speed changes from one process to the next independently of the configuration (a
+    /// shared VM), where the fastest run is the one least disturbed. The report says so.
+    Fastest,
+}
+
+impl Runs {
+    pub fn parse(s: &str) -> Option<Runs> {
+        match s {
+            "all" => Some(Runs::All),
+            "fastest" => Some(Runs::Fastest),
+            _ => None,
+        }
+    }
+}
+
 /// A parsed, validated spec.
 #[derive(Clone, Debug)]
 pub struct Spec {
@@ -391,6 +413,8 @@ pub struct Spec {
     pub source: String,
     pub description: String,
     pub reps: u32,
+    /// Which of a point's repetitions its plots and claims use.
+    pub runs: Runs,
     pub mode: Mode,
     pub timeout: Option<Duration>,
     /// What the spec needs that may not exist yet, in words (`engine wal`).
@@ -433,6 +457,8 @@ struct RawMeta {
     description: String,
     #[serde(default)]
     reps: Option<u32>,
+    #[serde(default)]
+    runs: Option<String>,
     #[serde(default)]
     mode: Option<String>,
     #[serde(default)]
@@ -544,6 +570,11 @@ impl Validator<'_> {
         }
         let new_flags: Vec<String> = meta.new_flags.iter().map(|f| normalize_key(f)).collect();
         let reps = self.reps("spec.reps", meta.reps.unwrap_or(1))?;
+        let runs = match meta.runs.as_deref() {
+            None => Runs::All,
+            Some(r) => Runs::parse(r)
+                .ok_or_else(|| self.err("spec.runs", format!("`{r}` is not all or fastest")))?,
+        };
         let mode = match meta.mode.as_deref().unwrap_or("run") {
             "run" => Mode::Run,
             "crash_recover" | "crash-recover" => {
@@ -567,6 +598,7 @@ impl Validator<'_> {
             source: meta.source,
             description: meta.description,
             reps,
+            runs,
             mode,
             timeout,
             needs: meta.needs,
