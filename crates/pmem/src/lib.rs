@@ -32,6 +32,6 @@ pub use region::{
     filesystem_name, free_bytes, is_dax, Medium, Region, RegionOptions, StoreObserver, SyncMode,
 };
 pub use sim::{CrashEvent, CrashPoint, CrashPolicy, MarkAim, Sim};
-pub use stats::{thread_id, Stats, WearGranularity, WearMap};
+pub use stats::{thread_id, Stats, ThreadCounters, WearGranularity, WearMap};
 pub use timing::{TimingOptions, Tsc};
 pub use trace::{TraceEvent, TraceKind};

@@ -150,6 +150,43 @@ impl StatCounters {
     }
 }
 
+/// `N` counters kept per thread like the device's own (each thread bumps its owned shard with a
+/// plain load and store; reads sum the shards), for engine statistics that are bumped on every
+/// commit or operation: a shared atomic there is one cache line that every thread writes.
+pub struct ThreadCounters<const N: usize> {
+    shards: Box<[CachePadded<[AtomicU64; N]>]>,
+}
+
+impl<const N: usize> Default for ThreadCounters<N> {
+    fn default() -> Self {
+        ThreadCounters {
+            shards: (0..SHARDS)
+                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
+        }
+    }
+}
+
+impl<const N: usize> ThreadCounters<N> {
+    /// Adds `n` to counter `i` (`i < N`) in this thread's shard.
+    #[inline(always)]
+    pub fn add(&self, i: usize, n: u64) {
+        let index = SHARD.try_with(|s| s.index).unwrap_or(SHARED_SHARD);
+        let cell = &self.shards[index][i];
+        if index == SHARED_SHARD {
+            cell.fetch_add(n, Ordering::Relaxed);
+        } else {
+            // This thread is the only writer of an owned shard (see `OWNED_SHARDS`).
+            cell.store(cell.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        }
+    }
+
+    /// Counter `i` summed over every thread.
+    pub fn get(&self, i: usize) -> u64 {
+        self.shards.iter().map(|s| s[i].load(Ordering::Relaxed)).fold(0, u64::wrapping_add)
+    }
+}
+
 /// What a wear map counts a write-back of.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -27,7 +27,7 @@
 
 use crate::engine::{DbError, Result};
 use crate::format::{get_u16, get_u32, get_u64, PageId, PAGE_SIZE};
-use crate::pages::{PageClass, PageStore, PageWriter};
+use crate::pages::{ExclusiveLatch, PageClass, PageStore, PageWriter};
 use parking_lot::{RwLock, RwLockWriteGuard};
 
 pub const NODE_HEADER: usize = 32;
@@ -73,7 +73,12 @@ fn val_at(n: &[u8], i: usize) -> u64 {
 
 /// Index of the first key >= `key` (Ok if equal).
 fn search(n: &[u8], key: u64) -> std::result::Result<usize, usize> {
-    let (mut lo, mut hi) = (0, count(n));
+    search_in(n, count(n), key)
+}
+
+/// [`search`] over the first `count` entries (a count read once, for optimistic readers).
+fn search_in(n: &[u8], count: usize, key: u64) -> std::result::Result<usize, usize> {
+    let (mut lo, mut hi) = (0, count);
     while lo < hi {
         let mid = (lo + hi) / 2;
         let k = key_at(n, mid);
@@ -91,7 +96,11 @@ fn search(n: &[u8], key: u64) -> std::result::Result<usize, usize> {
 
 /// Child slot for `key` in an internal node: 0 = leftmost, i > 0 = value of entry i - 1.
 fn child_slot(n: &[u8], key: u64) -> usize {
-    match search(n, key) {
+    child_slot_in(n, count(n), key)
+}
+
+fn child_slot_in(n: &[u8], count: usize, key: u64) -> usize {
+    match search_in(n, count, key) {
         Ok(i) => i + 1,
         Err(i) => i,
     }
@@ -145,7 +154,39 @@ fn encode_entries(es: &[(u64, u64)]) -> Vec<u8> {
 
 /// Lines an operation reads in a node (binary search), for the read-latency model.
 fn search_lines(n: &[u8]) -> u64 {
-    (usize::BITS - count(n).leading_zeros()) as u64 + 1
+    search_lines_of(count(n))
+}
+
+fn search_lines_of(count: usize) -> u64 {
+    (usize::BITS - count.leading_zeros()) as u64 + 1
+}
+
+/// Tests run a writer here, between reading a child pointer and validating its parent.
+/// (`level`: the level of the node whose child pointer was read.)
+#[cfg(test)]
+fn interfere(level: u16) {
+    if level == 1 {
+        if let Some(f) = tests::INTERFERE.with(|h| h.borrow_mut().take()) {
+            f();
+        }
+    }
+}
+
+#[cfg(not(test))]
+#[inline(always)]
+fn interfere(_level: u16) {}
+
+/// Optimistic descents a point lookup tries before it takes latches.
+const OPTIMISTIC_TRIES: usize = 64;
+
+/// What one optimistic descent found.
+enum Optimistic {
+    Found(Option<u64>),
+    /// A writer interfered: try again.
+    Retry,
+    /// Something reads as damaged in a stable state (or cannot be read optimistically): the
+    /// latched walk decides and reports it.
+    Latched,
 }
 
 /// Writes a complete node (header and entries) with one write.
@@ -211,7 +252,7 @@ pub struct TreeCheck {
 struct Held<'a> {
     page: PageId,
     slot_in_parent: usize,
-    _g: RwLockWriteGuard<'a, ()>,
+    _g: ExclusiveLatch<'a>,
 }
 
 /// The latches a modifying operation holds until it ends (see `BTree::finish`).
@@ -219,7 +260,7 @@ struct Held<'a> {
 struct Latches<'a> {
     root: Option<RwLockWriteGuard<'a, ()>>,
     path: Vec<Held<'a>>,
-    siblings: Vec<RwLockWriteGuard<'a, ()>>,
+    siblings: Vec<ExclusiveLatch<'a>>,
 }
 
 impl<'a> BTree<'a> {
@@ -274,6 +315,11 @@ impl<'a> BTree<'a> {
 
     fn root_page(&self) -> PageId {
         self.store.touch(PageClass::Other, self.root.page, 1);
+        self.root_pointer()
+    }
+
+    /// The root page id, read without counting an access (a re-read by the same operation).
+    fn root_pointer(&self) -> PageId {
         get_u64(self.store.page(self.root.page), self.root.offset)
     }
 
@@ -286,8 +332,73 @@ impl<'a> BTree<'a> {
         (self.capacity / 4).max(1)
     }
 
-    /// Point lookup.
+    /// Point lookup. Optimistic first (no latch, nothing shared written: see
+    /// [`BTree::get_optimistic`]); under persistent interference, or where a node reads as
+    /// damaged in a stable state, the latched walk decides (and reports the damage).
     pub fn get(&self, key: u64) -> Result<Option<u64>> {
+        for _ in 0..OPTIMISTIC_TRIES {
+            match self.get_optimistic(key) {
+                Optimistic::Found(v) => return Ok(v),
+                Optimistic::Retry => std::hint::spin_loop(),
+                Optimistic::Latched => break,
+            }
+        }
+        self.get_latched(key)
+    }
+
+    /// One optimistic descent (optimistic lock coupling, Leis et al. DaMoN 2016 §3): each node's
+    /// version is read before and validated after its bytes are used, and a child's version is
+    /// read before its parent is validated, so the child was the parent's child at that moment
+    /// (a page is freed or reused only under its exclusive latch, which changes its version).
+    /// The root pointer is read again after the root's version: it changes only while the old
+    /// root is latched exclusively. Bytes read under a concurrent writer may be torn: each value
+    /// is bounds-checked before it is used, and a value that fails the check is damage only if
+    /// the page validates.
+    fn get_optimistic(&self, key: u64) -> Optimistic {
+        use Optimistic::{Latched, Retry};
+        let store = self.store;
+        let mut page = self.root_page();
+        if !store.is_data_page(page) {
+            return Latched;
+        }
+        let Some(mut v) = store.read_version(page) else { return Retry };
+        if self.root_pointer() != page {
+            return Retry;
+        }
+        let mut expect = None;
+        loop {
+            let n = store.page(page);
+            // One read of the count: a concurrent writer may change the stored one.
+            let (k, c, l) = (kind(n), count(n), level(n));
+            let shape_ok = matches!((k, l), (LEAF, 0) | (INTERNAL, 1..=MAX_LEVEL))
+                && c <= self.capacity
+                && owner(n) == self.owner
+                && expect.is_none_or(|e| e == l);
+            if !shape_ok {
+                return if store.validate(page, v) { Latched } else { Retry };
+            }
+            if k == LEAF {
+                store.touch(PageClass::Index, page, search_lines_of(c));
+                let found = search_in(n, c, key).ok().map(|i| val_at(n, i));
+                return if store.validate(page, v) { Optimistic::Found(found) } else { Retry };
+            }
+            store.touch(PageClass::Index, page, search_lines_of(c));
+            let child = child(n, child_slot_in(n, c, key));
+            interfere(l);
+            if !store.is_data_page(child) || child == page {
+                return if store.validate(page, v) { Latched } else { Retry };
+            }
+            let Some(cv) = store.read_version(child) else { return Retry };
+            if !store.validate(page, v) {
+                return Retry;
+            }
+            expect = Some(l - 1);
+            (page, v) = (child, cv);
+        }
+    }
+
+    /// Point lookup under shared latches (latch coupling).
+    fn get_latched(&self, key: u64) -> Result<Option<u64>> {
         let mut found = None;
         self.scan(key, key, &mut |_, v| {
             found = Some(v);
@@ -410,7 +521,7 @@ impl<'a> BTree<'a> {
         n: &[u8],
         slot: usize,
         held: &[Held<'_>],
-    ) -> Result<(PageId, RwLockWriteGuard<'l, ()>, &'a [u8])> {
+    ) -> Result<(PageId, ExclusiveLatch<'l>, &'a [u8])> {
         let c = child(n, slot);
         if !self.store.is_data_page(c) {
             return Err(self.corrupt(page, format_args!("child pointer {c} out of range")));
@@ -742,5 +853,111 @@ impl<'a> BTree<'a> {
             self.check_node(child(n, slot), below, (lo, hi), depth + 1, out, leaves, leaf_depth)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::PageAllocator;
+    use crate::format::{page_offset, Layout, CATALOG_PAGE};
+    use crate::systxn::SysTxn;
+    use crate::undo::UndoLog;
+    use pmem::{Medium, Region, RegionOptions};
+    use std::cell::RefCell;
+
+    thread_local! {
+        pub(super) static INTERFERE: RefCell<Option<Box<dyn FnOnce()>>> =
+            const { RefCell::new(None) };
+    }
+
+    struct Fixture {
+        store: PageStore,
+        alloc: PageAllocator,
+        log: parking_lot::Mutex<UndoLog>,
+        root_latch: RwLock<()>,
+    }
+
+    const ROOT: RootRef = RootRef { page: CATALOG_PAGE, offset: 64 };
+
+    impl Fixture {
+        /// Leaked, so a test hook (`'static`) may write through it.
+        fn leaked() -> &'static Fixture {
+            let region = Region::open(&RegionOptions::new(Medium::Dram, 8 << 20)).unwrap();
+            let layout = Layout {
+                page_count: region.len() / 8192,
+                workers: 1,
+                undo_pages: 1,
+                sys_undo_pages: 8,
+                node_capacity: 4,
+            };
+            layout.validate().unwrap();
+            let at = page_offset(layout.sys_undo_log_page(0));
+            UndoLog::format(&region, at);
+            PageAllocator::format(&region, &layout);
+            let f: &'static Fixture = Box::leak(Box::new(Fixture {
+                store: PageStore::new(&region, &layout, None),
+                alloc: PageAllocator::attach(&region, &layout),
+                log: parking_lot::Mutex::new(UndoLog::attach(&region, at, 8 * 8192).unwrap()),
+                root_latch: RwLock::new(()),
+            }));
+            let mut log = f.log.lock();
+            let mut sys = SysTxn::begin(&f.store, &f.alloc, &mut log);
+            let root = BTree::create(&mut sys, 1).unwrap();
+            PageWriter::write(&mut sys, ROOT.page, &[(ROOT.offset, &root.to_le_bytes())]).unwrap();
+            sys.commit().unwrap();
+            drop(log);
+            f
+        }
+
+        fn tree(&self) -> BTree<'_> {
+            BTree::new(&self.store, ROOT, &self.root_latch, 4, 1)
+        }
+
+        fn insert(&self, k: u64) {
+            let mut log = self.log.lock();
+            let mut sys = SysTxn::begin(&self.store, &self.alloc, &mut log);
+            assert!(self.tree().insert(&mut sys, k, k * 10).unwrap());
+            sys.commit().unwrap();
+        }
+
+        /// The largest key in the leaf that holds `key`.
+        fn largest_in_leaf_of(&self, key: u64) -> u64 {
+            let tree = self.tree();
+            let mut n = tree.node(tree.root_page(), None).unwrap();
+            while kind(n) != LEAF {
+                n = tree.node(child(n, child_slot(n, key)), Self::below(n)).unwrap();
+            }
+            key_at(n, count(n) - 1)
+        }
+
+        fn below(n: &[u8]) -> Option<u16> {
+            BTree::below(n)
+        }
+    }
+
+    /// Regression guard for the optimistic lookup (issue 35): a leaf that splits after the
+    /// reader read its pointer but before it validated the parent moves the largest key into a
+    /// new sibling; a reader that did not validate would read the old leaf and miss it.
+    #[test]
+    fn a_split_between_pointer_and_validation_makes_the_lookup_retry() {
+        let f = Fixture::leaked();
+        for k in 0..40 {
+            f.insert(k * 100);
+        }
+        assert!(level(f.store.page(f.tree().root_page())) >= 2, "a tree of three levels");
+        let target = f.largest_in_leaf_of(2000);
+        let split_below_target: Box<dyn FnOnce()> = Box::new(move || {
+            (1..=3).for_each(|d| f.insert(target - d));
+        });
+        INTERFERE.with(|h| *h.borrow_mut() = Some(split_below_target));
+        let splits = f.store.counters().snapshot().splits;
+        assert_eq!(f.tree().get(target).unwrap(), Some(target * 10), "the moved key was missed");
+        assert!(INTERFERE.with(|h| h.borrow().is_none()), "the lookup never reached the hook");
+        assert!(f.store.counters().snapshot().splits > splits, "the hook split nothing");
+        assert_ne!(f.largest_in_leaf_of(target - 3), target, "the key did not move");
+        for k in (0..40).map(|k| k * 100).chain((1..=3).map(|d| target - d)) {
+            assert_eq!(f.tree().get(k).unwrap(), Some(k * 10), "key {k}");
+        }
     }
 }

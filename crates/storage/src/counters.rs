@@ -2,7 +2,7 @@
 //! heap growth, page frees, deletes, commits), so a crash campaign can say how many of them fell
 //! inside its crash windows: a campaign that never cuts through a split has not tested one.
 //!
-//! Cheap: one relaxed atomic add per event (events are per structure modification or per
+//! Cheap: one add to the thread's own counter per event (events are per structure modification or per
 //! transaction, never per byte). On a `sim` region whose armed crash point has been reached the
 //! counters stop, so after a cut run they say what happened *before* the crash, not what the
 //! workers finished afterwards (what runs after a cut cannot change the image); and each event
@@ -11,7 +11,6 @@
 
 use pmem::Region;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The events counted, in report order; `as u8` is the tag of their `Sim::mark`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -116,70 +115,58 @@ impl EngineCounters {
     }
 }
 
-/// The live counters of one engine instance (shared by its threads).
+/// The live counters of one engine instance: per thread, summed when read (a commit bumps one,
+/// and a shared atomic there was a cache line every committing thread wrote).
 pub struct Counters {
     /// Checked before each add: a `sim` region past its cut stops the counters.
     region: Region,
-    splits: AtomicU64,
-    merges: AtomicU64,
-    heap_growths: AtomicU64,
-    page_frees: AtomicU64,
-    deletes: AtomicU64,
-    commits: AtomicU64,
+    cells: pmem::ThreadCounters<{ Event::ALL.len() }>,
 }
 
 impl Counters {
     pub fn new(region: &Region) -> Counters {
-        Counters {
-            region: region.clone(),
-            splits: AtomicU64::new(0),
-            merges: AtomicU64::new(0),
-            heap_growths: AtomicU64::new(0),
-            page_frees: AtomicU64::new(0),
-            deletes: AtomicU64::new(0),
-            commits: AtomicU64::new(0),
-        }
+        Counters { region: region.clone(), cells: Default::default() }
     }
 
     #[inline]
-    fn add(&self, cell: &AtomicU64, event: Event) {
+    fn add(&self, event: Event) {
         if let Some(sim) = self.region.sim() {
             if sim.cut_taken() {
                 return;
             }
             sim.mark(event as u8);
         }
-        cell.fetch_add(1, Ordering::Relaxed);
+        self.cells.add(event as usize, 1);
     }
 
     pub fn split(&self) {
-        self.add(&self.splits, Event::Split)
+        self.add(Event::Split)
     }
     pub fn merge(&self) {
-        self.add(&self.merges, Event::Merge)
+        self.add(Event::Merge)
     }
     pub fn heap_growth(&self) {
-        self.add(&self.heap_growths, Event::HeapGrowth)
+        self.add(Event::HeapGrowth)
     }
     pub fn page_free(&self) {
-        self.add(&self.page_frees, Event::PageFree)
+        self.add(Event::PageFree)
     }
     pub fn delete(&self) {
-        self.add(&self.deletes, Event::Delete)
+        self.add(Event::Delete)
     }
     pub fn commit(&self) {
-        self.add(&self.commits, Event::Commit)
+        self.add(Event::Commit)
     }
 
     pub fn snapshot(&self) -> EngineCounters {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let get = |e: Event| self.cells.get(e as usize);
         EngineCounters {
-            splits: get(&self.splits),
-            merges: get(&self.merges),
-            heap_growths: get(&self.heap_growths),
-            page_frees: get(&self.page_frees),
-            deletes: get(&self.deletes),
-            commits: get(&self.commits),
+            splits: get(Event::Split),
+            merges: get(Event::Merge),
+            heap_growths: get(Event::HeapGrowth),
+            page_frees: get(Event::PageFree),
+            deletes: get(Event::Delete),
+            commits: get(Event::Commit),
         }
     }
 }

@@ -13,6 +13,13 @@
 //! LRU by default, as the paper's trace analysis; 8-way set-associative as an option); a miss
 //! charges the device read latency for every cache line the operation reads or writes in the
 //! page. Lines and latches are counted per page class (index, heap, other: Pelley Table 4).
+//!
+//! **Latches with versions** (optimistic lock coupling, Leis et al. DaMoN 2016): every page latch
+//! carries a version that an exclusive holder makes odd while it holds the latch and even again,
+//! one higher, when it lets go. A reader that writes nothing shared reads the version, the
+//! page, then the version again ([`PageStore::read_version`], [`PageStore::validate`]): the bytes
+//! it read are a state some exclusive holder left iff both reads agree and are even. Shared
+//! latches stay for scans, which run callbacks with side effects under them.
 
 use crate::engine::Result;
 use crate::format::{page_offset, Layout, PageId, PAGE_SIZE};
@@ -305,7 +312,38 @@ thread_local! {
 const LATCH_CHUNK: usize = 4096;
 
 /// One chunk of page latches, allocated on first use.
-type LatchChunk = OnceLock<Box<[RwLock<()>]>>;
+type LatchChunk = OnceLock<Box<[PageLatch]>>;
+
+/// A page's latch and its version (odd while an exclusive holder may be changing the page).
+#[derive(Default)]
+struct PageLatch {
+    lock: RwLock<()>,
+    version: AtomicU64,
+}
+
+/// An exclusive page latch: while it is held the page's version is odd.
+pub struct ExclusiveLatch<'a> {
+    _guard: RwLockWriteGuard<'a, ()>,
+    version: &'a AtomicU64,
+}
+
+impl Drop for ExclusiveLatch<'_> {
+    fn drop(&mut self) {
+        // Release: an optimistic reader that sees the even version sees every write made under
+        // the latch.
+        self.version.fetch_add(1, Ordering::Release);
+    }
+}
+
+thread_local! {
+    /// Shared latches this thread has taken (tests count them: a point lookup takes none).
+    static SHARED_LATCHES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Shared page latches the calling thread has taken so far.
+pub fn shared_latches_taken() -> u64 {
+    SHARED_LATCHES.with(|c| c.get())
+}
 
 pub struct PageStore {
     region: Region,
@@ -365,11 +403,11 @@ impl PageStore {
             && page_offset(page + 1) <= self.region.backed_len()
     }
 
-    fn latch(&self, page: PageId) -> &RwLock<()> {
+    fn latch(&self, page: PageId) -> &PageLatch {
         // Callers pass only validated page ids (`is_data_page`) or fixed metadata pages.
         assert!(page < self.page_count, "latch of page {page} beyond the region");
         let chunk = self.latches[page as usize / LATCH_CHUNK]
-            .get_or_init(|| (0..LATCH_CHUNK).map(|_| RwLock::new(())).collect());
+            .get_or_init(|| (0..LATCH_CHUNK).map(|_| PageLatch::default()).collect());
         &chunk[page as usize % LATCH_CHUNK]
     }
 
@@ -454,11 +492,33 @@ impl PageStore {
     }
 
     pub fn latch_shared(&self, page: PageId) -> RwLockReadGuard<'_, ()> {
-        self.latch(page).read()
+        SHARED_LATCHES.with(|c| c.set(c.get() + 1));
+        self.latch(page).lock.read()
     }
 
-    pub fn latch_exclusive(&self, page: PageId) -> RwLockWriteGuard<'_, ()> {
-        self.latch(page).write()
+    pub fn latch_exclusive(&self, page: PageId) -> ExclusiveLatch<'_> {
+        let l = self.latch(page);
+        let guard = l.lock.write();
+        // Odd before any write under the latch is made (the fence orders the two, as a seqlock
+        // writer's does), so a reader that overlaps a write fails its validation.
+        l.version.fetch_add(1, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        ExclusiveLatch { _guard: guard, version: &l.version }
+    }
+
+    /// The version of `page` for an optimistic read: `None` while an exclusive holder has it.
+    #[inline]
+    pub fn read_version(&self, page: PageId) -> Option<u64> {
+        let v = self.latch(page).version.load(Ordering::Acquire);
+        (v % 2 == 0).then_some(v)
+    }
+
+    /// Whether `page` is unchanged since [`read_version`](PageStore::read_version) gave `v`: the
+    /// bytes read in between are a consistent state of the page.
+    #[inline]
+    pub fn validate(&self, page: PageId, v: u64) -> bool {
+        std::sync::atomic::fence(Ordering::Acquire);
+        self.latch(page).version.load(Ordering::Relaxed) == v
     }
 }
 

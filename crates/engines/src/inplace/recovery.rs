@@ -9,15 +9,14 @@
 //! used; a damaged record is `DbError::Corrupt`, never a write outside its structure.
 
 use super::{
-    FreeSlots, InPlace, TableRt, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC, REC_INDEX_DELETE,
-    REC_INDEX_INSERT, REC_PHYS,
+    FreeSlots, InPlace, TableRt, TableSet, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC,
+    REC_INDEX_DELETE, REC_INDEX_INSERT, REC_PHYS,
 };
 use crate::{EngineOptions, Fault};
 use parking_lot::{Mutex, RwLock};
 use pmem::Region;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use storage::alloc::PageAllocator;
 use storage::catalog;
 use storage::format::{
@@ -45,7 +44,7 @@ fn decode_logical(payload: &[u8]) -> Result<(TableId, u64, u64)> {
 }
 
 /// The table an undo record names (an unknown table in a log is damage, not a user error).
-fn record_table(db: &InPlace, table: TableId) -> Result<Arc<TableRt>> {
+fn record_table(db: &InPlace, table: TableId) -> Result<&TableRt> {
     db.table_rt(table).map_err(|_| {
         DbError::Corrupt(format!("undo record names table {table}, which is not in the catalog"))
     })
@@ -116,14 +115,15 @@ fn attach_logs(region: &Region, layout: &Layout) -> Result<Vec<WorkerLogs>> {
             Ok(WorkerLogs {
                 user: UndoLog::attach(region, page_offset(layout.undo_log_page(w)), user_cap)?,
                 sys: UndoLog::attach(region, page_offset(layout.sys_undo_log_page(w)), sys_cap)?,
+                begun: 0,
             })
         })
         .collect()
 }
 
-fn load_tables(store: &PageStore) -> Result<Vec<Arc<TableRt>>> {
+fn load_tables(store: &PageStore) -> Result<Vec<TableRt>> {
     let page = store.page(CATALOG_PAGE);
-    let mut tables: Vec<Arc<TableRt>> = Vec::new();
+    let mut tables: Vec<TableRt> = Vec::new();
     let mut ended = false;
     for i in 0..catalog::MAX_TABLES {
         match catalog::decode(page, i).map_err(DbError::Corrupt)? {
@@ -135,7 +135,7 @@ fn load_tables(store: &PageStore) -> Result<Vec<Arc<TableRt>>> {
                 if tables.iter().any(|t| t.spec.name == e.spec.name) {
                     return Err(DbError::Corrupt(format!("catalog names {} twice", e.spec.name)));
                 }
-                tables.push(Arc::new(TableRt {
+                tables.push(TableRt {
                     id: i as TableId,
                     spec: e.spec,
                     slot_bytes: e.slot_bytes,
@@ -143,7 +143,7 @@ fn load_tables(store: &PageStore) -> Result<Vec<Arc<TableRt>>> {
                     root_latch: RwLock::new(()),
                     free: Mutex::new(FreeSlots::new(e.heap_head)),
                     deleted: Default::default(),
-                }))
+                })
             }
         }
     }
@@ -205,9 +205,8 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
         layout,
         store,
         locks: Default::default(),
-        tables: RwLock::new(tables),
+        tables: TableSet::new(tables),
         workers: Box::new([]),
-        next_txn: AtomicU64::new(1),
         report: RecoveryReport::default(),
         fault: options.fault,
         protocol: options.protocol,
@@ -244,7 +243,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
             }
         }
     }
-    let tables = db.tables.read().len();
+    let tables = db.tables.len();
     report.notes.push(format!("scanned {} undo logs; {tables} tables", logs.len() * 2));
     Ok(InPlace { workers: logs.into_iter().map(Mutex::new).collect(), report, ..db })
 }
@@ -301,8 +300,7 @@ pub(crate) fn check_integrity(db: &InPlace) -> IntegrityResult {
     for p in 0..db.layout.first_data_page() {
         claim(p, "metadata")?;
     }
-    let tables = db.tables.read().clone();
-    for t in &tables {
+    for t in db.tables.iter() {
         report.tables += 1;
         let tree = db.tree(t).check().map_err(|e| format!("table {}: {e}", t.spec.name))?;
         for p in &tree.pages {

@@ -107,7 +107,7 @@ impl<'a> InPlaceTxn<'a> {
 
     /// The page latch Pelley's protocol holds across a page update (none in ours: rows are
     /// protected by their key locks).
-    fn page_latch(&self, offset: u64) -> Option<parking_lot::RwLockWriteGuard<'a, ()>> {
+    fn page_latch(&self, offset: u64) -> Option<storage::pages::ExclusiveLatch<'a>> {
         let db: &'a InPlace = self.db;
         (db.protocol == Protocol::Pelley).then(|| db.store.latch_exclusive(offset / PAGE_SIZE_U64))
     }
