@@ -510,7 +510,7 @@ impl PageStore {
     #[inline]
     pub fn read_version(&self, page: PageId) -> Option<u64> {
         let v = self.latch(page).version.load(Ordering::Acquire);
-        (v % 2 == 0).then_some(v)
+        v.is_multiple_of(2).then_some(v)
     }
 
     /// Whether `page` is unchanged since [`read_version`](PageStore::read_version) gave `v`: the
