@@ -63,7 +63,7 @@ pub(crate) fn rollback_user(
             REC_HEAP_ALLOC => {
                 let (table, rid, _) = decode_logical(payload)?;
                 let t = record_table(db, table)?;
-                db.check_row(&t, rid, None)?;
+                db.check_row(t, rid, None)?;
                 db.region.write_u64(rid, SLOT_FREE);
                 out.written.push((rid, 8));
                 out.freed.push((table, rid));
@@ -71,7 +71,7 @@ pub(crate) fn rollback_user(
             REC_INDEX_INSERT => {
                 let (table, key, rid) = decode_logical(payload)?;
                 let t = record_table(db, table)?;
-                let tree = db.tree(&t);
+                let tree = db.tree(t);
                 if tree.get(key)? == Some(rid) {
                     run_system(db, sys_log, |sys| tree.remove(sys, key).map(|_| ()))?;
                 }
@@ -79,8 +79,8 @@ pub(crate) fn rollback_user(
             REC_INDEX_DELETE => {
                 let (table, key, rid) = decode_logical(payload)?;
                 let t = record_table(db, table)?;
-                db.check_row(&t, rid, None)?;
-                let tree = db.tree(&t);
+                db.check_row(t, rid, None)?;
+                let tree = db.tree(t);
                 if tree.get(key)?.is_none() {
                     run_system(db, sys_log, |sys| tree.insert(sys, key, rid).map(|_| ()))?;
                 }
@@ -233,7 +233,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
                 for (kind, payload) in &records {
                     if *kind == REC_FREE_SLOT {
                         let (table, rid, _) = decode_logical(payload)?;
-                        db.check_row(&*record_table(&db, table)?, rid, None)?;
+                        db.check_row(record_table(&db, table)?, rid, None)?;
                         db.region.write_u64(rid, SLOT_FREE);
                         written.push((rid, 8));
                     }

@@ -174,7 +174,7 @@ impl Txn for InPlaceTxn<'_> {
         let t = self.db.table_rt(table)?;
         self.lock(table, key, LockMode::Shared)?;
         out.clear();
-        let Some(rid) = self.find(&t, key)? else { return Ok(false) };
+        let Some(rid) = self.find(t, key)? else { return Ok(false) };
         let row = self.db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
         self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
         out.extend_from_slice(row);
@@ -186,10 +186,10 @@ impl Txn for InPlaceTxn<'_> {
         check_row(table, &t.spec, row)?;
         self.lock(table, key, LockMode::Exclusive)?;
         let db = self.db;
-        if db.tree(&t).get(key)?.is_some() {
+        if db.tree(t).get(key)?.is_some() {
             return Err(DbError::Duplicate { table, key });
         }
-        let rid = self.take_slot(&t)?;
+        let rid = self.take_slot(t)?;
         let alloc_rec = logical(table, rid, 0);
         let index_rec = logical(table, key, rid);
         if let Err(e) = self.log(&[(REC_HEAP_ALLOC, &alloc_rec), (REC_INDEX_INSERT, &index_rec)]) {
@@ -207,7 +207,7 @@ impl Txn for InPlaceTxn<'_> {
             let _latch = self.page_latch(rid);
             self.write(rid, &slot)?;
         }
-        let tree = db.tree(&t);
+        let tree = db.tree(t);
         let inserted = self.system(|sys| tree.insert(sys, key, rid))?;
         if !inserted {
             return Err(DbError::Corrupt(format!("key {key} appeared under an exclusive lock")));
@@ -219,7 +219,7 @@ impl Txn for InPlaceTxn<'_> {
         let t = self.db.table_rt(table)?;
         check_update(table, &t.spec, offset, bytes.len())?;
         self.lock(table, key, LockMode::Exclusive)?;
-        let Some(rid) = self.find(&t, key)? else { return Ok(false) };
+        let Some(rid) = self.find(t, key)? else { return Ok(false) };
         let at = rid + SLOT_HEADER + offset as u64;
         let lines = row_lines(rid, offset.into(), bytes.len() as u64);
         self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, lines);
@@ -247,7 +247,7 @@ impl Txn for InPlaceTxn<'_> {
         let t = self.db.table_rt(table)?;
         self.lock(table, key, LockMode::Exclusive)?;
         let db = self.db;
-        let Some(rid) = self.find(&t, key)? else { return Ok(false) };
+        let Some(rid) = self.find(t, key)? else { return Ok(false) };
         self.log(&[
             (REC_INDEX_DELETE, &logical(table, key, rid)),
             (REC_FREE_SLOT, &logical(table, rid, 0)),
@@ -255,7 +255,7 @@ impl Txn for InPlaceTxn<'_> {
         // Pending before the key leaves the tree: a scan that misses the key finds it here.
         t.deleted.add(key);
         self.deleted.push((table, key));
-        let tree = db.tree(&t);
+        let tree = db.tree(t);
         let removed = self.system(|sys| tree.remove(sys, key))?;
         if removed != Some(rid) {
             return Err(DbError::Corrupt(format!("key {key} changed under an exclusive lock")));
@@ -284,7 +284,7 @@ impl Txn for InPlaceTxn<'_> {
         // live transaction deleted is locked as if read (conflicting unless it is our own).
         let mut gap = Some(low);
         let mut stopped = false;
-        db.tree(&t).scan(low, high, &mut |key, rid| {
+        db.tree(t).scan(low, high, &mut |key, rid| {
             // No-wait locking under the leaf latch: never blocks, so cannot deadlock.
             if let Some(from) = gap.filter(|&g| g < key) {
                 for k in t.deleted.within(from, key - 1) {
@@ -292,7 +292,7 @@ impl Txn for InPlaceTxn<'_> {
                 }
             }
             locks.lock(&db.locks, id, table, key, LockMode::Shared)?;
-            db.check_row(&t, rid, Some(key))?;
+            db.check_row(t, rid, Some(key))?;
             let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
             db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
             n += 1;
