@@ -633,7 +633,9 @@ impl Engine for InPlace {
     }
 
     fn activity(&self) -> Vec<(&'static str, u64)> {
-        read_activity(&self.store)
+        let mut v = read_activity(&self.store);
+        v.extend(self.locks.activity());
+        v
     }
 
     fn circular_logs(&self) -> Option<Vec<std::ops::Range<u64>>> {

@@ -142,13 +142,19 @@ impl<'a> InPlaceTxn<'a> {
 
     /// Ends the transaction's hold on its keys: pending deletes first (the keys are back in
     /// the tree after a rollback, or gone for good after a commit), then the locks.
-    fn release(&mut self) {
+    /// `committed`: whether the writes stay (the keys written get new versions) or were all
+    /// rolled back (they keep the versions their readers saw).
+    fn release(&mut self, committed: bool) {
         for (table, key) in std::mem::take(&mut self.deleted) {
             if let Ok(t) = self.db.table_rt(table) {
                 t.deleted.remove(key);
             }
         }
-        self.locks.release_all(&self.db.locks, self.id);
+        if committed {
+            self.locks.release_all(&self.db.locks, self.id);
+        } else {
+            self.locks.release_after_rollback(&self.db.locks, self.id);
+        }
         self.finished = true;
     }
 
@@ -170,15 +176,20 @@ impl<'a> InPlaceTxn<'a> {
 }
 
 impl Txn for InPlaceTxn<'_> {
+    /// Optimistic (`storage::lock`): no lock-table entry, no latch, nothing shared written;
+    /// validated again by every later read and before the commit point.
     fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
-        let t = self.db.table_rt(table)?;
-        self.lock(table, key, LockMode::Shared)?;
-        out.clear();
-        let Some(rid) = self.find(t, key)? else { return Ok(false) };
-        let row = self.db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
-        self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
-        out.extend_from_slice(row);
-        Ok(true)
+        let db = self.db;
+        let t = db.table_rt(table)?;
+        self.locks.read_optimistic(&db.locks, self.id, table, key, || {
+            out.clear();
+            let Some(rid) = db.tree(t).get(key)? else { return Ok(false) };
+            db.check_row(t, rid, Some(key))?;
+            let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
+            db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
+            out.extend_from_slice(row);
+            Ok(true)
+        })
     }
 
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
@@ -310,9 +321,12 @@ impl Txn for InPlaceTxn<'_> {
 
     fn commit(mut self: Box<Self>) -> Result<CommitToken> {
         let db = self.db;
+        // Every lock is held: the reads validated now hold at the commit point (on failure the
+        // drop rolls back, as an abort would).
+        self.locks.validate(&db.locks)?;
         db.store.counters().commit();
         if !self.logs.user.is_active() {
-            self.release();
+            self.release(true);
             return Ok(CommitToken::DURABLE);
         }
         let dirty = std::mem::take(&mut self.dirty);
@@ -347,13 +361,14 @@ impl Txn for InPlaceTxn<'_> {
                 lists[i].give_back(rid);
             }
         }
-        self.release();
+        self.release(true);
         Ok(CommitToken::DURABLE)
     }
 
     fn abort(mut self: Box<Self>) -> Result<()> {
         let r = self.rollback();
-        self.release();
+        // A failed rollback may have left writes behind: new versions then.
+        self.release(r.is_err());
         r
     }
 }
@@ -367,13 +382,14 @@ impl Drop for InPlaceTxn<'_> {
             // A second panic while unwinding would abort the process: leave the undo log
             // active for recovery and refuse further work on this handle.
             self.db.poisoned.store(true, std::sync::atomic::Ordering::Relaxed);
-            self.release();
+            self.release(true);
             return;
         }
         // An error here means the region is damaged; recovery will roll back on reopen.
-        if self.rollback().is_err() {
+        let rolled_back = self.rollback().is_ok();
+        if !rolled_back {
             self.db.poisoned.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        self.release();
+        self.release(!rolled_back);
     }
 }
