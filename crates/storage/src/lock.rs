@@ -269,7 +269,7 @@ impl LockSet {
         let s = stripe_of(table, key);
         for _ in 0..READ_TRIES {
             let before = mgr.stripe(s).load(Ordering::Acquire);
-            if before % VERSION != 0 {
+            if !before.is_multiple_of(VERSION) {
                 break; // an exclusive holder: the lock table decides
             }
             let result = read();
