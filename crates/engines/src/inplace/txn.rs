@@ -46,7 +46,8 @@ impl<'a> InPlaceTxn<'a> {
             db,
             logs,
             id,
-            locks: LockSet::default(),
+            // The begin time orders transactions for wait-die.
+            locks: LockSet::aged(pmem::timing::rdtsc()),
             dirty: Vec::new(),
             fresh: Vec::new(),
             to_free: Vec::new(),
@@ -55,8 +56,9 @@ impl<'a> InPlaceTxn<'a> {
         }
     }
 
+    /// A point request (no latch held): may wait for a younger holder (wait-die).
     fn lock(&mut self, table: TableId, key: u64, mode: LockMode) -> Result<()> {
-        self.locks.lock(&self.db.locks, self.id, table, key, mode)
+        self.locks.lock_or_wait(&self.db.locks, self.id, table, key, mode)
     }
 
     /// Appends undo records; earlier in-place writes are persisted by the same barrier.
