@@ -29,7 +29,7 @@ mod batch;
 use crate::inplace::InPlace;
 use crate::{EngineOptions, Fault};
 use batch::{BatchLog, LogLayout, MAX_CAPACITY_LINES};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 use pmem::{Region, CACHE_LINE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -73,7 +73,7 @@ pub(crate) struct Shared {
     staging: Region,
     log: BatchLog,
     /// Operations hold it shared; closing a batch holds it exclusively (quiesce).
-    gate: RwLock<()>,
+    gate: crate::gated::GateLock,
     /// One closer at a time.
     closer: Mutex<()>,
     state: Mutex<BatchState>,
@@ -149,7 +149,7 @@ impl Group {
             nvram,
             staging,
             log,
-            gate: RwLock::new(()),
+            gate: Default::default(),
             closer: Mutex::new(()),
             state: Mutex::new(BatchState {
                 started: Instant::now(),
@@ -380,7 +380,7 @@ impl Shared {
 
 impl crate::gated::Gate for Shared {
     /// Closes the batch first if the staged lines near the log's capacity.
-    fn enter(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
+    fn enter(&self) -> Result<crate::gated::GateRead<'_>> {
         if let Some(e) = self.fail_reason() {
             return Err(e);
         }
@@ -391,7 +391,7 @@ impl crate::gated::Gate for Shared {
         Ok(self.gate.read())
     }
 
-    fn gate(&self) -> &RwLock<()> {
+    fn gate(&self) -> &crate::gated::GateLock {
         &self.gate
     }
 

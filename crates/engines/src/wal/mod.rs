@@ -43,7 +43,7 @@ use crate::inplace::InPlace;
 use crate::{EngineOptions, Fault};
 use dlog::{Dlog, DlogFault};
 use log::{Capture, Log};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::{Condvar, Mutex};
 use pmem::{Region, RegionOptions, CACHE_LINE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -150,7 +150,7 @@ pub(crate) struct Shared {
     system: Mutex<()>,
     log_area: u64,
     base: u64,
-    gate: RwLock<()>,
+    gate: crate::gated::GateLock,
     checkpoint_lock: Mutex<()>,
     page_flush: PageFlush,
     max_dirty_pages: u64,
@@ -291,7 +291,7 @@ impl Wal {
             system: Mutex::new(()),
             log_area,
             base,
-            gate: RwLock::new(()),
+            gate: Default::default(),
             checkpoint_lock: Mutex::new(()),
             page_flush: options.page_flush,
             max_dirty_pages: options.max_dirty_pages,
@@ -408,7 +408,7 @@ impl Wal {
             system: Mutex::new(()),
             log_area,
             base,
-            gate: RwLock::new(()),
+            gate: Default::default(),
             checkpoint_lock: Mutex::new(()),
             page_flush: options.page_flush,
             max_dirty_pages: options.max_dirty_pages,
@@ -771,7 +771,7 @@ impl Shared {
 
 impl Gate for Shared {
     /// Checkpoints first if the log is nearly full (appends inside an operation cannot wait).
-    fn enter(&self) -> Result<parking_lot::RwLockReadGuard<'_, ()>> {
+    fn enter(&self) -> Result<crate::gated::GateRead<'_>> {
         if let Some(e) = self.failed_error() {
             return Err(e);
         }
@@ -781,7 +781,7 @@ impl Gate for Shared {
         Ok(self.gate.read())
     }
 
-    fn gate(&self) -> &RwLock<()> {
+    fn gate(&self) -> &crate::gated::GateLock {
         &self.gate
     }
 
