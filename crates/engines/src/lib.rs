@@ -2,6 +2,7 @@
 //! (DESIGN §4). Variants are options, not copies.
 
 pub mod cow;
+pub mod device;
 mod gated;
 pub mod group;
 pub mod inplace;

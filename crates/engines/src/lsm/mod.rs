@@ -48,8 +48,7 @@ pub(crate) mod memtable;
 pub(crate) mod run;
 mod txn;
 
-use crate::wal::device::Device;
-use crate::wal::Io;
+use crate::device::{Device, Io};
 use crate::{EngineOptions, Fault};
 use layout::{Areas, Manifest, RunRef, C_COMMITTED, LOG_SLOT_BYTES, MANIFEST_BYTES, MAX_TABLES};
 use memtable::{DramMem, Node, NvmMem, HEAD_BYTES};
@@ -192,7 +191,7 @@ impl Lsm {
         if page_offset(areas.first_run_page()) > region.backed_len() {
             return Err(DbError::Corrupt("region is shorter than its lsm areas".into()));
         }
-        let device = Device::open(&region, options.io)?;
+        let device = Device::open(&region, options.io, ENGINE_NAME)?;
         let (manifest, slot) = read_manifest(&region, &areas)?;
         let mut runs: Vec<Vec<Run>> = vec![Vec::new(); manifest.tables.len()];
         for r in &manifest.runs {

@@ -92,8 +92,8 @@
 //! is rolled back alone if interrupted; no nested top actions or dummy CLRs exist to track
 //! across logs.
 
-use super::device::Device;
 use super::log::{self, Log, LogInsert};
+use crate::device::Device;
 use parking_lot::{Condvar, Mutex};
 use pmem::Region;
 use std::cell::Cell;
@@ -1134,7 +1134,8 @@ mod tests {
     fn dlog_of(layout: LogLayout) -> (Region, Dlog) {
         let region = Region::open(&RegionOptions::new(Medium::Dram, AREA + LOG_BYTES + (64 << 10)))
             .expect("a dram region");
-        let device = Arc::new(Device::open(&region, super::super::Io::Nvm).expect("device"));
+        let device =
+            Arc::new(Device::open(&region, crate::device::Io::Nvm, "wal").expect("device"));
         let n = layout.logs() as usize;
         let per_log_bytes = LOG_BYTES / n as u64;
         let c = Control { layout, cache: Cache::Volatile, per_log_bytes };

@@ -30,14 +30,14 @@
 //! the checkpoint is fuzzy (it quiesces operations, never transactions, and only for a moment
 //! at a time: see [`Shared::checkpoint`]); log records are inserted Aether-style ([`log`]).
 
-pub(crate) mod device;
 pub(crate) mod dlog;
 pub(crate) mod log;
 
-pub use device::Io;
+pub use crate::device::Io;
 pub use dlog::{Cache, LogLayout};
 pub use log::LogInsert;
 
+use crate::device::Device;
 use crate::gated::{Gate, GatedTxn};
 use crate::inplace::InPlace;
 use crate::{EngineOptions, Fault};
@@ -140,7 +140,7 @@ enum WalFault {
 /// What the flusher, the workers and the engine share.
 pub(crate) struct Shared {
     nvram: Region,
-    device: Arc<device::Device>,
+    device: Arc<Device>,
     staging: Region,
     /// The central log (with a distributed log: its first log, used only for statistics).
     log: Arc<Log>,
@@ -262,7 +262,7 @@ impl Wal {
             redo_started.elapsed().as_secs_f64() * 1e3
         ));
         log::erase_stale_tail(&nvram, log_area, capacity, redo_from, end);
-        let device = Arc::new(device::Device::open(&nvram, options.io)?);
+        let device = Arc::new(Device::open(&nvram, options.io, ENGINE_NAME)?);
         let log = Arc::new(Log::new(
             device.clone(),
             log_area,
@@ -382,7 +382,7 @@ impl Wal {
             let area = log_area + i as u64 * dc.per_log_bytes;
             log::erase_stale_tail(&nvram, area, dc.per_log_bytes, from, end);
         }
-        let device = Arc::new(device::Device::open(&nvram, options.io)?);
+        let device = Arc::new(Device::open(&nvram, options.io, ENGINE_NAME)?);
         let d = Arc::new(Dlog::new(
             device.clone(),
             control(0),
