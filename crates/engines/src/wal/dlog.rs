@@ -1,7 +1,8 @@
 //! Distributed logging with passive group commit — Wang & Johnson, *Scalable Logging through
 //! Emerging Non-Volatile Memory*, VLDB 2014, §3 (log space partitioning, GSN, recovery) and §4
-//! (passive group commit, durable caches). `wal`'s pluggable log manager for `log=txn:N` and
-//! `log=page:N`; `log=central` (the default) is [`super::log::Log`] alone, unchanged.
+//! (passive group commit, durable caches). One of `wal`'s two log managers
+//! ([`super::manager::LogManager`]): `log=txn:N` and `log=page:N`; `log=central` (the default) is
+//! [`super::manager::Central`], one [`Log`].
 //!
 //! **Layout.** `N` logs share the `log_bytes` budget: log `i` is the `i`-th slice of
 //! `log_bytes / N` (rounded down to 8 KiB) of the log area, each one [`Log`] (circular,
@@ -1115,10 +1116,6 @@ impl Dlog {
             .map(|l| (l.used(), l.capacity()))
             .max_by_key(|&(u, c)| u * 1024 / c.max(1))
             .unwrap_or((0, 1))
-    }
-
-    pub fn sum(&self, f: impl Fn(&Log) -> u64) -> u64 {
-        self.logs.iter().map(|l| f(l)).sum()
     }
 }
 
