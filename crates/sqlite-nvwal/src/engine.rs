@@ -8,15 +8,15 @@
 //! Recovery invariant: opening the region recovers the log ([`Store::open`]), then SQLite's
 //! own WAL recovery runs on the rebuilt WAL at the first read.
 
+use crate::sqlite::SqliteEngine;
 use crate::store::Store;
 use crate::vfs::{self, Registration, Shared};
 use crate::{NvwalOptions, SyncMode, ENGINE_NAME};
-use peers::sqlite::SqliteEngine;
-use peers::PeerOptions;
 use pmem::Region;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
+use storage::peer::PeerOptions;
 use storage::{
     CommitToken, DbError, Engine, IntegrityResult, RecoveryReport, Result, TableId, TableSpec, Txn,
 };

@@ -30,6 +30,7 @@
 
 pub mod engine;
 pub mod layout;
+pub mod sqlite;
 pub mod store;
 pub mod vfs;
 

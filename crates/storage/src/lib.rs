@@ -21,6 +21,7 @@ pub mod format;
 pub mod heap;
 pub mod lock;
 pub mod pages;
+pub mod peer;
 pub mod systxn;
 pub mod undo;
 

@@ -61,9 +61,7 @@ use std::time::Instant;
 use storage::engine::{check_spec, RecoveryReport};
 use storage::format::{crc, get_u32, get_u64, page_offset, Layout, Superblock, PAGE_SIZE_U64};
 use storage::lock::LockManager;
-use storage::{
-    CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, Result, TableId, TableSpec, Txn,
-};
+use storage::{DbError, Engine, IntegrityReport, IntegrityResult, Result, TableId, TableSpec, Txn};
 
 pub const ENGINE_NAME: &str = "lsm";
 /// Compaction merges while the next older run has at most this many times the entries.
@@ -1059,21 +1057,7 @@ impl Engine for Lsm {
         Ok(Box::new(txn::LsmTxn::new(self, id)))
     }
 
-    fn is_durable(&self, _token: CommitToken) -> bool {
-        true
-    }
-
-    fn wait_durable(&self, _token: CommitToken) -> Result<()> {
-        Ok(())
-    }
-
-    fn recovery_report(&self) -> RecoveryReport {
-        self.report.clone()
-    }
-
-    fn region(&self) -> Option<&Region> {
-        Some(&self.region)
-    }
+    synchronous_engine_methods!();
 
     fn check_integrity(&self) -> IntegrityResult {
         let st = self.state.read();

@@ -30,11 +30,6 @@
 mod ffi;
 mod tree;
 
-use crate::common::{
-    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, DirClaim, TableRef,
-    WorkerSlot, WorkerSlots,
-};
-use crate::PeerOptions;
 use ffi::{Oid, Tx};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::cell::Cell;
@@ -44,6 +39,11 @@ use std::mem::size_of;
 use std::ops::Range;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use storage::peer::PeerOptions;
+use storage::peer::{
+    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, DirClaim, TableRef,
+    WorkerSlot, WorkerSlots,
+};
 use storage::{
     CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, RecoveryReport, Result,
     TableId, TableSpec, Txn,
@@ -334,6 +334,8 @@ impl Engine for PmemobjEngine {
         ENGINE
     }
 
+    storage::peer_engine_methods!(always_durable);
+
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {
             let slot = id as usize;
@@ -365,14 +367,6 @@ impl Engine for PmemobjEngine {
         })
     }
 
-    fn table(&self, name: &str) -> Option<TableId> {
-        self.catalog.id(name)
-    }
-
-    fn tables(&self) -> Vec<TableSpec> {
-        self.catalog.specs()
-    }
-
     fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
         let slot = self.slots.claim(worker)?;
         Ok(Box::new(PmemobjTxn {
@@ -382,22 +376,6 @@ impl Engine for PmemobjEngine {
             writes: BTreeMap::new(),
             _slot: slot,
         }))
-    }
-
-    fn is_durable(&self, _token: CommitToken) -> bool {
-        true
-    }
-
-    fn wait_durable(&self, _token: CommitToken) -> Result<()> {
-        Ok(())
-    }
-
-    fn recovery_report(&self) -> RecoveryReport {
-        self.report.clone()
-    }
-
-    fn region(&self) -> Option<&pmem::Region> {
-        None
     }
 
     /// Walks every tree (node kinds, counts, pointers in the pool, depth) and every row in key
