@@ -5,8 +5,7 @@
 //! through the mapping (the page cache keeps it coherent with `pwrite`).
 //!
 //! **Invariant**: once a file write or sync fails, [`Device::check`] fails until the engine is
-//! reopened, so nothing written after the failure is reported durable. See `docs/design.md`,
-//! "Engines and their seams".
+//! reopened, so nothing written after the failure is reported durable. See `docs/design.md` §4.
 
 use pmem::Region;
 use std::os::unix::fs::FileExt;

@@ -1,5 +1,5 @@
 //! `engines`: one module per storage and recovery method, all behind [`storage::Engine`]
-//! (DESIGN §4). Variants are options, not copies.
+//! (`docs/design.md` §4). Variants are options, not copies.
 
 /// The [`Engine`] methods of an engine whose commits are durable when they return and that runs
 /// on the `region` field, with the `report` of its open: written once for `inplace` and `lsm`.

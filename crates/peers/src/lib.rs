@@ -1,6 +1,8 @@
 //! `peers`: established storage engines behind nvmdb's [`Engine`] trait, for side-by-side
-//! comparison (DESIGN §4: `sqlite` is also the NVWAL baseline, Kim et al., ASPLOS 2016). A crate
-//! of its own so that building nvmdb's engines never compiles these.
+//! comparison (`docs/design.md` §4). A crate of its own so that building nvmdb's engines never
+//! compiles these. `sqlite`, also the NVWAL baseline (Kim et al., ASPLOS 2016), lives with NVWAL
+//! in `sqlite-nvwal` (re-exported here as [`sqlite`]), so that NVWAL links no other peer; what
+//! the peers share is `storage::peer`.
 //!
 //! | peer | library | tables | writers |
 //! |---|---|---|---|

@@ -1,7 +1,7 @@
 //! Key-level two-phase locking, the same for every engine so that engines differ only in storage
-//! and recovery (DESIGN §3). Policy: **no-wait** — a request that conflicts fails at once with a
-//! retryable error and the transaction aborts. No-wait cannot deadlock, needs no waits-for graph
-//! or timeouts, and under the short OLTP transactions we run, retrying is cheaper than the
+//! and recovery (docs/design.md §3). Policy: **no-wait** — a request that conflicts fails at once
+//! with a retryable error and the transaction aborts. No-wait cannot deadlock, needs no waits-for
+//! graph or timeouts, and under the short OLTP transactions we run, retrying is cheaper than the
 //! bookkeeping of wait-die; the driver counts the aborts so contention stays visible.
 
 use crate::engine::{DbError, Result, TableId};

@@ -58,7 +58,8 @@ macro_rules! peer_engine_methods {
     };
 }
 
-/// Whether a commit is durable when it returns (the `peers` crate docs say what `Relaxed` gives up).
+/// Whether a commit is durable when it returns (the `peers` crate docs say what `Relaxed`
+/// gives up).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PeerDurability {
     #[default]

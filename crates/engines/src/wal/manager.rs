@@ -1,6 +1,6 @@
 //! The log manager `wal` runs on — Pelley et al., VLDB 2014, §3.2 (`persist_wal`, one central
 //! log) and Wang & Johnson, VLDB 2014, §3-§4 (distributed logs, passive group commit). See
-//! `docs/design.md`, "How each recovery method plugs in".
+//! `docs/design.md` §4.
 //!
 //! [`LogManager`] is everything the buffer pool, the page flusher and the commit path ask of
 //! the log: capture the buffer pool's stores as records, make a commit durable, force the log
