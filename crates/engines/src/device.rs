@@ -4,7 +4,7 @@
 //! file and `fdatasync` as the barrier (N-Store's traditional engines, §3). Reads always go
 //! through the mapping (the page cache keeps it coherent with `pwrite`).
 //!
-//! **Invariant**: once a file write or sync fails, [`Device::check`] fails until the engine is
+//! **Invariant**: once a file write or sync fails, `Device::check` fails until the engine is
 //! reopened, so nothing written after the failure is reported durable. See `docs/design.md` §4.
 
 use pmem::Region;

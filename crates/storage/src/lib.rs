@@ -1,12 +1,12 @@
 //! `storage`: what nvmdb engines share (`docs/design.md` §3).
 //!
 //! The [`engine`] traits every storage and recovery method implements; the superblock and
-//! on-media [`format`]; the [`pages`] store, whose writes go through a `PageWriter`; the
-//! [`btree`]; the [`heap`] of fixed-size rows; the [`catalog`]; the key-level [`lock`] manager;
-//! the persistent page allocator ([`alloc`]); undo logs ([`undo`]) and system transactions
-//! ([`systxn`], today the one `PageWriter`); event [`counters`] (splits, merges, frees, ...)
-//! that crash campaigns report their coverage with; the [`conformance`] suite; and what the
-//! peer engines share ([`peer`]).
+//! on-media [`format`](mod@format); the [`pages`] store, whose writes go through a
+//! `PageWriter`; the [`btree`]; the [`heap`] of fixed-size rows; the [`catalog`]; the key-level
+//! [`lock`] manager; the persistent page allocator ([`alloc`]); undo logs ([`undo`]) and system
+//! transactions ([`systxn`], today the one `PageWriter`); event [`counters`] (splits, merges,
+//! frees, ...) that crash campaigns report their coverage with; the [`conformance`] suite; and
+//! what the peer engines share ([`peer`]).
 //!
 //! `PageWriter` is not where the recovery methods differ: `wal` and `group` run `inplace` (and
 //! so `SysTxn`) unchanged on a volatile copy and hook the region's store stream, `cow` and

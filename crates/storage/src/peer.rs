@@ -107,7 +107,7 @@ const PEER_MARKER: &str = "PEER";
 /// File in a peer's directory that an open engine holds an exclusive lock on.
 const LOCK_FILE: &str = "nvmdb.lock";
 
-/// An open engine's hold on its directory: the exclusive lock on [`LOCK_FILE`]. Keep it in the
+/// An open engine's hold on its directory: the exclusive lock on `nvmdb.lock`. Keep it in the
 /// engine, declared after the library's handles, so that it is released after they close.
 pub struct DirClaim {
     _lock: pmem::FileLock,
