@@ -2,7 +2,7 @@
 //! comparison (`docs/design.md` §4). A crate of its own so that building nvmdb's engines never
 //! compiles these. `sqlite`, also the NVWAL baseline (Kim et al., ASPLOS 2016), lives with NVWAL
 //! in `sqlite-nvwal` (re-exported here as [`sqlite`]), so that NVWAL links no other peer; what
-//! the peers share is `storage::peer`.
+//! the peers share is `peer-common`.
 //!
 //! | peer | library | tables | writers |
 //! |---|---|---|---|
@@ -58,9 +58,9 @@ pub mod pmemobj;
 pub mod redb;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
+pub use peer_common::{PeerDurability, PeerOptions};
 /// The SQLite peer lives with SQLite's other engine, NVWAL, in `sqlite-nvwal`.
 pub use sqlite_nvwal::sqlite;
-pub use storage::peer::{PeerDurability, PeerOptions};
 
 /// Names accepted by [`open`].
 pub const PEERS: &[&str] = &[

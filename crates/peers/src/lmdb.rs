@@ -13,13 +13,13 @@
 use heed::byteorder::BigEndian;
 use heed::types::{Bytes, U32, U64};
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, MdbError, PutFlags, RoTxn, RwTxn, WithoutTls};
-use std::path::Path;
-use std::time::Instant;
-use storage::peer::{
+use peer_common::{
     claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
     TableRef, WorkerSlot, WorkerSlots, WriterGate, WriterGuard,
 };
-use storage::peer::{PeerDurability, PeerOptions};
+use peer_common::{PeerDurability, PeerOptions};
+use std::path::Path;
+use std::time::Instant;
 use storage::{
     CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, RecoveryReport, Result,
     TableId, TableSpec, Txn,
@@ -140,7 +140,7 @@ impl Engine for LmdbEngine {
         ENGINE
     }
 
-    storage::peer_engine_methods!(durable_by: sync);
+    peer_common::peer_engine_methods!(durable_by: sync);
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {

@@ -15,15 +15,15 @@ use ::redb::{
     WriteTransaction,
 };
 use parking_lot::{RwLock, RwLockReadGuard};
+use peer_common::{
+    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
+    TableRef, WorkerSlot, WorkerSlots, WriterGate, WriterGuard,
+};
+use peer_common::{PeerDurability, PeerOptions};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use storage::peer::{
-    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
-    TableRef, WorkerSlot, WorkerSlots, WriterGate, WriterGuard,
-};
-use storage::peer::{PeerDurability, PeerOptions};
 use storage::{
     CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, RecoveryReport, Result,
     TableId, TableSpec, Txn,
@@ -143,7 +143,7 @@ impl Engine for RedbEngine {
         ENGINE
     }
 
-    storage::peer_engine_methods!(durable_by: sync);
+    peer_common::peer_engine_methods!(durable_by: sync);
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {

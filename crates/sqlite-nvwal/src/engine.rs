@@ -12,11 +12,11 @@ use crate::sqlite::SqliteEngine;
 use crate::store::Store;
 use crate::vfs::{self, Registration, Shared};
 use crate::{NvwalOptions, SyncMode, ENGINE_NAME};
+use peer_common::PeerOptions;
 use pmem::Region;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-use storage::peer::PeerOptions;
 use storage::{
     CommitToken, DbError, Engine, IntegrityResult, RecoveryReport, Result, TableId, TableSpec, Txn,
 };

@@ -16,13 +16,13 @@
 //! WAL; on open SQLite rebuilds the WAL index and ignores frames after the last valid commit.
 
 use parking_lot::Mutex;
+use peer_common::{
+    claim_dir, peer_error, Catalog, CommitClock, DirClaim, TableRef, WriterGate, WriterGuard,
+};
+use peer_common::{PeerDurability, PeerOptions};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use storage::peer::{
-    claim_dir, peer_error, Catalog, CommitClock, DirClaim, TableRef, WriterGate, WriterGuard,
-};
-use storage::peer::{PeerDurability, PeerOptions};
 use storage::{
     CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, RecoveryReport, Result,
     TableId, TableSpec, Txn,
@@ -241,7 +241,7 @@ fn load_catalog(conn: &Connection) -> Result<Vec<(TableSpec, TableSql)>> {
         if id != tables.len() as i64 {
             return Err(DbError::Corrupt(format!("sqlite: catalog ids not dense at {id}")));
         }
-        let spec = storage::peer::decode_spec(&spec)?;
+        let spec = peer_common::decode_spec(&spec)?;
         tables.push((spec, TableSql::new(id as TableId)));
     }
     Ok(tables)
@@ -252,12 +252,12 @@ impl Engine for SqliteEngine {
         self.name
     }
 
-    storage::peer_engine_methods!(durable_by: sync);
+    peer_common::peer_engine_methods!(durable_by: sync);
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {
             let sql = TableSql::new(id);
-            let encoded = storage::peer::encode_spec(spec)?;
+            let encoded = peer_common::encode_spec(spec)?;
             let writer = self.gate.acquire(None)?;
             let admin = self.admin.lock();
             let create = || -> rusqlite::Result<()> {

@@ -5,8 +5,7 @@
 //! `PageWriter`; the [`btree`]; the [`heap`] of fixed-size rows; the [`catalog`]; the key-level
 //! [`lock`] manager; the persistent page allocator ([`alloc`]); undo logs ([`undo`]) and system
 //! transactions ([`systxn`], today the one `PageWriter`); event [`counters`] (splits, merges,
-//! frees, ...) that crash campaigns report their coverage with; the [`conformance`] suite; and
-//! what the peer engines share ([`peer`]).
+//! frees, ...) that crash campaigns report their coverage with; and the [`conformance`] suite.
 //!
 //! `PageWriter` is not where the recovery methods differ: `wal` and `group` run `inplace` (and
 //! so `SysTxn`) unchanged on a volatile copy and hook the region's store stream, `cow` and
@@ -25,7 +24,6 @@ pub mod format;
 pub mod heap;
 pub mod lock;
 pub mod pages;
-pub mod peer;
 pub mod systxn;
 pub mod undo;
 

@@ -32,6 +32,11 @@ mod tree;
 
 use ffi::{Oid, Tx};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use peer_common::PeerOptions;
+use peer_common::{
+    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, DirClaim, TableRef,
+    WorkerSlot, WorkerSlots,
+};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -39,11 +44,6 @@ use std::mem::size_of;
 use std::ops::Range;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use storage::peer::PeerOptions;
-use storage::peer::{
-    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, DirClaim, TableRef,
-    WorkerSlot, WorkerSlots,
-};
 use storage::{
     CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, RecoveryReport, Result,
     TableId, TableSpec, Txn,
@@ -334,7 +334,7 @@ impl Engine for PmemobjEngine {
         ENGINE
     }
 
-    storage::peer_engine_methods!(always_durable);
+    peer_common::peer_engine_methods!(always_durable);
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {

@@ -15,15 +15,15 @@ mod ffi;
 
 use ffi::{check, rocksdb_column_family_handle_t as RawCf, ErrorKind, Iter};
 use parking_lot::Mutex;
+use peer_common::{
+    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
+    TableRef, WorkerSlot, WorkerSlots,
+};
+use peer_common::{PeerDurability, PeerOptions};
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::path::Path;
 use std::time::Instant;
-use storage::peer::{
-    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
-    TableRef, WorkerSlot, WorkerSlots,
-};
-use storage::peer::{PeerDurability, PeerOptions};
 use storage::{
     CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, RecoveryReport, Result,
     TableId, TableSpec, Txn,
@@ -304,7 +304,7 @@ impl Engine for RocksEngine {
         ENGINE
     }
 
-    storage::peer_engine_methods!(durable_by: flush_wal);
+    peer_common::peer_engine_methods!(durable_by: flush_wal);
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {

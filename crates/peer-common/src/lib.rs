@@ -1,5 +1,6 @@
-//! What the peer engines share (the `peers` crate's and `sqlite-nvwal`'s: engines that wrap an
-//! existing library rather than run on a `pmem` region): their options ([`PeerOptions`]), the
+//! `peer-common`: what the peer engines share (the `peers` crate's and `sqlite-nvwal`'s: engines
+//! that wrap an existing library rather than run on a `pmem` region; `docs/design.md` §1, §4):
+//! their options ([`PeerOptions`]), the
 //! in-memory catalog, the single-writer gate with its snapshot check,
 //! the commit clock behind `Relaxed` durability tokens, worker slots, and the directory claim
 //! (an exclusive lock held for the engine's lifetime).
@@ -7,17 +8,20 @@
 //! Invariant of the writer gate: a transaction that read before it wrote may write only if no
 //! other writer committed since before its first read, so one-writer peers stay serialisable.
 
-use crate::engine::{check_row, check_update};
-use crate::{CommitToken, DbError, IntegrityReport, Result, TableId, TableSpec};
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
-/// For [`peer_engine_methods!`](crate::peer_engine_methods): the region type its users name.
+use storage::engine::{check_row, check_update};
+use storage::{CommitToken, DbError, IntegrityReport, Result, TableId, TableSpec};
+/// What [`peer_engine_methods!`] names, whatever its users import.
 #[doc(hidden)]
-pub use pmem::Region;
+pub mod __reexport {
+    pub use pmem::Region;
+    pub use storage::{CommitToken, RecoveryReport, Result, TableId, TableSpec};
+}
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-/// The [`Engine`](crate::Engine) methods every peer answers alike, written once: table lookups
+/// The [`Engine`](storage::Engine) methods every peer answers alike, written once: table lookups
 /// from its `catalog` ([`Catalog`]), the `report` of its open, no `pmem` region, and
 /// durability from its `clock` ([`CommitClock`]; `durable_by: f` names the method that forces
 /// a sync) or, with `always_durable`, a peer whose every commit is durable when it returns.
@@ -26,33 +30,33 @@ use std::time::Duration;
 macro_rules! peer_engine_methods {
     (durable_by: $sync:ident) => {
         $crate::peer_engine_methods!(@common);
-        fn is_durable(&self, token: $crate::CommitToken) -> bool {
+        fn is_durable(&self, token: $crate::__reexport::CommitToken) -> bool {
             self.clock.is_durable(token)
         }
-        fn wait_durable(&self, token: $crate::CommitToken) -> $crate::Result<()> {
+        fn wait_durable(&self, token: $crate::__reexport::CommitToken) -> $crate::__reexport::Result<()> {
             self.clock.wait_durable(token, || self.$sync())
         }
     };
     (always_durable) => {
         $crate::peer_engine_methods!(@common);
-        fn is_durable(&self, _token: $crate::CommitToken) -> bool {
+        fn is_durable(&self, _token: $crate::__reexport::CommitToken) -> bool {
             true
         }
-        fn wait_durable(&self, _token: $crate::CommitToken) -> $crate::Result<()> {
+        fn wait_durable(&self, _token: $crate::__reexport::CommitToken) -> $crate::__reexport::Result<()> {
             Ok(())
         }
     };
     (@common) => {
-        fn table(&self, name: &str) -> Option<$crate::TableId> {
+        fn table(&self, name: &str) -> Option<$crate::__reexport::TableId> {
             self.catalog.id(name)
         }
-        fn tables(&self) -> Vec<$crate::TableSpec> {
+        fn tables(&self) -> Vec<$crate::__reexport::TableSpec> {
             self.catalog.specs()
         }
-        fn recovery_report(&self) -> $crate::RecoveryReport {
+        fn recovery_report(&self) -> $crate::__reexport::RecoveryReport {
             self.report.clone()
         }
-        fn region(&self) -> Option<&$crate::peer::Region> {
+        fn region(&self) -> Option<&$crate::__reexport::Region> {
             None
         }
     };
@@ -240,7 +244,7 @@ impl<H> Catalog<H> {
         spec: &TableSpec,
         create: impl FnOnce(TableId) -> Result<H>,
     ) -> Result<TableId> {
-        crate::engine::check_spec(spec)?;
+        storage::engine::check_spec(spec)?;
         let mut tables = self.tables.write();
         if tables.iter().any(|(s, _)| s.name == spec.name) {
             return Err(DbError::Invalid(format!("a table named {:?} exists", spec.name)));
