@@ -1,5 +1,5 @@
-//! The crash tester (DESIGN §2, §7): crash, recover and verify, for any engine that runs on a
-//! `pmem` region and any workload, on the `sim` medium's crash images.
+//! The crash tester (docs/design.md §2, §7): crash, recover and verify, for any engine that runs
+//! on a `pmem` region and any workload, on the `sim` medium's crash images.
 //!
 //! Would catch: an acknowledged commit lost by a crash (a flush or fence missing before the ack),
 //! a transaction half applied or a workload invariant broken after recovery (an undo record

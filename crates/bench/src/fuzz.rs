@@ -1,5 +1,5 @@
-//! The damaged-region fuzzer (DESIGN §7: "corrupt or truncated regions are fuzzed"): damage a
-//! populated region in one of its structures, open the engine on it, use it, check it, and
+//! The damaged-region fuzzer (docs/design.md §7: "corrupt or truncated regions are fuzzed"): damage
+//! a populated region in one of its structures, open the engine on it, use it, check it, and
 //! classify what happened.
 //!
 //! Would catch: a panic, an endless loop or a reformat on a damaged region, and (counted, not

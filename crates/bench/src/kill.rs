@@ -1,4 +1,4 @@
-//! Real process crashes (DESIGN §7): run the benchmark in a child process on a `file`/`shm`
+//! Real process crashes (docs/design.md §7): run the benchmark in a child process on a `file`/`shm`
 //! region (or a peer's directory), SIGKILL it at a random moment, recover in the parent, verify.
 //!
 //! Would catch: recovery that cannot undo a transaction cut off between two stores, a structure

@@ -1,7 +1,7 @@
-//! `bench`: the nvmdb benchmark driver (DESIGN §5): "power runs" as Pelley et al., VLDB 2014, §4
-//! define them — every worker thread generates and executes transactions back to back, without
-//! think time — for a warm-up and then a measured period, on any [`storage::Engine`] and any
-//! [`workloads::Workload`].
+//! `bench`: the nvmdb benchmark driver (docs/design.md §5): "power runs" as Pelley et al., VLDB
+//! 2014, §4 define them — every worker thread generates and executes transactions back to back,
+//! without think time — for a warm-up and then a measured period, on any [`storage::Engine`] and
+//! any [`workloads::Workload`].
 //!
 //! What is measured: commits, aborts (lock conflicts retried), throughput, latency percentiles
 //! from HDR histograms, and the device statistics of the engine's region per committed

@@ -1,6 +1,6 @@
-//! `nvmdb`: the command-line front end (DESIGN §6). Each subcommand lives in `cli/<name>.rs`;
-//! `registry` opens any engine by name (peers and testing engines included) for them. The
-//! embeddable library is the separate `nvmdb` crate, which this binary depends on.
+//! `nvmdb`: the command-line front end (docs/design.md §6). Each subcommand lives in
+//! `cli/<name>.rs`; `registry` opens any engine by name (peers and testing engines included) for
+//! them. The embeddable library is the separate `nvmdb` crate, which this binary depends on.
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -1,7 +1,31 @@
 //! `engines`: one module per storage and recovery method, all behind [`storage::Engine`]
-//! (DESIGN §4). Variants are options, not copies.
+//! (`docs/design.md` §4). Variants are options, not copies.
+
+/// The [`Engine`] methods of an engine whose commits are durable when they return and that runs
+/// on the `region` field, with the `report` of its open: written once for `inplace` and `lsm`.
+/// Use inside `impl Engine for ...`.
+macro_rules! synchronous_engine_methods {
+    () => {
+        fn is_durable(&self, _token: storage::CommitToken) -> bool {
+            true
+        }
+
+        fn wait_durable(&self, _token: storage::CommitToken) -> storage::Result<()> {
+            Ok(())
+        }
+
+        fn recovery_report(&self) -> storage::engine::RecoveryReport {
+            self.report.clone()
+        }
+
+        fn region(&self) -> Option<&pmem::Region> {
+            Some(&self.region)
+        }
+    };
+}
 
 pub mod cow;
+pub mod device;
 mod gated;
 pub mod group;
 pub mod inplace;

@@ -1,5 +1,5 @@
-//! `experiments`: the papers' figures and tables as code (DESIGN §1 "experiment specs (TOML) ->
-//! results (JSONL) -> report (plots, HTML)", §6 `nvmdb sweep` / `nvmdb report`).
+//! `experiments`: the papers' figures and tables as code (docs/design.md §1 "experiment specs
+//! (TOML) -> results (JSONL) -> report (plots, HTML)", §6 `nvmdb sweep` / `nvmdb report`).
 //!
 //! - [`spec`]: a TOML spec per figure or table (Pelley et al., VLDB 2014, Fig. 1, 3, 5, 6,
 //!   Table 6; Pelley's thesis Table 4.2, Fig. 5.6, 5.7): base bench flags, a grid, repetitions,

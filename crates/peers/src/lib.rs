@@ -1,6 +1,8 @@
 //! `peers`: established storage engines behind nvmdb's [`Engine`] trait, for side-by-side
-//! comparison (DESIGN §4: `sqlite` is also the NVWAL baseline, Kim et al., ASPLOS 2016). A crate
-//! of its own so that building nvmdb's engines never compiles these.
+//! comparison (`docs/design.md` §4). A crate of its own so that building nvmdb's engines never
+//! compiles these. `sqlite`, also the NVWAL baseline (Kim et al., ASPLOS 2016), lives with NVWAL
+//! in `sqlite-nvwal` (re-exported here as [`sqlite`]), so that NVWAL links no other peer; what
+//! the peers share is `peer-common`.
 //!
 //! | peer | library | tables | writers |
 //! |---|---|---|---|
@@ -47,18 +49,18 @@
 //! own checker where it has one and checks every row's size.
 
 use std::path::Path;
-use std::time::Duration;
 use storage::conformance::Writers;
 use storage::{DbError, Engine};
 
-mod common;
 pub mod lmdb;
 #[cfg(feature = "pmemobj")]
 pub mod pmemobj;
 pub mod redb;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
-pub mod sqlite;
+pub use peer_common::{PeerDurability, PeerOptions};
+/// The SQLite peer lives with SQLite's other engine, NVWAL, in `sqlite-nvwal`.
+pub use sqlite_nvwal::sqlite;
 
 /// Names accepted by [`open`].
 pub const PEERS: &[&str] = &[
@@ -103,49 +105,6 @@ pub fn info(name: &str) -> Option<PeerInfo> {
         _ => return None,
     };
     Some(PeerInfo { name, writers, summary })
-}
-
-/// Whether a commit is durable when it returns (see the crate docs for what `Relaxed` gives up).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum PeerDurability {
-    #[default]
-    Durable,
-    Relaxed,
-}
-
-/// Everything a peer is opened with; defaults live in [`PeerOptions::default`].
-#[derive(Clone, Debug)]
-pub struct PeerOptions {
-    pub durability: PeerDurability,
-    /// Worker threads (`begin(worker)` takes `0..workers`).
-    pub workers: usize,
-    /// Longest a write waits for the single writer slot (SQLite, LMDB, redb) before failing with
-    /// a retryable error; also SQLite's busy timeout.
-    pub writer_wait: Duration,
-    /// Page cache: SQLite's, split across its connections; redb's; RocksDB's block cache. LMDB
-    /// uses the OS page cache.
-    pub cache_bytes: u64,
-    /// LMDB's map size: the largest the database may grow.
-    pub lmdb_map_bytes: u64,
-    /// SQLite VFS to open connections with (`None`: the default VFS). The seam for NVWAL.
-    pub sqlite_vfs: Option<String>,
-    /// Size of a new PMDK pool; fixed once made. PMDK writes the whole file when it makes the
-    /// pool, so this much disk (or tmpfs memory) is used at once.
-    pub pmemobj_pool_bytes: u64,
-}
-
-impl Default for PeerOptions {
-    fn default() -> Self {
-        PeerOptions {
-            durability: PeerDurability::Durable,
-            workers: 1,
-            writer_wait: Duration::from_secs(10),
-            cache_bytes: 256 << 20,
-            lmdb_map_bytes: 256 << 30,
-            sqlite_vfs: None,
-            pmemobj_pool_bytes: 1 << 30,
-        }
-    }
 }
 
 /// Opens (creating if needed) peer `name` in directory `dir` with default options.

@@ -10,14 +10,14 @@
 //! Recovery invariant (LMDB's): a commit is the switch of one of two meta pages, written after
 //! the new tree's pages; opening picks the newer valid meta page, so there is nothing to replay.
 
-use crate::common::{
-    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
-    TableRef, WorkerSlot, WorkerSlots, WriterGate, WriterGuard,
-};
-use crate::{PeerDurability, PeerOptions};
 use heed::byteorder::BigEndian;
 use heed::types::{Bytes, U32, U64};
 use heed::{Database, Env, EnvFlags, EnvOpenOptions, MdbError, PutFlags, RoTxn, RwTxn, WithoutTls};
+use peer_common::{
+    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
+    TableRef, WorkerSlot, WorkerSlots, WriterGate, WriterGuard,
+};
+use peer_common::{PeerDurability, PeerOptions};
 use std::path::Path;
 use std::time::Instant;
 use storage::{
@@ -140,6 +140,8 @@ impl Engine for LmdbEngine {
         ENGINE
     }
 
+    peer_common::peer_engine_methods!(durable_by: sync);
+
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {
             if id + 1 >= MAX_DBS {
@@ -157,33 +159,9 @@ impl Engine for LmdbEngine {
         })
     }
 
-    fn table(&self, name: &str) -> Option<TableId> {
-        self.catalog.id(name)
-    }
-
-    fn tables(&self) -> Vec<TableSpec> {
-        self.catalog.specs()
-    }
-
     fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
         let slot = self.slots.claim(worker)?;
         Ok(Box::new(LmdbTxn { engine: self, state: State::Idle, _slot: slot }))
-    }
-
-    fn is_durable(&self, token: CommitToken) -> bool {
-        self.clock.is_durable(token)
-    }
-
-    fn wait_durable(&self, token: CommitToken) -> Result<()> {
-        self.clock.wait_durable(token, || self.sync())
-    }
-
-    fn recovery_report(&self) -> RecoveryReport {
-        self.report.clone()
-    }
-
-    fn region(&self) -> Option<&pmem::Region> {
-        None
     }
 
     /// LMDB has no checker of its own: walks every table checking key order and row sizes.

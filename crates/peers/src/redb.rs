@@ -10,16 +10,16 @@
 //! Recovery invariant (redb's): a commit becomes current when its commit slot is written and
 //! synced; a crash leaves the previous slot current, and redb repairs its allocator state on open.
 
-use crate::common::{
-    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
-    TableRef, WorkerSlot, WorkerSlots, WriterGate, WriterGuard,
-};
-use crate::{PeerDurability, PeerOptions};
 use ::redb::{
     Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
     WriteTransaction,
 };
 use parking_lot::{RwLock, RwLockReadGuard};
+use peer_common::{
+    claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
+    TableRef, WorkerSlot, WorkerSlots, WriterGate, WriterGuard,
+};
+use peer_common::{PeerDurability, PeerOptions};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -143,6 +143,8 @@ impl Engine for RedbEngine {
         ENGINE
     }
 
+    peer_common::peer_engine_methods!(durable_by: sync);
+
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {
             let name = table_name(id);
@@ -159,14 +161,6 @@ impl Engine for RedbEngine {
         })
     }
 
-    fn table(&self, name: &str) -> Option<TableId> {
-        self.catalog.id(name)
-    }
-
-    fn tables(&self) -> Vec<TableSpec> {
-        self.catalog.specs()
-    }
-
     fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
         let slot = self.slots.claim(worker)?;
         Ok(Box::new(RedbTxn {
@@ -175,22 +169,6 @@ impl Engine for RedbEngine {
             state: State::Idle,
             _slot: slot,
         }))
-    }
-
-    fn is_durable(&self, token: CommitToken) -> bool {
-        self.clock.is_durable(token)
-    }
-
-    fn wait_durable(&self, token: CommitToken) -> Result<()> {
-        self.clock.wait_durable(token, || self.sync())
-    }
-
-    fn recovery_report(&self) -> RecoveryReport {
-        self.report.clone()
-    }
-
-    fn region(&self) -> Option<&pmem::Region> {
-        None
     }
 
     /// Runs redb's `check_integrity` (page checksums, allocator state; it needs the database to

@@ -1,5 +1,5 @@
 //! Beyond the thesis: the analyser on traces of nvmdb's own engines (`inplace`, `wal`, `group`,
-//! DESIGN §4) running one transaction type, to ask what epoch or strand persistency would
+//! docs/design.md §4) running one transaction type, to ask what epoch or strand persistency would
 //! allow each. The engines run on a traced `dram` region; their fences are the persist
 //! barriers, their stores the persists.
 //!

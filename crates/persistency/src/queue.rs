@@ -106,7 +106,7 @@ impl Design {
 }
 
 /// Test-only faults: each drops one persist barrier, so that a test can show the crash test
-/// catches it (DESIGN §7).
+/// catches it (docs/design.md §7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Fault {
     /// CWL: no barrier between the entry and the head.

@@ -1,4 +1,4 @@
-//! `pmem`: the persistent-memory device under nvmdb (DESIGN §2).
+//! `pmem`: the persistent-memory device under nvmdb (docs/design.md §2).
 //!
 //! A [`Region`] is a byte range addressed by `u64` offsets on one [`Medium`]: `dram`, `shm`,
 //! `file` (optionally `msync`-durable), `dax` (real persistent memory via `MAP_SYNC`) or `sim`

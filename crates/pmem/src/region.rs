@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64 as StdAtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Where a region lives. See DESIGN §2.
+/// Where a region lives. See `docs/design.md` §2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Medium {

@@ -8,11 +8,11 @@
 //! Recovery invariant: opening the region recovers the log ([`Store::open`]), then SQLite's
 //! own WAL recovery runs on the rebuilt WAL at the first read.
 
+use crate::sqlite::SqliteEngine;
 use crate::store::Store;
 use crate::vfs::{self, Registration, Shared};
 use crate::{NvwalOptions, SyncMode, ENGINE_NAME};
-use peers::sqlite::SqliteEngine;
-use peers::PeerOptions;
+use peer_common::PeerOptions;
 use pmem::Region;
 use std::path::Path;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! `sqlite-nvwal`: NVWAL — SQLite's write-ahead log on NVRAM (Kim, Kim, Baek, Nam, Won, ASPLOS
 //! 2016) — as a SQLite VFS on a `pmem` region, and the engine `sqlite-nvwal` that runs the
-//! `sqlite` peer's SQL through it.
+//! `sqlite` peer's SQL through it. The `sqlite` peer itself (stock SQLite, NVWAL's baseline,
+//! [`sqlite`]) lives here too, beside the engine that wraps it; `peers` re-exports it.
 //!
 //! - §3.2 differential logging: a frame whose page already has a frame in the log is stored as
 //!   the changed byte ranges against that frame ([`layout::diff_ranges`]: up to
@@ -30,6 +31,7 @@
 
 pub mod engine;
 pub mod layout;
+pub mod sqlite;
 pub mod store;
 pub mod vfs;
 

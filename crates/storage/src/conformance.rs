@@ -1,5 +1,5 @@
 //! Engine conformance suite: checks, on any [`Engine`], the semantics that `engine.rs` specifies
-//! (DESIGN §4, §7), so nvmdb's engines and the peers are held to one contract.
+//! (docs/design.md §4, §7), so nvmdb's engines and the peers are held to one contract.
 //!
 //! Covered: table creation and lookup, insert / read / duplicate, partial update at an offset,
 //! delete, scan bounds, limit and early stop, read-your-writes, abort (explicit and by drop)

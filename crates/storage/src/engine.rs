@@ -1,7 +1,7 @@
-//! The `Engine` / `Txn` traits every storage and recovery method implements (DESIGN §4), and the
-//! types they share. Engines differ only in storage and recovery: the operations, their locking
-//! (key-level two-phase locking, conflicts abort with a retryable error) and their results are the
-//! same for all of them, so workloads and the crash tester are written once.
+//! The `Engine` / `Txn` traits every storage and recovery method implements (docs/design.md §4),
+//! and the types they share. Engines differ only in storage and recovery: the operations, their
+//! locking (key-level two-phase locking, conflicts abort with a retryable error) and their results
+//! are the same for all of them, so workloads and the crash tester are written once.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

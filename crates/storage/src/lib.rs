@@ -1,15 +1,18 @@
-//! `storage`: what nvmdb engines share (DESIGN §3).
+//! `storage`: what nvmdb engines share (`docs/design.md` §3).
 //!
 //! The [`engine`] traits every storage and recovery method implements; the superblock and
-//! on-media [`format`]; the [`pages`] store whose writes go through a `PageWriter` routed to the
-//! engine's recovery method (the seam that lets one B+tree serve In-Place Updates, WAL and Group
-//! Commit, as one Shore-MT served all three of Pelley et al., VLDB 2014, §3.2); the [`btree`]; the
-//! [`heap`] of fixed-size rows; the [`catalog`]; the key-level [`lock`] manager; the persistent
-//! page allocator ([`alloc`]); undo logs ([`undo`]) and system transactions ([`systxn`]); event
-//! [`counters`] (splits, merges, frees, ...) that crash campaigns report their coverage with.
+//! on-media [`format`](mod@format); the [`pages`] store, whose writes go through a
+//! `PageWriter`; the [`btree`]; the [`heap`] of fixed-size rows; the [`catalog`]; the key-level
+//! [`lock`] manager; the persistent page allocator ([`alloc`]); undo logs ([`undo`]) and system
+//! transactions ([`systxn`], today the one `PageWriter`); event [`counters`] (splits, merges,
+//! frees, ...) that crash campaigns report their coverage with; and the [`conformance`] suite.
 //!
-//! Invariant: every persistent change goes through a `pmem::Region` and, for structures shared
-//! by engines, through a `PageWriter`, so the recovery method sees every write.
+//! `PageWriter` is not where the recovery methods differ: `wal` and `group` run `inplace` (and
+//! so `SysTxn`) unchanged on a volatile copy and hook the region's store stream, `cow` and
+//! `lsm` have structures of their own (`docs/design.md` §4, §8).
+//!
+//! Invariant: every persistent change goes through a `pmem::Region` and, for the structures
+//! here, through a `PageWriter`, so the engine's recovery method sees every write.
 
 pub mod alloc;
 pub mod btree;

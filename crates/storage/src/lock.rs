@@ -1,5 +1,5 @@
 //! Key-level concurrency control, the same for every engine so that engines differ only in
-//! storage and recovery (`docs/storage.md`).
+//! storage and recovery (`docs/design.md` §3).
 //!
 //! **Writes and scans: two-phase locking.** A scan's request (made under a leaf latch) that
 //! conflicts fails at once with a retryable error and the transaction aborts (no-wait: it cannot

@@ -1,4 +1,4 @@
-//! `workloads`: the OLTP workloads nvmdb is measured with (DESIGN §5), each with its own
+//! `workloads`: the OLTP workloads nvmdb is measured with (docs/design.md §5), each with its own
 //! consistency checker, written once against the [`storage::Engine`] trait.
 //!
 //! - [`ycsb`]: YCSB core workloads A-F and N-Store's mixes (Cooper et al., SoCC 2010; Arulraj et

@@ -1,4 +1,4 @@
-//! Builds any workload by name from one flat set of options (DESIGN §6: `nvmdb bench
+//! Builds any workload by name from one flat set of options (docs/design.md §6: `nvmdb bench
 //! --workload W [options]`), so the CLI and experiment specs need not know each workload's
 //! configuration type. Options a workload does not understand are an error, not ignored.
 

@@ -1,5 +1,5 @@
-//! Engines for testing workloads and the driver before (and beside) the real ones (DESIGN §5,
-//! §7): [`MemEngine`], a correct volatile engine with the locking every engine shares (strict
+//! Engines for testing workloads and the driver before (and beside) the real ones (docs/design.md
+//! §5, §7): [`MemEngine`], a correct volatile engine with the locking every engine shares (strict
 //! two-phase key locks, no-wait conflicts), and [`NoopEngine`], which does nothing, for
 //! measuring the driver's own overhead.
 //!

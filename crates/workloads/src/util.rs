@@ -1,6 +1,6 @@
 //! What the workloads share: fixed-offset row codecs, table creation and lookup, the batched
 //! loader, the conflict-retry loop every worker runs its transactions in, and the chunked scans
-//! checkers read whole tables with (DESIGN §5).
+//! checkers read whole tables with (docs/design.md §5).
 //!
 //! Invariant: a transaction body is re-run with exactly the parameters it was first given, so a
 //! retried conflict never changes the input stream of a worker.

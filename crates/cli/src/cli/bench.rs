@@ -1,5 +1,5 @@
-//! `nvmdb bench`: one benchmark run (DESIGN §6) — a power run of a workload on an engine, as
-//! Pelley et al., VLDB 2014, §4 measure them — printed as a human table, a JSON object or a CSV
+//! `nvmdb bench`: one benchmark run (docs/design.md §6) — a power run of a workload on an engine,
+//! as Pelley et al., VLDB 2014, §4 measure them — printed as a human table, a JSON object or a CSV
 //! row.
 //!
 //! Every option is validated before anything is created: a bad value is a one-line error and

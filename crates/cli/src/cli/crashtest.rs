@@ -1,4 +1,4 @@
-//! `nvmdb crashtest`: crash, recover, verify (DESIGN §6, §7), for any region engine and any
+//! `nvmdb crashtest`: crash, recover, verify (docs/design.md §6, §7), for any region engine and any
 //! workload, on simulated power failures ([`bench::crash`]) or, with `--kill`, on real process
 //! crashes of a child running the benchmark on a `shm`/`file` region or a peer's directory
 //! ([`bench::kill`]).

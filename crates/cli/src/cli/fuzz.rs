@@ -1,4 +1,4 @@
-//! `nvmdb fuzz`: the damaged-region fuzzer ([`bench::fuzz`], DESIGN §7). Damages populated
+//! `nvmdb fuzz`: the damaged-region fuzzer ([`bench::fuzz`], docs/design.md §7). Damages populated
 //! regions (bit flips, overwritten words, zeroed and stale pages, truncation) in every kind of
 //! page, opens the engine on them, uses and checks them, and counts what happened per class and
 //! per damaged structure.

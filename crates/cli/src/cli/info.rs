@@ -1,6 +1,6 @@
-//! `nvmdb info`: what this machine offers for persistent memory (DESIGN §2): the CPU's flush
-//! instructions and which one regions use, the TSC behind the timing model, whether `--path` is
-//! on a DAX file system, the platform's persistence domain (eADR), and what each medium's
+//! `nvmdb info`: what this machine offers for persistent memory (docs/design.md §2): the CPU's
+//! flush instructions and which one regions use, the TSC behind the timing model, whether `--path`
+//! is on a DAX file system, the platform's persistence domain (eADR), and what each medium's
 //! persist does and survives.
 
 use anyhow::Context;

@@ -1,5 +1,5 @@
 //! `nvmdb merge DIR... --out DIR`: join the output directories of sharded sweeps (one per
-//! machine or array task) into one, keeping one row per run (DESIGN §6). The work lives in
+//! machine or array task) into one, keeping one row per run (docs/design.md §6). The work lives in
 //! `experiments::results::merge`.
 
 use std::path::PathBuf;

@@ -1,6 +1,6 @@
 //! `nvmdb report DIR`: figures (SVG, PNG), `index.html`, `report.md` and `verdicts.json` from a
-//! sweep's results, each figure beside the paper's claims and a verdict (DESIGN §6). The work
-//! lives in `experiments::report`.
+//! sweep's results, each figure beside the paper's claims and a verdict (docs/design.md §6). The
+//! work lives in `experiments::report`.
 
 use experiments::report::{self, ReportOptions};
 use std::path::PathBuf;

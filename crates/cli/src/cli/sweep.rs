@@ -1,5 +1,5 @@
-//! `nvmdb sweep SPEC... --out DIR`: run the grid of experiment specs (DESIGN §6), each point as
-//! a fresh `nvmdb bench --json` process, appending one row per run to `DIR/results.jsonl`.
+//! `nvmdb sweep SPEC... --out DIR`: run the grid of experiment specs (docs/design.md §6), each
+//! point as a fresh `nvmdb bench --json` process, appending one row per run to `DIR/results.jsonl`.
 //!
 //! Resumable (runs already in the file are skipped), shardable (`--shard i/n` runs a
 //! deterministic slice; `nvmdb merge` joins the slices), and quick (`--quick` for smoke runs).

@@ -33,14 +33,13 @@
 mod layout;
 mod txn;
 
-use crate::wal::Io;
+use crate::device::Device;
 use crate::{EngineOptions, Fault};
 use layout::{Node, Shape, TableRoot};
 use parking_lot::Mutex;
 use pmem::Region;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage::engine::{check_spec, RecoveryReport};
@@ -83,89 +82,6 @@ struct State {
     group_ranges: Vec<(std::thread::ThreadId, u64, u64)>,
 }
 
-/// How pages reach the medium: stores + flushes (`io=nvm`) or `pwrite` + `fdatasync` (`io=fs`).
-struct Device {
-    region: Region,
-    file: Option<std::fs::File>,
-    failed: AtomicBool,
-    bytes_written: AtomicU64,
-    barriers: AtomicU64,
-}
-
-impl Device {
-    fn open(region: &Region, io: Io) -> Result<Device> {
-        let file = match io {
-            Io::Nvm => None,
-            Io::Fs => {
-                let path = region.path().ok_or_else(|| {
-                    DbError::Invalid(
-                        "engine cow: io=fs needs a file medium (--medium file, or shm with --path)"
-                            .into(),
-                    )
-                })?;
-                let file = std::fs::OpenOptions::new().read(true).write(true).open(path);
-                Some(file.map_err(|e| {
-                    DbError::Invalid(format!("engine cow: io=fs: opening {}: {e}", path.display()))
-                })?)
-            }
-        };
-        Ok(Device {
-            region: region.clone(),
-            file,
-            failed: AtomicBool::new(false),
-            bytes_written: AtomicU64::new(0),
-            barriers: AtomicU64::new(0),
-        })
-    }
-
-    /// Writes and (for `io=nvm`, unless `flush` is false) flushes `bytes` at `offset`.
-    fn write(&self, offset: u64, bytes: &[u8], flush: bool) {
-        self.bytes_written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        match &self.file {
-            None => {
-                self.region.write(offset, bytes);
-                if flush {
-                    self.region.flush(offset, bytes.len() as u64);
-                }
-            }
-            Some(f) => {
-                if f.write_all_at(bytes, offset).is_err() {
-                    self.failed.store(true, Ordering::Release);
-                }
-            }
-        }
-    }
-
-    fn flush(&self, offset: u64, len: u64) {
-        if self.file.is_none() {
-            self.region.flush(offset, len);
-        }
-    }
-
-    /// The persist barrier: a fence, or `fdatasync`.
-    fn barrier(&self) {
-        self.barriers.fetch_add(1, Ordering::Relaxed);
-        match &self.file {
-            None => self.region.fence(),
-            Some(f) => {
-                if f.sync_data().is_err() {
-                    self.failed.store(true, Ordering::Release);
-                }
-            }
-        }
-    }
-
-    fn check(&self) -> Result<()> {
-        if self.failed.load(Ordering::Acquire) {
-            return Err(DbError::Invalid(
-                "engine cow: a file write or fdatasync failed; reopen the database to recover"
-                    .into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// Engine activity, reported by `nvmdb bench` per commit.
 #[derive(Default)]
 struct Activity {
@@ -175,6 +91,9 @@ struct Activity {
     nodes_copied: AtomicU64,
     pages_reclaimed: AtomicU64,
     snapshot_conflicts: AtomicU64,
+    /// Bytes written and persist barriers issued through the device (`io=nvm|fs` alike).
+    device_bytes_written: AtomicU64,
+    device_barriers: AtomicU64,
 }
 
 pub struct Cow {
@@ -212,7 +131,7 @@ impl Cow {
             Some(sb) => (sb.layout, false),
             None => (Self::format(&region, options)?, true),
         };
-        let device = Device::open(&region, options.io)?;
+        let device = Device::open(&region, options.io, ENGINE_NAME)?;
         let (version, scan) = recover(&region, &layout)?;
         let mut report = RecoveryReport { formatted, ..Default::default() };
         report.notes.push(format!(
@@ -403,11 +322,11 @@ impl Cow {
         let mut written = Vec::with_capacity(dirty.len() + 1);
         for (&page, node) in dirty.iter_mut() {
             let bytes = node.seal(number);
-            self.device.write(page_offset(page), bytes, !swap_first);
+            self.write_page(page_offset(page), bytes, !swap_first);
             written.push((page, bytes.len() as u64));
         }
         let meta = layout::encode_meta(number, &tables);
-        self.device.write(page_offset(meta_page), &meta, !swap_first);
+        self.write_page(page_offset(meta_page), &meta, !swap_first);
         written.push((meta_page, meta.len() as u64));
         self.activity.nodes_written.fetch_add(dirty.len() as u64, Ordering::Relaxed);
         if swap_first {
@@ -449,11 +368,27 @@ impl Cow {
         }
     }
 
+    /// Writes `bytes` at `offset` and, unless `flush` is false, flushes them (`io=nvm`; with
+    /// `io=fs` the barrier's `fdatasync` does the flushing).
+    fn write_page(&self, offset: u64, bytes: &[u8], flush: bool) {
+        self.activity.device_bytes_written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.device.write(offset, bytes);
+        if flush {
+            self.device.flush(offset, bytes.len() as u64);
+        }
+    }
+
+    /// The persist barrier: a fence, or `fdatasync`.
+    fn barrier(&self) {
+        self.activity.device_barriers.fetch_add(1, Ordering::Relaxed);
+        self.device.fence();
+    }
+
     /// Stores and persists the master record (the 8-byte atomic swap).
     fn swap_master(&self, meta_page: PageId) {
         self.activity.master_swaps.fetch_add(1, Ordering::Relaxed);
-        self.device.write(MASTER_OFFSET, &meta_page.to_le_bytes(), true);
-        self.device.barrier();
+        self.write_page(MASTER_OFFSET, &meta_page.to_le_bytes(), true);
+        self.barrier();
     }
 
     /// Makes the current version durable: one barrier for every page its group wrote, then the
@@ -472,7 +407,7 @@ impl Cow {
             }
         }
         if self.fault != Some(Fault::CowSkipNodePersist) {
-            self.device.barrier();
+            self.barrier();
         }
         if self.fault != Some(Fault::CowSwapBeforeNodes) {
             self.swap_master(s.current.meta_page);
@@ -700,8 +635,8 @@ impl Engine for Cow {
             ("nodes_copied", get(&a.nodes_copied)),
             ("pages_reclaimed", get(&a.pages_reclaimed)),
             ("snapshot_conflicts", get(&a.snapshot_conflicts)),
-            ("device_bytes_written", get(&self.device.bytes_written)),
-            ("device_barriers", get(&self.device.barriers)),
+            ("device_bytes_written", get(&a.device_bytes_written)),
+            ("device_barriers", get(&a.device_barriers)),
         ]
     }
 

@@ -62,7 +62,7 @@ use storage::pages::PageClass::Heap;
 use storage::pages::PageStore;
 use storage::systxn::SysTxn;
 use storage::undo::UndoLog;
-use storage::{CommitToken, DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
+use storage::{DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
 
 pub const ENGINE_NAME: &str = "inplace";
 
@@ -600,21 +600,7 @@ impl Engine for InPlace {
         Ok(Box::new(txn::InPlaceTxn::new(self, logs, id)))
     }
 
-    fn is_durable(&self, _token: CommitToken) -> bool {
-        true
-    }
-
-    fn wait_durable(&self, _token: CommitToken) -> Result<()> {
-        Ok(())
-    }
-
-    fn recovery_report(&self) -> RecoveryReport {
-        self.report.clone()
-    }
-
-    fn region(&self) -> Option<&Region> {
-        Some(&self.region)
-    }
+    synchronous_engine_methods!();
 
     fn check_integrity(&self) -> IntegrityResult {
         recovery::check_integrity(self)

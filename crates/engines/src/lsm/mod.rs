@@ -48,8 +48,7 @@ pub(crate) mod memtable;
 pub(crate) mod run;
 mod txn;
 
-use crate::wal::device::Device;
-use crate::wal::Io;
+use crate::device::{Device, Io};
 use crate::{EngineOptions, Fault};
 use layout::{Areas, Manifest, RunRef, C_COMMITTED, LOG_SLOT_BYTES, MANIFEST_BYTES, MAX_TABLES};
 use memtable::{DramMem, Node, NvmMem, HEAD_BYTES};
@@ -62,9 +61,7 @@ use std::time::Instant;
 use storage::engine::{check_spec, RecoveryReport};
 use storage::format::{crc, get_u32, get_u64, page_offset, Layout, Superblock, PAGE_SIZE_U64};
 use storage::lock::LockManager;
-use storage::{
-    CommitToken, DbError, Engine, IntegrityReport, IntegrityResult, Result, TableId, TableSpec, Txn,
-};
+use storage::{DbError, Engine, IntegrityReport, IntegrityResult, Result, TableId, TableSpec, Txn};
 
 pub const ENGINE_NAME: &str = "lsm";
 /// Compaction merges while the next older run has at most this many times the entries.
@@ -192,7 +189,7 @@ impl Lsm {
         if page_offset(areas.first_run_page()) > region.backed_len() {
             return Err(DbError::Corrupt("region is shorter than its lsm areas".into()));
         }
-        let device = Device::open(&region, options.io)?;
+        let device = Device::open(&region, options.io, ENGINE_NAME)?;
         let (manifest, slot) = read_manifest(&region, &areas)?;
         let mut runs: Vec<Vec<Run>> = vec![Vec::new(); manifest.tables.len()];
         for r in &manifest.runs {
@@ -1060,21 +1057,7 @@ impl Engine for Lsm {
         Ok(Box::new(txn::LsmTxn::new(self, id)))
     }
 
-    fn is_durable(&self, _token: CommitToken) -> bool {
-        true
-    }
-
-    fn wait_durable(&self, _token: CommitToken) -> Result<()> {
-        Ok(())
-    }
-
-    fn recovery_report(&self) -> RecoveryReport {
-        self.report.clone()
-    }
-
-    fn region(&self) -> Option<&Region> {
-        Some(&self.region)
-    }
+    synchronous_engine_methods!();
 
     fn check_integrity(&self) -> IntegrityResult {
         let st = self.state.read();

@@ -7,7 +7,7 @@
 //! checksums when it was opened, and each entry's checksum is checked when the entry is read.
 
 use super::layout::RunRef;
-use crate::wal::device::Device;
+use crate::device::Device;
 use pmem::Region;
 use storage::format::{crc, get_u32, get_u64, page_offset, PAGE_SIZE_U64};
 use storage::{DbError, Result};

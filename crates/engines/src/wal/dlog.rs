@@ -1,7 +1,8 @@
 //! Distributed logging with passive group commit — Wang & Johnson, *Scalable Logging through
 //! Emerging Non-Volatile Memory*, VLDB 2014, §3 (log space partitioning, GSN, recovery) and §4
-//! (passive group commit, durable caches). `wal`'s pluggable log manager for `log=txn:N` and
-//! `log=page:N`; `log=central` (the default) is [`super::log::Log`] alone, unchanged.
+//! (passive group commit, durable caches). One of `wal`'s two log managers
+//! ([`super::manager::LogManager`]): `log=txn:N` and `log=page:N`; `log=central` (the default) is
+//! [`super::manager::Central`], one [`Log`].
 //!
 //! **Layout.** `N` logs share the `log_bytes` budget: log `i` is the `i`-th slice of
 //! `log_bytes / N` (rounded down to 8 KiB) of the log area, each one [`Log`] (circular,
@@ -92,8 +93,8 @@
 //! is rolled back alone if interrupted; no nested top actions or dummy CLRs exist to track
 //! across logs.
 
-use super::device::Device;
 use super::log::{self, Log, LogInsert};
+use crate::device::Device;
 use parking_lot::{Condvar, Mutex};
 use pmem::Region;
 use std::cell::Cell;
@@ -1116,10 +1117,6 @@ impl Dlog {
             .max_by_key(|&(u, c)| u * 1024 / c.max(1))
             .unwrap_or((0, 1))
     }
-
-    pub fn sum(&self, f: impl Fn(&Log) -> u64) -> u64 {
-        self.logs.iter().map(|l| f(l)).sum()
-    }
 }
 
 #[cfg(test)]
@@ -1134,7 +1131,8 @@ mod tests {
     fn dlog_of(layout: LogLayout) -> (Region, Dlog) {
         let region = Region::open(&RegionOptions::new(Medium::Dram, AREA + LOG_BYTES + (64 << 10)))
             .expect("a dram region");
-        let device = Arc::new(Device::open(&region, super::super::Io::Nvm).expect("device"));
+        let device =
+            Arc::new(Device::open(&region, crate::device::Io::Nvm, "wal").expect("device"));
         let n = layout.logs() as usize;
         let per_log_bytes = LOG_BYTES / n as u64;
         let c = Control { layout, cache: Cache::Volatile, per_log_bytes };

@@ -153,7 +153,7 @@ struct Reservation {
 /// The log: volatile tail and NVRAM area.
 pub(crate) struct Log {
     id: u64,
-    device: std::sync::Arc<super::device::Device>,
+    device: std::sync::Arc<crate::device::Device>,
     /// Region offset of the circular area.
     area: u64,
     capacity: u64,
@@ -184,7 +184,7 @@ pub(crate) struct Log {
 impl Log {
     /// A log whose durable records end at `end` (recovery found them), needed from `redo_from`.
     pub fn new(
-        device: std::sync::Arc<super::device::Device>,
+        device: std::sync::Arc<crate::device::Device>,
         area: u64,
         capacity: u64,
         redo_from: u64,
@@ -617,7 +617,7 @@ mod tests {
         let region = Region::open(&RegionOptions::new(Medium::Dram, AREA + capacity + 4096))
             .expect("a dram region");
         let device =
-            Arc::new(super::super::device::Device::open(&region, super::super::Io::Nvm).unwrap());
+            Arc::new(crate::device::Device::open(&region, crate::device::Io::Nvm, "wal").unwrap());
         (region, Arc::new(Log::new(device, AREA, capacity, 0, 0, insert)))
     }
 
@@ -720,7 +720,7 @@ mod insert_cost {
         let cap = 64u64 << 20;
         let region = Region::open(&RegionOptions::new(Medium::Dram, 4096 + n * cap)).unwrap();
         let device =
-            Arc::new(super::super::device::Device::open(&region, super::super::Io::Nvm).unwrap());
+            Arc::new(crate::device::Device::open(&region, crate::device::Io::Nvm, "wal").unwrap());
         let logs = (0..n)
             .map(|i| {
                 let area = 4096 + i * cap;

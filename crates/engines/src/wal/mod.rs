@@ -30,19 +30,21 @@
 //! the checkpoint is fuzzy (it quiesces operations, never transactions, and only for a moment
 //! at a time: see [`Shared::checkpoint`]); log records are inserted Aether-style ([`log`]).
 
-pub(crate) mod device;
 pub(crate) mod dlog;
 pub(crate) mod log;
+pub(crate) mod manager;
 
-pub use device::Io;
+pub use crate::device::Io;
 pub use dlog::{Cache, LogLayout};
 pub use log::LogInsert;
 
+use crate::device::Device;
 use crate::gated::{Gate, GatedTxn};
 use crate::inplace::InPlace;
 use crate::{EngineOptions, Fault};
 use dlog::{Dlog, DlogFault};
-use log::{Capture, Log};
+use log::Log;
+use manager::{Central, LogManager};
 use parking_lot::{Condvar, Mutex};
 use pmem::{Region, RegionOptions, CACHE_LINE};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -129,8 +131,6 @@ fn control(field: u64) -> u64 {
 /// Test-only protocol violations of `wal`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WalFault {
-    /// `persist_wal` without its second barrier: a commit is acknowledged before its LSNs.
-    SkipLogBarrier,
     /// The flusher writes pages before forcing the log (breaks the WAL rule).
     PageBeforeLog,
     /// The checkpoint's redo point moves before the flushed pages are durable.
@@ -140,13 +140,11 @@ enum WalFault {
 /// What the flusher, the workers and the engine share.
 pub(crate) struct Shared {
     nvram: Region,
-    device: Arc<device::Device>,
+    device: Arc<Device>,
     staging: Region,
-    /// The central log (with a distributed log: its first log, used only for statistics).
-    log: Arc<Log>,
-    /// The distributed log manager (`log=txn:N|page:N`).
-    dlog: Option<Arc<Dlog>>,
-    /// Serializes the system slot's users (catalog changes) with a distributed log.
+    /// The log manager: the central log or the distributed logs ([`manager`]).
+    log: Arc<dyn LogManager>,
+    /// Serializes the log's system work (catalog changes).
     system: Mutex<()>,
     log_area: u64,
     base: u64,
@@ -177,22 +175,9 @@ pub struct Wal {
     shared: Arc<Shared>,
     inner: InPlace,
     flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// The passive group commit daemon (distributed log, volatile cache).
+    /// The log's daemon, if it needs one ([`LogManager::needs_daemon`]).
     daemon: Mutex<Option<std::thread::JoinHandle<()>>>,
     report: RecoveryReport,
-}
-
-/// The store observer of a distributed log.
-struct DCapture(Arc<Dlog>);
-
-impl pmem::StoreObserver for DCapture {
-    fn on_store(&self, offset: u64, bytes: &[u8]) {
-        self.0.capture(offset, bytes);
-    }
-
-    fn on_fence(&self) {
-        self.0.publish();
-    }
 }
 
 fn validate(o: &EngineOptions) -> Result<()> {
@@ -239,45 +224,28 @@ impl Wal {
         let (capacity, base_page) = read_control(&nvram, pages)?;
         let base = page_offset(base_page);
         let image_bytes = page_offset(pages - base_page);
-        let log_area = page_offset(FIRST_LOG_PAGE);
         if let Some(page) = replay_page_log(&nvram, base, image_bytes)? {
             report.notes.push(format!("page log: page {page} rewritten"));
         }
         let dc = dlog::read_control(&nvram, control(0), capacity, options.log, options.cache)?;
-        if dc.layout != LogLayout::Central {
-            let at = (base, image_bytes, log_area);
-            return Self::open_distributed(nvram, options, dc, at, report, formatted, started);
-        }
-        // Analysis + redo into the buffer pool.
+        // Analysis + redo into the buffer pool, by the log manager the region was formatted with.
         let staging = crate::staging::copy_of(&nvram, base, image_bytes, formatted)?;
-        let redo_from = nvram.read_u64(control(C_REDO));
-        let redo_started = Instant::now();
-        let (end, records) = log::scan(&nvram, log_area, capacity, redo_from, image_bytes, |r| {
-            staging.write(r.offset, r.bytes)
-        })?;
-        report.records_applied = records;
-        report.notes.push(format!(
-            "redo: {records} records ({} KiB) from LSN {redo_from} in {:.1} ms",
-            (end - redo_from) >> 10,
-            redo_started.elapsed().as_secs_f64() * 1e3
-        ));
-        log::erase_stale_tail(&nvram, log_area, capacity, redo_from, end);
-        let device = Arc::new(device::Device::open(&nvram, options.io)?);
-        let log = Arc::new(Log::new(
-            device.clone(),
-            log_area,
-            capacity,
-            redo_from,
-            end,
-            options.log_insert,
-        ));
-        staging.set_observer(Arc::new(Capture(log.clone())));
-        // Undo: inplace recovery on the redone image; its writes are logged.
+        let device = Arc::new(Device::open(&nvram, options.io, ENGINE_NAME)?);
+        let from = Recovering { nvram: &nvram, staging: &staging, device: &device, dc, options };
+        let log: Arc<dyn LogManager> = match dc.layout {
+            LogLayout::Central => Arc::new(from.central(image_bytes, &mut report)?),
+            LogLayout::Txn(_) | LogLayout::Page(_) => {
+                Arc::new(from.distributed(image_bytes, &mut report)?)
+            }
+        };
+        // Undo: inplace recovery on the redone image, as system work; its writes are logged.
+        log.enter_system();
+        staging.set_observer(log.clone().observer());
         let inner_options = EngineOptions { fault: None, ..options.clone() };
         let inner = InPlace::open(staging.clone(), &inner_options)?;
         crate::staging::merge_report(&mut report, inner.recovery_report(), formatted);
+        log.force_all()?;
         let fault = match options.fault {
-            Some(Fault::WalSkipLogBarrier) => Some(WalFault::SkipLogBarrier),
             Some(Fault::WalPageBeforeLog) => Some(WalFault::PageBeforeLog),
             Some(Fault::WalCheckpointBeforePages) => Some(WalFault::CheckpointBeforePages),
             _ => None,
@@ -287,15 +255,14 @@ impl Wal {
             device,
             staging,
             log,
-            dlog: None,
             system: Mutex::new(()),
-            log_area,
+            log_area: log_area(),
             base,
             gate: Default::default(),
             checkpoint_lock: Mutex::new(()),
             page_flush: options.page_flush,
             max_dirty_pages: options.max_dirty_pages,
-            log_high_water: capacity - op_margin_bytes(options),
+            log_high_water: dc.per_log_bytes - op_margin_bytes(options),
             fault,
             failed: AtomicBool::new(false),
             stop: Mutex::new(false),
@@ -321,16 +288,15 @@ impl Wal {
                 .spawn(move || shared.flusher())
                 .map_err(|e| DbError::Invalid(format!("cannot start the page flusher: {e}")))?
         };
-        let daemon = match &shared.dlog {
-            Some(d) if d.cache == Cache::Volatile => {
-                let d = d.clone();
-                let h = std::thread::Builder::new()
-                    .name("nvmdb-wal-commit-daemon".into())
-                    .spawn(move || d.daemon())
-                    .map_err(|e| DbError::Invalid(format!("cannot start the commit daemon: {e}")));
-                Some(h?)
-            }
-            _ => None,
+        let daemon = if shared.log.needs_daemon() {
+            let log = shared.log.clone();
+            let h = std::thread::Builder::new()
+                .name("nvmdb-wal-commit-daemon".into())
+                .spawn(move || log.daemon())
+                .map_err(|e| DbError::Invalid(format!("cannot start the commit daemon: {e}")));
+            Some(h?)
+        } else {
+            None
         };
         report.duration = started.elapsed();
         Ok(Wal {
@@ -340,87 +306,6 @@ impl Wal {
             daemon: Mutex::new(daemon),
             report,
         })
-    }
-
-    /// `open` for `log=txn:N|page:N`: analysis and redo over every log ([`dlog::recover`]),
-    /// then `inplace` undo and a checkpoint, as for the central log.
-    fn open_distributed(
-        nvram: Region,
-        options: &EngineOptions,
-        dc: dlog::Control,
-        (base, image_bytes, log_area): (u64, u64, u64),
-        mut report: RecoveryReport,
-        formatted: bool,
-        started: Instant,
-    ) -> Result<Wal> {
-        let dfault = match options.fault {
-            Some(Fault::DlogAckOwnLogs) => Some(DlogFault::AckOwnLogs),
-            Some(Fault::DlogSkipLaggingLog) => Some(DlogFault::SkipLaggingLog),
-            Some(Fault::DlogRedoPastHorizon) => Some(DlogFault::RedoPastHorizon),
-            Some(Fault::DlogRedoUnsorted) => Some(DlogFault::RedoUnsorted),
-            _ => None,
-        };
-        let staging = crate::staging::copy_of(&nvram, base, image_bytes, formatted)?;
-        let redo_started = Instant::now();
-        let rec =
-            dlog::recover(&nvram, &staging, control(0), log_area, dc, image_bytes, true, dfault)?;
-        report.records_applied = rec.redone;
-        report.notes.push(format!(
-            "redo: {} records from {} logs ({}) in {:.1} ms; {} records above the GSN horizon \
-             {} retired",
-            rec.redone,
-            rec.ends.len(),
-            dc.layout,
-            redo_started.elapsed().as_secs_f64() * 1e3,
-            rec.retired,
-            rec.horizon
-        ));
-        if let Some(note) = &rec.redo.note {
-            report.notes.push(note.clone());
-        }
-        for (i, (&from, &end)) in rec.redo.points.iter().zip(&rec.ends).enumerate() {
-            let area = log_area + i as u64 * dc.per_log_bytes;
-            log::erase_stale_tail(&nvram, area, dc.per_log_bytes, from, end);
-        }
-        let device = Arc::new(device::Device::open(&nvram, options.io)?);
-        let d = Arc::new(Dlog::new(
-            device.clone(),
-            control(0),
-            log_area,
-            dc,
-            &rec,
-            options.log_insert,
-            image_bytes / PAGE_SIZE_U64,
-            dfault,
-        ));
-        d.enter_system();
-        staging.set_observer(Arc::new(DCapture(d.clone())));
-        let inner_options = EngineOptions { fault: None, ..options.clone() };
-        let inner = InPlace::open(staging.clone(), &inner_options)?;
-        crate::staging::merge_report(&mut report, inner.recovery_report(), formatted);
-        d.system_done()?;
-        let shared = Arc::new(Shared {
-            nvram,
-            device,
-            staging,
-            log: d.logs[0].clone(),
-            dlog: Some(d),
-            system: Mutex::new(()),
-            log_area,
-            base,
-            gate: Default::default(),
-            checkpoint_lock: Mutex::new(()),
-            page_flush: options.page_flush,
-            max_dirty_pages: options.max_dirty_pages,
-            log_high_water: dc.per_log_bytes - op_margin_bytes(options),
-            fault: None,
-            failed: AtomicBool::new(false),
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
-            stats: WalStats::default(),
-        });
-        shared.checkpoint()?;
-        Self::start(shared, inner, report, started)
     }
 
     /// Superblock under the formatting magic, control line, published superblock. The image is
@@ -464,18 +349,14 @@ impl Wal {
     /// Checkpoints, pages flushed, time flushing, log forces and bytes forced since open.
     pub fn totals(&self) -> (u64, u64, Duration, u64, u64) {
         let s = &self.shared.stats;
-        let l = &self.shared.log;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let (forces, bytes) = match &self.shared.dlog {
-            Some(d) => (d.sum(|l| get(&l.forces)), d.sum(|l| get(&l.bytes_forced))),
-            None => (get(&l.forces), get(&l.bytes_forced)),
-        };
+        let t = self.shared.log.totals();
         (
             get(&s.checkpoints),
             get(&s.pages_flushed),
             Duration::from_nanos(get(&s.flush_ns)),
-            forces,
-            bytes,
+            t.forces,
+            t.bytes_forced,
         )
     }
 
@@ -485,13 +366,99 @@ impl Wal {
         if let Some(h) = self.flusher.lock().take() {
             let _ = h.join();
         }
-        if let Some(d) = &self.shared.dlog {
-            d.stop_daemon();
-        }
+        self.shared.log.stop_daemon();
         if let Some(h) = self.daemon.lock().take() {
             let _ = h.join();
         }
     }
+}
+
+/// What analysis and redo of either log manager read and write.
+struct Recovering<'a> {
+    nvram: &'a Region,
+    /// The buffer pool, a copy of the image that redo brings up to date.
+    staging: &'a Region,
+    device: &'a Arc<Device>,
+    dc: dlog::Control,
+    options: &'a EngineOptions,
+}
+
+impl Recovering<'_> {
+    /// Analysis and redo of the central log: from the checkpoint's redo point to the end.
+    fn central(&self, image_bytes: u64, report: &mut RecoveryReport) -> Result<Central> {
+        let (nvram, capacity, log_area) = (self.nvram, self.dc.per_log_bytes, log_area());
+        let redo_from = nvram.read_u64(control(C_REDO));
+        let redo_started = Instant::now();
+        let (end, records) = log::scan(nvram, log_area, capacity, redo_from, image_bytes, |r| {
+            self.staging.write(r.offset, r.bytes)
+        })?;
+        report.records_applied = records;
+        report.notes.push(format!(
+            "redo: {records} records ({} KiB) from LSN {redo_from} in {:.1} ms",
+            (end - redo_from) >> 10,
+            redo_started.elapsed().as_secs_f64() * 1e3
+        ));
+        log::erase_stale_tail(nvram, log_area, capacity, redo_from, end);
+        let insert = self.options.log_insert;
+        let log = Log::new(self.device.clone(), log_area, capacity, redo_from, end, insert);
+        let skip_barrier = self.options.fault == Some(Fault::WalSkipLogBarrier);
+        Ok(Central::new(log, nvram.clone(), self.device.clone(), skip_barrier))
+    }
+
+    /// Analysis and redo over every log ([`dlog::recover`]).
+    fn distributed(&self, image_bytes: u64, report: &mut RecoveryReport) -> Result<Dlog> {
+        let (nvram, dc, log_area) = (self.nvram, self.dc, log_area());
+        let dfault = match self.options.fault {
+            Some(Fault::DlogAckOwnLogs) => Some(DlogFault::AckOwnLogs),
+            Some(Fault::DlogSkipLaggingLog) => Some(DlogFault::SkipLaggingLog),
+            Some(Fault::DlogRedoPastHorizon) => Some(DlogFault::RedoPastHorizon),
+            Some(Fault::DlogRedoUnsorted) => Some(DlogFault::RedoUnsorted),
+            _ => None,
+        };
+        let redo_started = Instant::now();
+        let rec = dlog::recover(
+            nvram,
+            self.staging,
+            control(0),
+            log_area,
+            dc,
+            image_bytes,
+            true,
+            dfault,
+        )?;
+        report.records_applied = rec.redone;
+        report.notes.push(format!(
+            "redo: {} records from {} logs ({}) in {:.1} ms; {} records above the GSN horizon \
+             {} retired",
+            rec.redone,
+            rec.ends.len(),
+            dc.layout,
+            redo_started.elapsed().as_secs_f64() * 1e3,
+            rec.retired,
+            rec.horizon
+        ));
+        if let Some(note) = &rec.redo.note {
+            report.notes.push(note.clone());
+        }
+        for (i, (&from, &end)) in rec.redo.points.iter().zip(&rec.ends).enumerate() {
+            let area = log_area + i as u64 * dc.per_log_bytes;
+            log::erase_stale_tail(nvram, area, dc.per_log_bytes, from, end);
+        }
+        Ok(Dlog::new(
+            self.device.clone(),
+            control(0),
+            log_area,
+            dc,
+            &rec,
+            self.options.log_insert,
+            image_bytes / PAGE_SIZE_U64,
+            dfault,
+        ))
+    }
+}
+
+fn log_area() -> u64 {
+    page_offset(FIRST_LOG_PAGE)
 }
 
 fn read_control(nvram: &Region, pages: u64) -> Result<(u64, PageId)> {
@@ -575,8 +542,7 @@ impl Shared {
     }
 
     fn failed_error(&self) -> Option<DbError> {
-        let dlog_failed = self.dlog.as_ref().is_some_and(|d| d.failed());
-        (self.failed.load(Ordering::Acquire) || self.log.overflowed() || dlog_failed).then(|| {
+        (self.failed.load(Ordering::Acquire) || self.log.failed()).then(|| {
             DbError::Invalid(
                 "the write-ahead log failed (a checkpoint or a log force did not complete); \
                  reopen the database to recover"
@@ -600,7 +566,7 @@ impl Shared {
         let started = Instant::now();
         let (cut, pages) = {
             let _quiesced = self.gate.write();
-            let cut = self.cuts();
+            let cut = self.log.ends();
             let pages = dirty_pages(&self.staging);
             if let Some(d) = self.staging.dirty() {
                 d.clear();
@@ -620,7 +586,7 @@ impl Shared {
 
     fn write_back(&self, cut: &[u64], pages: &[(PageId, u128)]) -> Result<()> {
         if self.fault == Some(WalFault::CheckpointBeforePages) {
-            self.advance_redo(cut);
+            self.log.advance_redo(cut);
         }
         for chunk in pages.chunks(SNAPSHOT_PAGES) {
             let (end, snapshot) = {
@@ -629,10 +595,10 @@ impl Shared {
                     .iter()
                     .map(|&(p, m)| (p, m, self.staging.read(page_offset(p), PAGE_SIZE).to_vec()))
                     .collect();
-                (self.cuts(), snapshot)
+                (self.log.ends(), snapshot)
             };
             if self.fault != Some(WalFault::PageBeforeLog) {
-                self.force_for_pages(&end)?;
+                self.log.force_for_pages(&end)?;
             }
             match self.page_flush {
                 PageFlush::Paper => {
@@ -656,56 +622,11 @@ impl Shared {
                 }
             }
             if self.fault == Some(WalFault::PageBeforeLog) {
-                self.force_for_pages(&end)?;
+                self.log.force_for_pages(&end)?;
             }
         }
-        self.advance_redo(cut);
+        self.log.advance_redo(cut);
         self.device.check()
-    }
-
-    fn advance_redo(&self, cut: &[u64]) {
-        if let Some(d) = &self.dlog {
-            d.advance_redo(cut);
-            return;
-        }
-        let cut = cut[0];
-        if self.nvram.read_u64(control(C_REDO)) < cut {
-            self.device.write_u64(control(C_REDO), cut);
-            self.device.persist(control(C_REDO), 8);
-        }
-        self.log.truncate(cut);
-    }
-
-    /// Every log's end (operations quiesced): a checkpoint's cut.
-    fn cuts(&self) -> Vec<u64> {
-        match &self.dlog {
-            Some(d) => d.appended(),
-            None => vec![self.log.appended()],
-        }
-    }
-
-    /// The WAL rule before pages copied at `ends` are written back.
-    fn force_for_pages(&self, ends: &[u64]) -> Result<()> {
-        match &self.dlog {
-            Some(d) => d.before_page_writes(),
-            None => self.log.force(ends[0], false),
-        }
-    }
-
-    /// Forces everything logged so far (a catalog change, a clean close).
-    fn force_everything(&self) -> Result<()> {
-        match &self.dlog {
-            Some(d) => d.system_done(),
-            None => self.log.force(self.log.appended(), false),
-        }
-    }
-
-    /// (bytes used, capacity) of the fullest log.
-    fn log_use(&self) -> (u64, u64) {
-        match &self.dlog {
-            Some(d) => d.most_used(),
-            None => (self.log.used(), self.log.capacity()),
-        }
     }
 
     /// Pelley's `persist_page` (Fig. 2): copy to the page log, barrier; mark it valid, barrier;
@@ -755,7 +676,7 @@ impl Shared {
                     return;
                 }
             }
-            let (used, capacity) = self.log_use();
+            let (used, capacity) = self.log.most_used();
             let log_busy = used > capacity / 2;
             let lines = self.staging.dirty().map_or(0, pmem::DirtyLines::count);
             // Cheap test first: fewer dirty lines than pages allowed means few enough pages.
@@ -775,7 +696,7 @@ impl Gate for Shared {
         if let Some(e) = self.failed_error() {
             return Err(e);
         }
-        if self.log_use().0 >= self.log_high_water {
+        if self.log.most_used().0 >= self.log_high_water {
             self.checkpoint()?;
         }
         Ok(self.gate.read())
@@ -789,18 +710,10 @@ impl Gate for Shared {
         (CommitToken::DURABLE, true)
     }
 
-    /// The commit's records (this thread's, up to its commit mark) are forced: `persist_wal`.
-    /// With a distributed log: passive group commit ([`Dlog::commit`]).
+    /// The log makes the commit durable: `persist_wal` of the central log, or passive group
+    /// commit of the distributed logs ([`LogManager::commit`]).
     fn after_commit(&self, token: CommitToken) -> Result<CommitToken> {
-        if let Some(d) = &self.dlog {
-            return d.commit().inspect_err(|e| self.fail(e));
-        }
-        let skip = self.fault == Some(WalFault::SkipLogBarrier);
-        if let Err(e) = self.log.force(self.log.thread_end(), skip) {
-            self.fail(&e);
-            return Err(e);
-        }
-        Ok(token)
+        self.log.commit(token).inspect_err(|e| self.fail(e))
     }
 }
 
@@ -808,10 +721,8 @@ impl Drop for Wal {
     fn drop(&mut self) {
         self.stop_flusher();
         // A clean close: force what is logged (later recovery redoes it).
-        if let Some(d) = &self.shared.dlog {
-            d.enter_system();
-        }
-        let _ = self.shared.force_everything();
+        self.shared.log.enter_system();
+        let _ = self.shared.log.force_all();
     }
 }
 
@@ -822,14 +733,12 @@ impl Engine for Wal {
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         let _system = self.shared.system.lock();
-        if let Some(d) = &self.shared.dlog {
-            d.enter_system();
-        }
+        self.shared.log.enter_system();
         let id = {
             let _g = Gate::enter(&*self.shared)?;
             self.inner.create_table(spec)?
         };
-        self.shared.force_everything()?;
+        self.shared.log.force_all()?;
         Ok(id)
     }
 
@@ -846,21 +755,16 @@ impl Engine for Wal {
             return Err(e);
         }
         let inner = self.inner.begin(worker)?;
-        if let Some(d) = &self.shared.dlog {
-            d.enter_slot(worker);
-        }
+        self.shared.log.enter_worker(worker);
         Ok(Box::new(GatedTxn::new(&*self.shared, inner)))
     }
 
     fn is_durable(&self, token: CommitToken) -> bool {
-        self.shared.dlog.as_ref().is_none_or(|d| d.is_durable(token))
+        self.shared.log.is_durable(token)
     }
 
     fn wait_durable(&self, token: CommitToken) -> Result<()> {
-        match &self.shared.dlog {
-            Some(d) => d.wait_durable(token),
-            None => Ok(()),
-        }
+        self.shared.log.wait_durable(token)
     }
 
     fn recovery_report(&self) -> RecoveryReport {
@@ -884,35 +788,22 @@ impl Engine for Wal {
     /// The log's and the page flusher's work, apart: Pelley's `persist_wal` and `persist_page`
     /// counts read off per commit and per page flushed.
     fn activity(&self) -> Vec<(&'static str, u64)> {
-        let (s, l) = (&self.shared.stats, &self.shared.log);
+        let s = &self.shared.stats;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let l = self.shared.log.totals();
         let mut v = vec![
             ("checkpoints", get(&s.checkpoints)),
             ("pages_flushed", get(&s.pages_flushed)),
             ("page_flush_fences", get(&s.flush_fences)),
             ("page_flush_lines", get(&s.flush_lines)),
             ("page_flush_ns", get(&s.flush_ns)),
-            ("log_forces", get(&l.forces)),
-            ("log_force_fences", get(&l.force_fences)),
-            ("log_bytes_forced", get(&l.bytes_forced)),
-            ("log_copy_waits", get(&l.copy_waits)),
-        ];
-        if let Some(d) = &self.shared.dlog {
             // Summed over every log.
-            v.truncate(5);
-            v.push(("log_forces", d.sum(|l| get(&l.forces))));
-            v.push(("log_force_fences", d.sum(|l| get(&l.force_fences))));
-            v.push(("log_bytes_forced", d.sum(|l| get(&l.bytes_forced))));
-            v.push(("log_copy_waits", d.sum(|l| get(&l.copy_waits))));
-            let t = &d.stats;
-            v.push(("commits_queued", get(&t.commits_queued)));
-            v.push(("commits_immediate", get(&t.commits_immediate)));
-            v.push(("commits_nudged", get(&t.commits_nudged)));
-            v.push(("nudges", get(&t.nudges)));
-            v.push(("passive_rounds", get(&t.passive_rounds)));
-            v.push(("commit_queue_full", get(&t.queue_full)));
-            v.push(("horizon_persists", get(&t.horizon_persists)));
-        }
+            ("log_forces", l.forces),
+            ("log_force_fences", l.force_fences),
+            ("log_bytes_forced", l.bytes_forced),
+            ("log_copy_waits", l.copy_waits),
+        ];
+        self.shared.log.activity(&mut v);
         v
     }
 
@@ -967,7 +858,7 @@ pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspe
         region.read(page_offset(base_page), image_bytes as usize),
         &RegionOptions::default(),
     )?;
-    let log_area = page_offset(FIRST_LOG_PAGE);
+    let log_area = log_area();
     if let Some(dc) = dlog::read_layout(region, control(0), capacity)? {
         let rec =
             dlog::recover(region, &image, control(0), log_area, dc, image_bytes, false, None)?;

@@ -30,13 +30,13 @@
 mod ffi;
 mod tree;
 
-use crate::common::{
+use ffi::{Oid, Tx};
+use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use peer_common::PeerOptions;
+use peer_common::{
     claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, DirClaim, TableRef,
     WorkerSlot, WorkerSlots,
 };
-use crate::PeerOptions;
-use ffi::{Oid, Tx};
-use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -334,6 +334,8 @@ impl Engine for PmemobjEngine {
         ENGINE
     }
 
+    peer_common::peer_engine_methods!(always_durable);
+
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {
             let slot = id as usize;
@@ -365,14 +367,6 @@ impl Engine for PmemobjEngine {
         })
     }
 
-    fn table(&self, name: &str) -> Option<TableId> {
-        self.catalog.id(name)
-    }
-
-    fn tables(&self) -> Vec<TableSpec> {
-        self.catalog.specs()
-    }
-
     fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
         let slot = self.slots.claim(worker)?;
         Ok(Box::new(PmemobjTxn {
@@ -382,22 +376,6 @@ impl Engine for PmemobjEngine {
             writes: BTreeMap::new(),
             _slot: slot,
         }))
-    }
-
-    fn is_durable(&self, _token: CommitToken) -> bool {
-        true
-    }
-
-    fn wait_durable(&self, _token: CommitToken) -> Result<()> {
-        Ok(())
-    }
-
-    fn recovery_report(&self) -> RecoveryReport {
-        self.report.clone()
-    }
-
-    fn region(&self) -> Option<&pmem::Region> {
-        None
     }
 
     /// Walks every tree (node kinds, counts, pointers in the pool, depth) and every row in key

@@ -13,13 +13,13 @@
 
 mod ffi;
 
-use crate::common::{
+use ffi::{check, rocksdb_column_family_handle_t as RawCf, ErrorKind, Iter};
+use parking_lot::Mutex;
+use peer_common::{
     claim_dir, count_rows, decode_spec, encode_spec, peer_error, Catalog, CommitClock, DirClaim,
     TableRef, WorkerSlot, WorkerSlots,
 };
-use crate::{PeerDurability, PeerOptions};
-use ffi::{check, rocksdb_column_family_handle_t as RawCf, ErrorKind, Iter};
-use parking_lot::Mutex;
+use peer_common::{PeerDurability, PeerOptions};
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::path::Path;
@@ -304,6 +304,8 @@ impl Engine for RocksEngine {
         ENGINE
     }
 
+    peer_common::peer_engine_methods!(durable_by: flush_wal);
+
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {
             let name = table_name(id);
@@ -345,14 +347,6 @@ impl Engine for RocksEngine {
         })
     }
 
-    fn table(&self, name: &str) -> Option<TableId> {
-        self.catalog.id(name)
-    }
-
-    fn tables(&self) -> Vec<TableSpec> {
-        self.catalog.specs()
-    }
-
     fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
         let slot = self.slots.claim(worker)?;
         // SAFETY: the database and options are live; the transaction is destroyed by RocksTxn.
@@ -368,22 +362,6 @@ impl Engine for RocksEngine {
             return Err(peer_error(ENGINE, "could not begin a transaction", false));
         }
         Ok(Box::new(RocksTxn { engine: self, txn, wrote: false, _slot: slot }))
-    }
-
-    fn is_durable(&self, token: CommitToken) -> bool {
-        self.clock.is_durable(token)
-    }
-
-    fn wait_durable(&self, token: CommitToken) -> Result<()> {
-        self.clock.wait_durable(token, || self.flush_wal())
-    }
-
-    fn recovery_report(&self) -> RecoveryReport {
-        self.report.clone()
-    }
-
-    fn region(&self) -> Option<&pmem::Region> {
-        None
     }
 
     /// RocksDB checks block checksums as it reads; this walks every table checking key order

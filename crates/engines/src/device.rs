@@ -1,15 +1,18 @@
-//! How `wal` reaches its log and pages: load/store on the NVRAM region (`io=nvm`: flush +
-//! fence, Pelley's NVRAM Disk-Replacement and N-Store's NVM-aware path), or through the file
-//! system (`io=fs`: `pwrite` to the region's file and `fdatasync` as the barrier, N-Store's
-//! traditional InP engine, Arulraj et al. §3.1). Reads always go through the mapping (the page
-//! cache keeps it coherent with `pwrite`).
+//! The `io` option of `wal`, `cow` and `lsm`: how an engine's writes reach the medium.
+//! `io=nvm`: load/store on the NVRAM region, flush + fence (Pelley's NVRAM Disk-Replacement,
+//! N-Store's NVM-aware engines, Arulraj et al. SIGMOD 2015 §4); `io=fs`: `pwrite` to the region's
+//! file and `fdatasync` as the barrier (N-Store's traditional engines, §3). Reads always go
+//! through the mapping (the page cache keeps it coherent with `pwrite`).
+//!
+//! **Invariant**: once a file write or sync fails, `Device::check` fails until the engine is
+//! reopened, so nothing written after the failure is reported durable. See `docs/design.md` §4.
 
 use pmem::Region;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use storage::{DbError, Result};
 
-/// The I/O interface of `wal`.
+/// The I/O interface of `wal`, `cow` and `lsm` (`io=nvm|fs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Io {
@@ -27,7 +30,10 @@ impl Io {
     }
 }
 
+/// One engine's path to its region: stores + flushes, or `pwrite` + `fdatasync`.
 pub(crate) struct Device {
+    /// The engine named in errors.
+    engine: &'static str,
     region: Region,
     file: Option<std::fs::File>,
     /// A file write or sync failed: nothing written since is durable.
@@ -35,22 +41,27 @@ pub(crate) struct Device {
 }
 
 impl Device {
-    pub fn open(region: &Region, io: Io) -> Result<Device> {
+    /// `engine` names the engine in error messages.
+    pub fn open(region: &Region, io: Io, engine: &'static str) -> Result<Device> {
         let file = match io {
             Io::Nvm => None,
             Io::Fs => {
                 let path = region.path().ok_or_else(|| {
-                    DbError::Invalid(
-                        "io=fs needs a file medium (--medium file, or shm with --path)".into(),
-                    )
+                    DbError::Invalid(format!(
+                        "engine {engine}: io=fs needs a file medium (--medium file, or shm with \
+                         --path)"
+                    ))
                 })?;
                 let file = std::fs::OpenOptions::new().read(true).write(true).open(path);
                 Some(file.map_err(|e| {
-                    DbError::Invalid(format!("io=fs: opening {}: {e}", path.display()))
+                    DbError::Invalid(format!(
+                        "engine {engine}: io=fs: opening {}: {e}",
+                        path.display()
+                    ))
                 })?)
             }
         };
-        Ok(Device { region: region.clone(), file, failed: AtomicBool::new(false) })
+        Ok(Device { engine, region: region.clone(), file, failed: AtomicBool::new(false) })
     }
 
     pub fn write(&self, offset: u64, bytes: &[u8]) {
@@ -97,10 +108,10 @@ impl Device {
     /// `Err` if a file write or sync has failed since open.
     pub fn check(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) {
-            return Err(DbError::Invalid(
-                "engine wal: a file write or fdatasync failed; reopen the database to recover"
-                    .into(),
-            ));
+            return Err(DbError::Invalid(format!(
+                "engine {}: a file write or fdatasync failed; reopen the database to recover",
+                self.engine
+            )));
         }
         Ok(())
     }

@@ -15,11 +15,11 @@
 //! Recovery invariant (SQLite's): a commit is in the database once its commit frame is in the
 //! WAL; on open SQLite rebuilds the WAL index and ignores frames after the last valid commit.
 
-use crate::common::{
+use parking_lot::Mutex;
+use peer_common::{
     claim_dir, peer_error, Catalog, CommitClock, DirClaim, TableRef, WriterGate, WriterGuard,
 };
-use crate::{PeerDurability, PeerOptions};
-use parking_lot::Mutex;
+use peer_common::{PeerDurability, PeerOptions};
 use rusqlite::{params, Connection, ErrorCode, OpenFlags};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -241,7 +241,7 @@ fn load_catalog(conn: &Connection) -> Result<Vec<(TableSpec, TableSql)>> {
         if id != tables.len() as i64 {
             return Err(DbError::Corrupt(format!("sqlite: catalog ids not dense at {id}")));
         }
-        let spec = crate::common::decode_spec(&spec)?;
+        let spec = peer_common::decode_spec(&spec)?;
         tables.push((spec, TableSql::new(id as TableId)));
     }
     Ok(tables)
@@ -252,10 +252,12 @@ impl Engine for SqliteEngine {
         self.name
     }
 
+    peer_common::peer_engine_methods!(durable_by: sync);
+
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         self.catalog.create(spec, |id| {
             let sql = TableSql::new(id);
-            let encoded = crate::common::encode_spec(spec)?;
+            let encoded = peer_common::encode_spec(spec)?;
             let writer = self.gate.acquire(None)?;
             let admin = self.admin.lock();
             let create = || -> rusqlite::Result<()> {
@@ -283,14 +285,6 @@ impl Engine for SqliteEngine {
         })
     }
 
-    fn table(&self, name: &str) -> Option<TableId> {
-        self.catalog.id(name)
-    }
-
-    fn tables(&self) -> Vec<TableSpec> {
-        self.catalog.specs()
-    }
-
     fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
         let Some(conn) = self.workers.get(worker) else {
             return Err(DbError::Invalid(format!(
@@ -304,22 +298,6 @@ impl Engine for SqliteEngine {
             )));
         };
         Ok(Box::new(SqliteTxn { engine: self, conn, state: State::Idle }))
-    }
-
-    fn is_durable(&self, token: CommitToken) -> bool {
-        self.clock.is_durable(token)
-    }
-
-    fn wait_durable(&self, token: CommitToken) -> Result<()> {
-        self.clock.wait_durable(token, || self.sync())
-    }
-
-    fn recovery_report(&self) -> RecoveryReport {
-        self.report.clone()
-    }
-
-    fn region(&self) -> Option<&pmem::Region> {
-        None
     }
 
     fn check_integrity(&self) -> IntegrityResult {

@@ -1,4 +1,7 @@
-//! What the peers share: the in-memory catalog, the single-writer gate with its snapshot check,
+//! `peer-common`: what the peer engines share (the `peers` crate's and `sqlite-nvwal`'s: engines
+//! that wrap an existing library rather than run on a `pmem` region; `docs/design.md` §1, §4):
+//! their options ([`PeerOptions`]), the
+//! in-memory catalog, the single-writer gate with its snapshot check,
 //! the commit clock behind `Relaxed` durability tokens, worker slots, and the directory claim
 //! (an exclusive lock held for the engine's lifetime).
 //!
@@ -6,20 +9,111 @@
 //! other writer committed since before its first read, so one-writer peers stay serialisable.
 
 use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use storage::engine::{check_row, check_update};
+use storage::{CommitToken, DbError, IntegrityReport, Result, TableId, TableSpec};
+/// What [`peer_engine_methods!`] names, whatever its users import.
+#[doc(hidden)]
+pub mod __reexport {
+    pub use pmem::Region;
+    pub use storage::{CommitToken, RecoveryReport, Result, TableId, TableSpec};
+}
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-use storage::engine::{check_row, check_update};
-use storage::{CommitToken, DbError, IntegrityReport, Result, TableId, TableSpec};
+
+/// The [`Engine`](storage::Engine) methods every peer answers alike, written once: table lookups
+/// from its `catalog` ([`Catalog`]), the `report` of its open, no `pmem` region, and
+/// durability from its `clock` ([`CommitClock`]; `durable_by: f` names the method that forces
+/// a sync) or, with `always_durable`, a peer whose every commit is durable when it returns.
+/// Use inside `impl Engine for ...`.
+#[macro_export]
+macro_rules! peer_engine_methods {
+    (durable_by: $sync:ident) => {
+        $crate::peer_engine_methods!(@common);
+        fn is_durable(&self, token: $crate::__reexport::CommitToken) -> bool {
+            self.clock.is_durable(token)
+        }
+        fn wait_durable(&self, token: $crate::__reexport::CommitToken) -> $crate::__reexport::Result<()> {
+            self.clock.wait_durable(token, || self.$sync())
+        }
+    };
+    (always_durable) => {
+        $crate::peer_engine_methods!(@common);
+        fn is_durable(&self, _token: $crate::__reexport::CommitToken) -> bool {
+            true
+        }
+        fn wait_durable(&self, _token: $crate::__reexport::CommitToken) -> $crate::__reexport::Result<()> {
+            Ok(())
+        }
+    };
+    (@common) => {
+        fn table(&self, name: &str) -> Option<$crate::__reexport::TableId> {
+            self.catalog.id(name)
+        }
+        fn tables(&self) -> Vec<$crate::__reexport::TableSpec> {
+            self.catalog.specs()
+        }
+        fn recovery_report(&self) -> $crate::__reexport::RecoveryReport {
+            self.report.clone()
+        }
+        fn region(&self) -> Option<&$crate::__reexport::Region> {
+            None
+        }
+    };
+}
+
+/// Whether a commit is durable when it returns (the `peers` crate docs say what `Relaxed`
+/// gives up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PeerDurability {
+    #[default]
+    Durable,
+    Relaxed,
+}
+
+/// Everything a peer is opened with; defaults live in [`PeerOptions::default`].
+#[derive(Clone, Debug)]
+pub struct PeerOptions {
+    pub durability: PeerDurability,
+    /// Worker threads (`begin(worker)` takes `0..workers`).
+    pub workers: usize,
+    /// Longest a write waits for the single writer slot (SQLite, LMDB, redb) before failing with
+    /// a retryable error; also SQLite's busy timeout.
+    pub writer_wait: Duration,
+    /// Page cache: SQLite's, split across its connections; redb's; RocksDB's block cache. LMDB
+    /// uses the OS page cache.
+    pub cache_bytes: u64,
+    /// LMDB's map size: the largest the database may grow.
+    pub lmdb_map_bytes: u64,
+    /// SQLite VFS to open connections with (`None`: the default VFS). The seam for NVWAL.
+    pub sqlite_vfs: Option<String>,
+    /// Size of a new PMDK pool; fixed once made. PMDK writes the whole file when it makes the
+    /// pool, so this much disk (or tmpfs memory) is used at once.
+    pub pmemobj_pool_bytes: u64,
+}
+
+impl Default for PeerOptions {
+    fn default() -> Self {
+        PeerOptions {
+            durability: PeerDurability::Durable,
+            workers: 1,
+            writer_wait: Duration::from_secs(10),
+            cache_bytes: 256 << 20,
+            lmdb_map_bytes: 256 << 30,
+            sqlite_vfs: None,
+            pmemobj_pool_bytes: 1 << 30,
+        }
+    }
+}
 
 /// File in a peer's directory naming the peer that owns it.
 const PEER_MARKER: &str = "PEER";
 /// File in a peer's directory that an open engine holds an exclusive lock on.
 const LOCK_FILE: &str = "nvmdb.lock";
 
-/// An open engine's hold on its directory: the exclusive lock on [`LOCK_FILE`]. Keep it in the
+/// An open engine's hold on its directory: the exclusive lock on `nvmdb.lock`. Keep it in the
 /// engine, declared after the library's handles, so that it is released after they close.
-pub(crate) struct DirClaim {
+pub struct DirClaim {
     _lock: pmem::FileLock,
 }
 
@@ -27,7 +121,7 @@ pub(crate) struct DirClaim {
 /// another's files and two openers never share one directory. `dir` must exist (it is never
 /// created here, nor its parents) and be empty or hold this peer's marker: a peer never
 /// writes into a directory with someone else's files.
-pub(crate) fn claim_dir(dir: &Path, name: &'static str) -> Result<DirClaim> {
+pub fn claim_dir(dir: &Path, name: &'static str) -> Result<DirClaim> {
     let io = |what: &str, e: std::io::Error| DbError::Peer {
         engine: name,
         message: format!("{what} {}: {e}", dir.display()),
@@ -100,39 +194,39 @@ pub(crate) fn claim_dir(dir: &Path, name: &'static str) -> Result<DirClaim> {
 }
 
 /// An error from a peer library, with whether retrying the transaction may succeed.
-pub(crate) fn peer_error(
-    engine: &'static str,
-    e: impl std::fmt::Display,
-    retryable: bool,
-) -> DbError {
+pub fn peer_error(engine: &'static str, e: impl std::fmt::Display, retryable: bool) -> DbError {
     DbError::Peer { engine, message: e.to_string(), retryable }
 }
 
 /// Tables in id order, each with the peer's handle for it (`H`), behind a lock that only
 /// `create_table` takes for writing.
-pub(crate) struct Catalog<H> {
+pub struct Catalog<H> {
     tables: RwLock<Vec<(TableSpec, H)>>,
 }
 
 impl<H> Catalog<H> {
-    pub(crate) fn new(tables: Vec<(TableSpec, H)>) -> Self {
+    pub fn new(tables: Vec<(TableSpec, H)>) -> Self {
         Catalog { tables: RwLock::new(tables) }
     }
 
-    pub(crate) fn id(&self, name: &str) -> Option<TableId> {
+    pub fn id(&self, name: &str) -> Option<TableId> {
         self.tables.read().iter().position(|(s, _)| s.name == name).map(|i| i as TableId)
     }
 
-    pub(crate) fn specs(&self) -> Vec<TableSpec> {
+    pub fn specs(&self) -> Vec<TableSpec> {
         self.tables.read().iter().map(|(s, _)| s.clone()).collect()
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.tables.read().len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.tables.read().is_empty()
+    }
+
     /// The spec and handle of `table`, or `NoSuchTable`.
-    pub(crate) fn get(&self, table: TableId) -> Result<TableRef<'_, H>> {
+    pub fn get(&self, table: TableId) -> Result<TableRef<'_, H>> {
         // Recursive: a transaction may hold one while another waits in `create`; a fair lock
         // would then block this reader behind that writer while the writer waits for the reader.
         let guard = self.tables.read_recursive();
@@ -145,7 +239,7 @@ impl<H> Catalog<H> {
 
     /// Adds a table: validates the spec and the name, then runs `create` (which makes it
     /// persistent and returns its handle) with the catalog locked, so ids stay dense.
-    pub(crate) fn create(
+    pub fn create(
         &self,
         spec: &TableSpec,
         create: impl FnOnce(TableId) -> Result<H>,
@@ -164,39 +258,39 @@ impl<H> Catalog<H> {
 }
 
 /// One table of a [`Catalog`], read-locked while held.
-pub(crate) struct TableRef<'a, H> {
+pub struct TableRef<'a, H> {
     guard: RwLockReadGuard<'a, Vec<(TableSpec, H)>>,
     index: usize,
 }
 
 impl<H> TableRef<'_, H> {
-    pub(crate) fn spec(&self) -> &TableSpec {
+    pub fn spec(&self) -> &TableSpec {
         &self.guard[self.index].0
     }
 
-    pub(crate) fn handle(&self) -> &H {
+    pub fn handle(&self) -> &H {
         &self.guard[self.index].1
     }
 
-    pub(crate) fn id(&self) -> TableId {
+    pub fn id(&self) -> TableId {
         self.index as TableId
     }
 
-    pub(crate) fn check_row(&self, row: &[u8]) -> Result<()> {
+    pub fn check_row(&self, row: &[u8]) -> Result<()> {
         check_row(self.id(), self.spec(), row)
     }
 
-    pub(crate) fn check_update(&self, offset: u32, len: usize) -> Result<()> {
+    pub fn check_update(&self, offset: u32, len: usize) -> Result<()> {
         check_update(self.id(), self.spec(), offset, len)
     }
 }
 
 /// Serialises a table spec for a peer's persistent catalog.
-pub(crate) fn encode_spec(spec: &TableSpec) -> Result<Vec<u8>> {
+pub fn encode_spec(spec: &TableSpec) -> Result<Vec<u8>> {
     serde_json::to_vec(spec).map_err(|e| DbError::Invalid(format!("table spec: {e}")))
 }
 
-pub(crate) fn decode_spec(bytes: &[u8]) -> Result<TableSpec> {
+pub fn decode_spec(bytes: &[u8]) -> Result<TableSpec> {
     serde_json::from_slice(bytes).map_err(|e| DbError::Corrupt(format!("catalog entry: {e}")))
 }
 
@@ -205,7 +299,7 @@ pub(crate) fn decode_spec(bytes: &[u8]) -> Result<TableSpec> {
 ///
 /// Waiting here rather than in the library bounds the wait ([`Self::acquire`] gives up after
 /// `wait`) and makes the snapshot check exact: the commit count moves only while the slot is held.
-pub(crate) struct WriterGate {
+pub struct WriterGate {
     engine: &'static str,
     slot: Mutex<()>,
     commits: AtomicU64,
@@ -213,19 +307,19 @@ pub(crate) struct WriterGate {
 }
 
 impl WriterGate {
-    pub(crate) fn new(engine: &'static str, wait: Duration) -> Self {
+    pub fn new(engine: &'static str, wait: Duration) -> Self {
         WriterGate { engine, slot: Mutex::new(()), commits: AtomicU64::new(0), wait }
     }
 
     /// Call before starting a read snapshot; pass the result to [`Self::acquire`] at the first
     /// write. (Reading it before the snapshot starts errs on the safe side: a commit in between
     /// makes the check fail although the snapshot has it.)
-    pub(crate) fn stamp(&self) -> u64 {
+    pub fn stamp(&self) -> u64 {
         self.commits.load(Ordering::Acquire)
     }
 
     /// Takes the writer slot; with `since`, also checks no writer committed after that stamp.
-    pub(crate) fn acquire(&self, since: Option<u64>) -> Result<WriterGuard<'_>> {
+    pub fn acquire(&self, since: Option<u64>) -> Result<WriterGuard<'_>> {
         let Some(guard) = self.slot.try_lock_for(self.wait) else {
             return Err(peer_error(
                 self.engine,
@@ -248,20 +342,20 @@ impl WriterGate {
 }
 
 /// Holds the writer slot; [`WriterGuard::committed`] records a commit before releasing it.
-pub(crate) struct WriterGuard<'a> {
+pub struct WriterGuard<'a> {
     gate: &'a WriterGate,
     _slot: MutexGuard<'a, ()>,
 }
 
 impl WriterGuard<'_> {
-    pub(crate) fn committed(self) {
+    pub fn committed(self) {
         self.gate.commits.fetch_add(1, Ordering::AcqRel);
     }
 }
 
 /// Commit tokens. `Durable` peers hand out [`CommitToken::DURABLE`]; `Relaxed` ones number their
 /// commits and remember up to which number a sync has made them durable.
-pub(crate) struct CommitClock {
+pub struct CommitClock {
     relaxed: bool,
     committed: AtomicU64,
     durable: AtomicU64,
@@ -269,7 +363,7 @@ pub(crate) struct CommitClock {
 }
 
 impl CommitClock {
-    pub(crate) fn new(relaxed: bool) -> Self {
+    pub fn new(relaxed: bool) -> Self {
         CommitClock {
             relaxed,
             committed: AtomicU64::new(0),
@@ -279,7 +373,7 @@ impl CommitClock {
     }
 
     /// Call once a write transaction's commit has returned.
-    pub(crate) fn token(&self) -> CommitToken {
+    pub fn token(&self) -> CommitToken {
         if self.relaxed {
             CommitToken(self.committed.fetch_add(1, Ordering::AcqRel) + 1)
         } else {
@@ -287,13 +381,13 @@ impl CommitClock {
         }
     }
 
-    pub(crate) fn is_durable(&self, token: CommitToken) -> bool {
+    pub fn is_durable(&self, token: CommitToken) -> bool {
         token.0 <= self.durable.load(Ordering::Acquire)
     }
 
     /// Makes `token` durable, running `sync` (which must make every commit so far durable) unless
     /// a concurrent caller's sync already covered it.
-    pub(crate) fn wait_durable(
+    pub fn wait_durable(
         &self,
         token: CommitToken,
         sync: impl FnOnce() -> Result<()>,
@@ -313,7 +407,7 @@ impl CommitClock {
     }
 
     /// Records that everything committed so far is durable (after a shutdown's sync).
-    pub(crate) fn all_durable(&self) {
+    pub fn all_durable(&self) {
         let target = self.committed.load(Ordering::Acquire);
         self.durable.fetch_max(target, Ordering::AcqRel);
     }
@@ -321,16 +415,16 @@ impl CommitClock {
 
 /// One flag per worker: `begin(worker)` claims it until the transaction ends, enforcing "a worker
 /// runs one transaction at a time".
-pub(crate) struct WorkerSlots {
+pub struct WorkerSlots {
     busy: Vec<AtomicBool>,
 }
 
 impl WorkerSlots {
-    pub(crate) fn new(workers: usize) -> Self {
+    pub fn new(workers: usize) -> Self {
         WorkerSlots { busy: (0..workers).map(|_| AtomicBool::new(false)).collect() }
     }
 
-    pub(crate) fn claim(&self, worker: usize) -> Result<WorkerSlot<'_>> {
+    pub fn claim(&self, worker: usize) -> Result<WorkerSlot<'_>> {
         let Some(flag) = self.busy.get(worker) else {
             return Err(DbError::Invalid(format!(
                 "worker {worker} out of range: the engine was opened for {} workers",
@@ -346,7 +440,7 @@ impl WorkerSlots {
     }
 }
 
-pub(crate) struct WorkerSlot<'a> {
+pub struct WorkerSlot<'a> {
     flag: &'a AtomicBool,
 }
 
@@ -357,7 +451,7 @@ impl Drop for WorkerSlot<'_> {
 }
 
 /// Adds one table's row count to an integrity report, after checking every row's size.
-pub(crate) fn count_rows(
+pub fn count_rows(
     report: &mut IntegrityReport,
     spec: &TableSpec,
     rows: impl Iterator<Item = std::result::Result<(u64, usize), String>>,

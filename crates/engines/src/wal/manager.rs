@@ -1,0 +1,283 @@
+//! The log manager `wal` runs on — Pelley et al., VLDB 2014, §3.2 (`persist_wal`, one central
+//! log) and Wang & Johnson, VLDB 2014, §3-§4 (distributed logs, passive group commit). See
+//! `docs/design.md` §4.
+//!
+//! [`LogManager`] is everything the buffer pool, the page flusher and the commit path ask of
+//! the log: capture the buffer pool's stores as records, make a commit durable, force the log
+//! before pages are written back (the WAL rule), and move the redo point after a checkpoint.
+//! [`Central`] (`log=central`, one [`Log`]) and [`Dlog`] (`log=txn:N|page:N`) implement it;
+//! `wal` holds one `Arc<dyn LogManager>` and never asks which. A new log (the consolidation-array
+//! central log of Aether, Johnson et al. VLDB 2010) plugs in here: an implementation of this
+//! trait and a `recover` that builds it from the control page.
+//!
+//! **Invariant every implementation keeps**: a record is durable before [`LogManager::commit`]
+//! acknowledges a commit that depends on it, and before [`LogManager::force_for_pages`] returns
+//! for a page copy that holds its change; the redo point moves only in
+//! [`LogManager::advance_redo`], after the checkpoint's pages are durable.
+
+use super::dlog::{Cache, Dlog};
+use super::log::{Capture, Log};
+use super::{control, C_REDO};
+use crate::device::Device;
+use pmem::{Region, StoreObserver};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use storage::{CommitToken, Result};
+
+/// The log's work since open, summed over its logs (bench's `engine` figures).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ForceTotals {
+    pub forces: u64,
+    /// Persist barriers the forces issued (2 per `persist_wal`).
+    pub force_fences: u64,
+    pub bytes_forced: u64,
+    pub copy_waits: u64,
+}
+
+impl ForceTotals {
+    fn of<'a>(logs: impl Iterator<Item = &'a Log>) -> ForceTotals {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        logs.fold(ForceTotals::default(), |t, l| ForceTotals {
+            forces: t.forces + get(&l.forces),
+            force_fences: t.force_fences + get(&l.force_fences),
+            bytes_forced: t.bytes_forced + get(&l.bytes_forced),
+            copy_waits: t.copy_waits + get(&l.copy_waits),
+        })
+    }
+}
+
+/// What `wal` asks of its log; see the module doc.
+pub(crate) trait LogManager: Send + Sync {
+    /// The observer installed on the buffer pool: its stores become records, its fences
+    /// order them.
+    fn observer(self: Arc<Self>) -> Arc<dyn StoreObserver>;
+
+    /// The calling thread works for `worker` from now on.
+    fn enter_worker(&self, worker: usize);
+
+    /// The calling thread works outside any worker (recovery's undo, a catalog change, a
+    /// close); callers serialize these.
+    fn enter_system(&self);
+
+    /// Everything logged so far is durable when this returns (the end of system work).
+    fn force_all(&self) -> Result<()>;
+
+    /// The calling thread committed (`token` is the engine's): its records are forced, or its
+    /// commit is queued; returns the token to acknowledge it with.
+    fn commit(&self, token: CommitToken) -> Result<CommitToken>;
+
+    fn is_durable(&self, token: CommitToken) -> bool;
+
+    fn wait_durable(&self, token: CommitToken) -> Result<()>;
+
+    /// A force failed or a log overflowed: nothing logged since can be trusted.
+    fn failed(&self) -> bool;
+
+    /// Every log's end (operations quiesced): a checkpoint's cut.
+    fn ends(&self) -> Vec<u64>;
+
+    /// The WAL rule before pages copied when the logs ended at `ends` are written back.
+    fn force_for_pages(&self, ends: &[u64]) -> Result<()>;
+
+    /// A checkpoint's pages up to `cut` are durable: moves the redo point(s) there (persisted)
+    /// and frees the log space before it.
+    fn advance_redo(&self, cut: &[u64]);
+
+    /// (bytes used, capacity) of the fullest log.
+    fn most_used(&self) -> (u64, u64);
+
+    fn totals(&self) -> ForceTotals;
+
+    /// Figures beyond [`ForceTotals`] this log keeps, appended to the engine's activity.
+    fn activity(&self, into: &mut Vec<(&'static str, u64)>);
+
+    /// Whether [`Self::daemon`] must run on a thread of its own while the engine is open.
+    fn needs_daemon(&self) -> bool;
+
+    /// The log's background loop (returns after [`Self::stop_daemon`]).
+    fn daemon(&self);
+
+    fn stop_daemon(&self);
+}
+
+/// `log=central`: one circular log, `persist_wal` at each commit; concurrent commits share a
+/// force (group commit, [`Log::force`]).
+pub(crate) struct Central {
+    log: Arc<Log>,
+    nvram: Region,
+    device: Arc<Device>,
+    /// Test fault: `persist_wal` without its second barrier.
+    skip_log_barrier: bool,
+}
+
+impl Central {
+    pub fn new(log: Log, nvram: Region, device: Arc<Device>, skip_log_barrier: bool) -> Central {
+        Central { log: Arc::new(log), nvram, device, skip_log_barrier }
+    }
+}
+
+impl LogManager for Central {
+    fn observer(self: Arc<Self>) -> Arc<dyn StoreObserver> {
+        Arc::new(Capture(self.log.clone()))
+    }
+
+    /// One log for every worker: nothing to choose.
+    fn enter_worker(&self, _worker: usize) {}
+
+    fn enter_system(&self) {}
+
+    fn force_all(&self) -> Result<()> {
+        self.log.force(self.log.appended(), false)
+    }
+
+    /// Pelley's `persist_wal`: the commit's records (this thread's, up to its commit mark).
+    fn commit(&self, token: CommitToken) -> Result<CommitToken> {
+        self.log.force(self.log.thread_end(), self.skip_log_barrier)?;
+        Ok(token)
+    }
+
+    fn is_durable(&self, _token: CommitToken) -> bool {
+        true
+    }
+
+    fn wait_durable(&self, _token: CommitToken) -> Result<()> {
+        Ok(())
+    }
+
+    fn failed(&self) -> bool {
+        self.log.overflowed()
+    }
+
+    fn ends(&self) -> Vec<u64> {
+        vec![self.log.appended()]
+    }
+
+    fn force_for_pages(&self, ends: &[u64]) -> Result<()> {
+        self.log.force(ends[0], false)
+    }
+
+    fn advance_redo(&self, cut: &[u64]) {
+        let cut = cut[0];
+        if self.nvram.read_u64(control(C_REDO)) < cut {
+            self.device.write_u64(control(C_REDO), cut);
+            self.device.persist(control(C_REDO), 8);
+        }
+        self.log.truncate(cut);
+    }
+
+    fn most_used(&self) -> (u64, u64) {
+        (self.log.used(), self.log.capacity())
+    }
+
+    fn totals(&self) -> ForceTotals {
+        ForceTotals::of(std::iter::once(&*self.log))
+    }
+
+    fn activity(&self, _into: &mut Vec<(&'static str, u64)>) {}
+
+    fn needs_daemon(&self) -> bool {
+        false
+    }
+
+    fn daemon(&self) {}
+
+    fn stop_daemon(&self) {}
+}
+
+/// The store observer of a distributed log.
+struct DCapture(Arc<Dlog>);
+
+impl StoreObserver for DCapture {
+    fn on_store(&self, offset: u64, bytes: &[u8]) {
+        self.0.capture(offset, bytes);
+    }
+
+    fn on_fence(&self) {
+        self.0.publish();
+    }
+}
+
+/// `log=txn:N|page:N`: see [`super::dlog`].
+impl LogManager for Dlog {
+    fn observer(self: Arc<Self>) -> Arc<dyn StoreObserver> {
+        Arc::new(DCapture(self))
+    }
+
+    fn enter_worker(&self, worker: usize) {
+        self.enter_slot(worker);
+    }
+
+    fn enter_system(&self) {
+        Dlog::enter_system(self);
+    }
+
+    fn force_all(&self) -> Result<()> {
+        self.system_done()
+    }
+
+    /// Passive group commit ([`Dlog::commit`]).
+    fn commit(&self, _token: CommitToken) -> Result<CommitToken> {
+        Dlog::commit(self)
+    }
+
+    fn is_durable(&self, token: CommitToken) -> bool {
+        Dlog::is_durable(self, token)
+    }
+
+    fn wait_durable(&self, token: CommitToken) -> Result<()> {
+        Dlog::wait_durable(self, token)
+    }
+
+    fn failed(&self) -> bool {
+        Dlog::failed(self)
+    }
+
+    fn ends(&self) -> Vec<u64> {
+        self.appended()
+    }
+
+    /// Every record up to the highest GSN handed out, whatever `ends` says: the WAL rule
+    /// across logs.
+    fn force_for_pages(&self, _ends: &[u64]) -> Result<()> {
+        self.before_page_writes()
+    }
+
+    fn advance_redo(&self, cut: &[u64]) {
+        Dlog::advance_redo(self, cut);
+    }
+
+    fn most_used(&self) -> (u64, u64) {
+        Dlog::most_used(self)
+    }
+
+    fn totals(&self) -> ForceTotals {
+        ForceTotals::of(self.logs.iter().map(|l| &**l))
+    }
+
+    fn activity(&self, into: &mut Vec<(&'static str, u64)>) {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let t = &self.stats;
+        into.extend([
+            ("commits_queued", get(&t.commits_queued)),
+            ("commits_immediate", get(&t.commits_immediate)),
+            ("commits_nudged", get(&t.commits_nudged)),
+            ("nudges", get(&t.nudges)),
+            ("passive_rounds", get(&t.passive_rounds)),
+            ("commit_queue_full", get(&t.queue_full)),
+            ("horizon_persists", get(&t.horizon_persists)),
+        ]);
+    }
+
+    /// The passive group commit daemon; a durable cache acknowledges at insert and needs none.
+    fn needs_daemon(&self) -> bool {
+        self.cache == Cache::Volatile
+    }
+
+    fn daemon(&self) {
+        Dlog::daemon(self);
+    }
+
+    fn stop_daemon(&self) {
+        Dlog::stop_daemon(self);
+    }
+}

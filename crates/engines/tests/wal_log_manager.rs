@@ -1,0 +1,78 @@
+//! `wal` behind its `LogManager` interface (issue 34): the central log and the distributed logs
+//! report the same figures, summed over every log, under the same names bench reads; a commit
+//! is forced by whichever log manager the region was formatted with.
+//! Would catch: a log manager whose forces are not counted (bench's `log_forces` per commit
+//! silently 0), figures taken from one log of several, or a renamed figure.
+
+use engines::wal::{LogLayout, Wal};
+use engines::EngineOptions;
+use pmem::{Medium, Region, RegionOptions};
+use storage::{Engine, TableSpec};
+
+const WAL_FIGURES: [&str; 9] = [
+    "checkpoints",
+    "pages_flushed",
+    "page_flush_fences",
+    "page_flush_lines",
+    "page_flush_ns",
+    "log_forces",
+    "log_force_fences",
+    "log_bytes_forced",
+    "log_copy_waits",
+];
+
+const DLOG_FIGURES: [&str; 7] = [
+    "commits_queued",
+    "commits_immediate",
+    "commits_nudged",
+    "nudges",
+    "passive_rounds",
+    "commit_queue_full",
+    "horizon_persists",
+];
+
+fn run_commits(log: LogLayout, commits: u64) -> Vec<(&'static str, u64)> {
+    let mut options = EngineOptions { workers: 2, log, ..Default::default() };
+    options.log_bytes = engines::wal::default_log_bytes(&options);
+    let region = Region::open(&RegionOptions::new(Medium::Dram, options.log_bytes + (32 << 20)));
+    let region = region.unwrap();
+    let e = Wal::open(region, &options).unwrap();
+    let spec = TableSpec { name: "t".into(), row_bytes: 16, expected_rows: 100 };
+    let t = e.create_table(&spec).unwrap();
+    for key in 0..commits {
+        // Both workers, so a txn-partitioned layout writes to both of its logs.
+        let mut txn = e.begin((key % 2) as usize).unwrap();
+        txn.insert(t, key, &[7u8; 16]).unwrap();
+        let token = txn.commit().unwrap();
+        e.wait_durable(token).unwrap();
+    }
+    let (_, _, _, forces, bytes) = e.totals();
+    let figures = e.activity();
+    let get = |name: &str| figures.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+    assert_eq!(get("log_forces"), Some(forces), "{log}: activity and totals agree");
+    assert_eq!(get("log_bytes_forced"), Some(bytes), "{log}");
+    figures
+}
+
+#[test]
+fn the_central_log_reports_the_wal_figures_and_forces_every_commit() {
+    let figures = run_commits(LogLayout::Central, 40);
+    let names: Vec<&str> = figures.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, WAL_FIGURES);
+    let forces = figures[5].1;
+    // One `persist_wal` per commit (nothing else runs to share it), two barriers each.
+    assert!(forces >= 40, "{forces} forces for 40 commits");
+    assert_eq!(figures[6].1, 2 * forces, "two barriers per persist_wal");
+}
+
+#[test]
+fn distributed_logs_report_the_same_figures_summed_over_every_log_and_their_own() {
+    let figures = run_commits(LogLayout::Txn(2), 40);
+    let names: Vec<&str> = figures.iter().map(|(n, _)| *n).collect();
+    let expected: Vec<&str> = WAL_FIGURES.iter().chain(DLOG_FIGURES.iter()).copied().collect();
+    assert_eq!(names, expected);
+    let forces = figures[5].1;
+    assert!(forces > 0, "the logs were forced");
+    let acknowledged = figures[9].1 + figures[10].1 + figures[11].1;
+    assert!(acknowledged > 0, "commits went through passive group commit: {figures:?}");
+}
