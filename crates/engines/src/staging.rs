@@ -21,6 +21,20 @@ pub(crate) fn copy_of(nvram: &Region, base: u64, image_bytes: u64, blank: bool) 
     })
 }
 
+/// The pages a formatted `group` / `wal` region's superblock describes, refused when the file
+/// holds fewer: both engines lay their log and image out over the whole region at format time
+/// and never grow it, so a shorter file is truncated, and reading its missing tail would fault
+/// (SIGBUS on a mapped file). `open` and `inspect` (`nvmdb check`) both go through this.
+pub(crate) fn require_backed(nvram: &Region, pages: u64) -> Result<u64> {
+    let backed_pages = nvram.backed_len() / storage::format::PAGE_SIZE_U64;
+    if pages > backed_pages {
+        return Err(storage::DbError::Corrupt(format!(
+            "superblock says {pages} pages, the region file holds {backed_pages} (truncated?)"
+        )));
+    }
+    Ok(pages)
+}
+
 /// Adds what `inplace` recovery did on the staging copy to the engine's report.
 pub(crate) fn merge_report(report: &mut RecoveryReport, inner: RecoveryReport, formatted: bool) {
     report.formatted = formatted;

@@ -120,12 +120,7 @@ impl Group {
         let (log, pages, formatted) = match Superblock::read(&nvram, ENGINE_NAME, nvram.created())?
         {
             Some(sb) => {
-                let pages = sb.layout.page_count;
-                if pages > backed_pages {
-                    return Err(DbError::Corrupt(format!(
-                        "superblock says {pages} pages, the region holds {backed_pages}"
-                    )));
-                }
+                let pages = crate::staging::require_backed(&nvram, sb.layout.page_count)?;
                 (BatchLog::open(&nvram, pages, options.fault)?, pages, false)
             }
             None => (Self::format(&nvram, options, backed_pages)?, backed_pages, true),
@@ -520,6 +515,7 @@ impl Engine for Group {
 /// there first, then the image is inspected as `inplace` would recover it. `outer` is the
 /// superblock's inspection of the whole region.
 pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspection> {
+    crate::staging::require_backed(region, outer.page_count)?;
     let copy =
         Region::dram_copy(region.read(0, region.backed_len() as usize), &Default::default())?;
     let log = BatchLog::open(&copy, outer.page_count, None)?;

@@ -227,13 +227,7 @@ impl Wal {
         let backed_pages = nvram.backed_len() / PAGE_SIZE_U64;
         let mut report = RecoveryReport::default();
         let (pages, formatted) = match Superblock::read(&nvram, ENGINE_NAME, nvram.created())? {
-            Some(sb) if sb.layout.page_count > backed_pages => {
-                return Err(DbError::Corrupt(format!(
-                    "superblock says {} pages, the region holds {backed_pages}",
-                    sb.layout.page_count
-                )))
-            }
-            Some(sb) => (sb.layout.page_count, false),
+            Some(sb) => (crate::staging::require_backed(&nvram, sb.layout.page_count)?, false),
             None => (Self::format(&nvram, options, backed_pages)?, true),
         };
         let (capacity, base_page) = read_control(&nvram, pages)?;
@@ -961,6 +955,7 @@ impl Engine for Wal {
 /// What opening `region` would do, on a private copy: the image after redo, as `inplace` would
 /// recover it. `outer` is the superblock's inspection of the whole region.
 pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspection> {
+    crate::staging::require_backed(region, outer.page_count)?;
     let (capacity, base_page) = read_control(region, outer.page_count)?;
     let image_bytes = page_offset(outer.page_count - base_page);
     let image = Region::dram_copy(
