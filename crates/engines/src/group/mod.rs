@@ -180,7 +180,7 @@ impl Group {
     /// then the published superblock. The database image is formatted in the staging copy and
     /// reaches NVRAM through the first batch, so a crash before it leaves a blank image.
     fn format(nvram: &Region, options: &EngineOptions, pages: u64) -> Result<BatchLog> {
-        let log = LogLayout::for_capacity(options.staging_bytes / CACHE_LINE);
+        let log = batch_layout(options);
         let area = ("batch log", "staging_bytes", options.staging_bytes);
         crate::staging::format_region(
             nvram,
@@ -221,6 +221,16 @@ impl Group {
             let _ = handle.join();
         }
     }
+}
+
+/// The batch log `staging_bytes` asks for.
+fn batch_layout(options: &EngineOptions) -> LogLayout {
+    LogLayout::for_capacity(options.staging_bytes / CACHE_LINE)
+}
+
+/// The pages formatting a region of `pages` requires (see [`crate::min_region_bytes`]).
+pub(crate) fn needed_pages(options: &EngineOptions, pages: u64) -> u64 {
+    crate::staging::needed_pages(options, pages, batch_layout(options).base_page)
 }
 
 fn validate(o: &EngineOptions) -> Result<BatchOptions> {

@@ -118,6 +118,16 @@ pub fn min_log_bytes(o: &EngineOptions) -> u64 {
     need
 }
 
+/// The first page of the image: the log area (`log_bytes`) ends there.
+fn base_page(options: &EngineOptions) -> PageId {
+    FIRST_LOG_PAGE + options.log_bytes / PAGE_SIZE_U64
+}
+
+/// The pages formatting a region of `pages` requires (see [`crate::min_region_bytes`]).
+pub(crate) fn needed_pages(options: &EngineOptions, pages: u64) -> u64 {
+    crate::staging::needed_pages(options, pages, base_page(options))
+}
+
 fn params_crc(capacity: u64, base: u64) -> u64 {
     crate::staging::params_crc(capacity, base, MAGIC)
 }
@@ -420,7 +430,7 @@ impl Wal {
     /// Superblock under the formatting magic, control line, published superblock. The image is
     /// formatted in the buffer pool and reaches NVRAM through the log and the first checkpoint.
     fn format(nvram: &Region, options: &EngineOptions, pages: u64) -> Result<u64> {
-        let base_page = FIRST_LOG_PAGE + options.log_bytes / PAGE_SIZE_U64;
+        let base_page = base_page(options);
         let area = ("log", "log_bytes", options.log_bytes);
         crate::staging::format_region(nvram, ENGINE_NAME, options, pages, base_page, area, |r| {
             let mut line = [0u8; 48];
