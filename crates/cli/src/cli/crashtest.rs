@@ -264,9 +264,12 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         "tpcc" | "tpc-c" | "tatp" => DEFAULT_LARGER_SIZE,
         _ => DEFAULT_SIZE,
     };
-    let size_bytes = units::parse_bytes(args.size.as_deref().unwrap_or(default_size))
-        .map_err(|e| invalid("size", e.to_string()))?;
-    if size_bytes == 0 {
+    let default_size = units::parse_bytes(default_size).map_err(|e| invalid("size", e.reason))?;
+    let size_bytes = match args.size.as_deref() {
+        Some(s) => units::parse_bytes(s).map_err(|e| invalid("size", e.to_string()))?,
+        None => 0,
+    };
+    if args.size.is_some() && size_bytes == 0 {
         return Err(invalid("size", "must be larger than zero").into());
     }
     let mut config = EngineConfig {
@@ -289,6 +292,17 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         registry::region_engine_options(engine.name, &config)
             .map_err(|e| invalid("engine-opt", e.to_string()))?;
     }
+    // Without --size the region holds the workload's default plus the engine's own logs; a
+    // given size too small for the engine is refused here, in one line, not at setup.
+    let size_bytes = match args.size {
+        None => registry::default_region_bytes(engine.name, &config, default_size)
+            .map_err(|e| invalid("engine-opt", e.to_string()))?,
+        Some(_) => {
+            registry::check_region_bytes(engine.name, &config, size_bytes)
+                .map_err(|e| invalid("size", e))?;
+            size_bytes
+        }
+    };
     let workload_options = workload_options(&args.workload, &args.shape)?;
     workloads::by_name(&args.workload, &workload_options)
         .map_err(|reason| invalid("workload", reason))?;
