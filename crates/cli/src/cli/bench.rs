@@ -79,7 +79,8 @@ pub struct Args {
     /// Region file (shm, file, dax), or the directory of a peer engine.
     #[arg(long)]
     pub path: Option<PathBuf>,
-    /// Region size (`256MiB`, `4GiB`); default: the existing file's size, else 256MiB.
+    /// Region size (`256MiB`, `4GiB`); default: the existing file's size, else 256MiB (or the
+    /// engine's minimum plus 64MiB, if larger).
     #[arg(long)]
     pub size: Option<String>,
     /// Largest size the region file may grow to as the database grows (shm, file, dax);

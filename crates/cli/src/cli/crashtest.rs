@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use workloads::{Workload, WorkloadOptions};
 
-/// Region size when `--size` is not given.
+/// Region size when `--size` is not given (an engine's own logs come on top).
 const DEFAULT_SIZE: &str = "8MiB";
 /// TPC-C's and TATP's region size when `--size` is not given: TPC-C's orders grow through the
 /// history, and TATP's four tables have an index each.
@@ -128,7 +128,8 @@ pub struct Args {
     /// 16: a run mostly waits for the driver).
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// Region size (default `8MiB`).
+    /// Region size (default: `8MiB`, `16MiB` for tpcc and tatp, plus the engine's own logs:
+    /// a wal log, a group batch log, lsm's areas).
     #[arg(long)]
     pub size: Option<String>,
     /// Durable processor caches (eADR): every completed store survives a simulated crash.
