@@ -9,7 +9,7 @@ use engines::EngineOptions;
 use pmem::{Medium, RegionOptions};
 use std::path::{Path, PathBuf};
 use storage::format::PAGE_SIZE_U64;
-use storage::{Engine, TableSpec};
+use storage::TableSpec;
 
 const FILE_BYTES: u64 = 96 << 20;
 
