@@ -548,7 +548,10 @@ fn describe_base(
     let mut undo_headers = Vec::new();
     for page in 0..page_count {
         let offset = page * storage::format::PAGE_SIZE_U64;
-        let what = engine.describe_offset(offset).unwrap_or_default();
+        let described = engine.describe_offset(offset).unwrap_or_default();
+        // `group` and `wal` hold an `inplace` image after their own log: its pages are the
+        // same structures, named with this prefix.
+        let what = described.strip_prefix("image: ").unwrap_or(&described);
         let target = if what == "superblock" {
             Target::Superblock
         } else if what == "superblock copy" {
