@@ -124,7 +124,14 @@ impl Store {
         // format time is what every later open reads, whatever the mapping.
         let len = region.backed_len();
         if len < HEADER_BYTES * 2 {
-            return Err(DbError::RegionFull(format!("sqlite-nvwal: region of {len} bytes")));
+            // Too small to format is the size's fault; an existing file this short with
+            // something in it was cut.
+            if region.created() || region.read(0, len as usize).iter().all(|b| *b == 0) {
+                return Err(DbError::RegionFull(format!("sqlite-nvwal: region of {len} bytes")));
+            }
+            return Err(corrupt(format!(
+                "region file of {len} bytes is shorter than its header (truncated?)"
+            )));
         }
         let magic = region.read_u64(H_MAGIC);
         let (layout, formatted_now) = if magic == MAGIC {

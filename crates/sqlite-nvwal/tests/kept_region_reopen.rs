@@ -95,9 +95,13 @@ fn truncated_nvwal_region_is_a_clean_error() {
     let page = 4096;
     for len in [FILE_BYTES - 1, FILE_BYTES - page, FILE_BYTES / 2, 1 << 20, 3 * page, page, 1] {
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(len).unwrap();
-        let opened = region(&path, 0, 1 << 30).map_err(|e| e.to_string());
-        let opened = opened.and_then(|r| open(r).map(drop).map_err(|e| e.to_string()));
-        assert!(opened.is_err(), "cut to {len} bytes, the region opened");
+        // Mapping the cut file may fail by itself (a clean error too); opening it is `Corrupt`.
+        let Ok(cut) = region(&path, 0, 1 << 30) else { continue };
+        match open(cut) {
+            Err(DbError::Corrupt(_)) => {}
+            Err(e) => panic!("cut to {len} bytes: {e} (not Corrupt)"),
+            Ok(_) => panic!("cut to {len} bytes, the region opened"),
+        }
     }
     let _ = std::fs::remove_file(&path);
 }
