@@ -262,6 +262,9 @@ pub struct FuzzOptions {
     pub step_timeout: Duration,
     /// Transactions of each case's workload.
     pub txns: u32,
+    /// Size of the regions the base images are loaded on ([`REGION_BYTES`] suits `inplace`;
+    /// an engine with its own logs needs them on top).
+    pub region_bytes: u64,
 }
 
 impl Default for FuzzOptions {
@@ -273,6 +276,7 @@ impl Default for FuzzOptions {
             only: None,
             step_timeout: Duration::from_secs(5),
             txns: 200,
+            region_bytes: REGION_BYTES,
         }
     }
 }
@@ -287,6 +291,9 @@ impl FuzzOptions {
         }
         if self.txns > 100_000 {
             return Err(format!("transactions per case must be at most 100000, got {}", self.txns));
+        }
+        if !(64 << 10..=1 << 30).contains(&self.region_bytes) {
+            return Err(format!("region size must be 64 KiB..=1 GiB, got {}", self.region_bytes));
         }
         Ok(())
     }
@@ -363,6 +370,7 @@ impl Summary {
 // ---------------------------------------------------------------------------------------------
 // Base images.
 
+/// A base image's region options: from an image, only the non-size options matter.
 fn region_options() -> RegionOptions {
     RegionOptions::new(Medium::Sim, REGION_BYTES)
 }
@@ -372,7 +380,7 @@ fn setup_err(what: &str) -> impl Fn(DbError) -> String + '_ {
 }
 
 /// Builds the base images (deterministic in `seed`).
-pub fn build_bases(open: &OpenEngine, seed: u64) -> Result<Vec<Base>, String> {
+pub fn build_bases(open: &OpenEngine, seed: u64, region_bytes: u64) -> Result<Vec<Base>, String> {
     let tpcb = WorkloadOptions {
         scale: Some(1),
         accounts_per_branch: Some(400),
@@ -384,8 +392,10 @@ pub fn build_bases(open: &OpenEngine, seed: u64) -> Result<Vec<Base>, String> {
         field_length: Some(24),
         ..WorkloadOptions::default()
     };
-    let (tpcb_loaded, tpcb_image) = loaded_image(open, "tpcb", &tpcb, derive(seed, 0, SALT_BASE))?;
-    let (ycsb_loaded, ycsb_image) = loaded_image(open, "ycsb", &ycsb, derive(seed, 1, SALT_BASE))?;
+    let (tpcb_loaded, tpcb_image) =
+        loaded_image(open, "tpcb", &tpcb, region_bytes, derive(seed, 0, SALT_BASE))?;
+    let (ycsb_loaded, ycsb_image) =
+        loaded_image(open, "ycsb", &ycsb, region_bytes, derive(seed, 1, SALT_BASE))?;
     let inflight_tpcb = inflight_image(open, &tpcb_image, derive(seed, 2, SALT_BASE))?;
     let inflight_ycsb = inflight_image(open, &ycsb_image, derive(seed, 3, SALT_BASE))?;
     let bases = [
@@ -408,9 +418,11 @@ fn loaded_image(
     open: &OpenEngine,
     workload: &str,
     options: &WorkloadOptions,
+    region_bytes: u64,
     seed: u64,
 ) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let region = Region::open(&region_options()).map_err(|e| format!("sim region: {e}"))?;
+    let fresh = RegionOptions::new(Medium::Sim, region_bytes);
+    let region = Region::open(&fresh).map_err(|e| format!("sim region: {e}"))?;
     let engine = open(region.clone()).map_err(setup_err("formatting"))?;
     let w = workloads::by_name(workload, options)?;
     w.load(&*engine, &|_, _| {}).map_err(setup_err("loading"))?;
@@ -431,44 +443,21 @@ fn loaded_image(
 
 /// A crash image of `base` cut while worker 1 has an open transaction and worker 0 runs
 /// inserts and deletes: its recovery rolls back a user transaction and, where the cut falls
-/// inside a structure modification, a system transaction.
+/// inside a structure modification, a system transaction. An engine with one writer (`cow`,
+/// `sqlite-nvwal`) or that persists only whole batches (`group`) gets no cut that way (the open
+/// transaction blocks the churn, or nothing reaches NVRAM while it is open): after a try without
+/// a cut, worker 0's own transaction is the one in flight ("solo"). An engine that never
+/// persists uncommitted work has nothing to roll back: its first cut image is its in-flight base.
 fn inflight_image(open: &OpenEngine, base: &[u8], seed: u64) -> Result<Vec<u8>, String> {
     let mut rng = Rng::new(seed);
     let mut fallback = None;
-    for _attempt in 0..32 {
-        let region = Region::from_image(base, &region_options()).map_err(|e| e.to_string())?;
-        let engine = open(region.clone()).map_err(setup_err("opening"))?;
-        let mut model = scan_contents(&*engine).map_err(setup_err("scanning"))?;
-        let mut open_txn = engine.begin(1).map_err(setup_err("begin"))?;
-        let tables = table_ids(&*engine);
-        for _ in 0..4 {
-            let (name, id) = rng.pick(&tables).clone();
-            let rows = model.entry(name).or_default();
-            let key = new_key(&mut rng, rows);
-            let len = engine
-                .tables()
-                .into_iter()
-                .find(|s| engine.table(&s.name) == Some(id))
-                .map_or(8, |s| s.row_bytes as usize);
-            let row: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-            open_txn.insert(id, key, &row).map_err(setup_err("in-flight insert"))?;
-            // Never committed: the model keeps it only so that later keys differ.
-            rows.insert(key, row);
-        }
-        let Some(sim) = region.sim() else { return Err("not a sim region".into()) };
-        let point = CrashPoint { event: CrashEvent::Store, count: 20 + rng.below(400) };
-        sim.arm(point, CrashPolicy::Persisted, rng.next());
-        let mut churn =
-            Churn { engine: &*engine, model: &mut model, rng: &mut rng, different: None };
-        for _ in 0..200 {
-            if sim.cut_taken() {
-                break;
-            }
-            churn.run(1, 0).map_err(setup_err("churning"))?;
-        }
-        let Some(image) = sim.take_image() else { continue };
-        drop(open_txn);
-        drop(engine);
+    let mut first_cut = None;
+    let mut solo = false;
+    for attempt in 0..32 {
+        let Some(image) = inflight_cut(open, base, &mut rng, solo)? else {
+            solo = true;
+            continue;
+        };
         let check = Region::from_image(&image, &region_options()).map_err(|e| e.to_string())?;
         let recovered = open(check).map_err(setup_err("recovering an in-flight image"))?;
         let report = recovered.recovery_report();
@@ -477,9 +466,69 @@ fn inflight_image(open: &OpenEngine, base: &[u8], seed: u64) -> Result<Vec<u8>, 
         }
         if report.txns_rolled_back >= 1 {
             fallback.get_or_insert(image);
+        } else if !report.formatted {
+            first_cut.get_or_insert(image);
+        }
+        // An engine that rolled nothing back in four tries never will.
+        if attempt >= 3 && fallback.is_none() && first_cut.is_some() {
+            break;
         }
     }
-    fallback.ok_or_else(|| "building base images: no cut left a transaction in flight".into())
+    fallback
+        .or(first_cut)
+        .ok_or_else(|| "building base images: no crash point fell inside the churn".into())
+}
+
+/// One try of [`inflight_image`]: the image of a cut during worker 0's churn, with worker 1's
+/// transaction open unless `solo`; `None` when no cut was taken (or, not solo, the churn could
+/// not run beside the open transaction).
+fn inflight_cut(
+    open: &OpenEngine,
+    base: &[u8],
+    rng: &mut Rng,
+    solo: bool,
+) -> Result<Option<Vec<u8>>, String> {
+    let region = Region::from_image(base, &region_options()).map_err(|e| e.to_string())?;
+    let engine = open(region.clone()).map_err(setup_err("opening"))?;
+    let mut model = scan_contents(&*engine).map_err(setup_err("scanning"))?;
+    let mut open_txn = None;
+    if !solo {
+        let mut txn = engine.begin(1).map_err(setup_err("begin"))?;
+        let tables = table_ids(&*engine);
+        for _ in 0..4 {
+            let (name, id) = rng.pick(&tables).clone();
+            let rows = model.entry(name).or_default();
+            let key = new_key(rng, rows);
+            let len = engine
+                .tables()
+                .into_iter()
+                .find(|s| engine.table(&s.name) == Some(id))
+                .map_or(8, |s| s.row_bytes as usize);
+            let row: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            txn.insert(id, key, &row).map_err(setup_err("in-flight insert"))?;
+            // Never committed: the model keeps it only so that later keys differ.
+            rows.insert(key, row);
+        }
+        open_txn = Some(txn);
+    }
+    let Some(sim) = region.sim() else { return Err("not a sim region".into()) };
+    let point = CrashPoint { event: CrashEvent::Store, count: 20 + rng.below(400) };
+    sim.arm(point, CrashPolicy::Persisted, rng.next());
+    let mut churn = Churn { engine: &*engine, model: &mut model, rng, different: None };
+    for _ in 0..200 {
+        if sim.cut_taken() {
+            break;
+        }
+        match churn.run(1, 0) {
+            Ok(()) => {}
+            Err(_) if !solo => break,
+            Err(e) => return Err(setup_err("churning")(e)),
+        }
+    }
+    let image = sim.take_image();
+    drop(open_txn);
+    drop(engine);
+    Ok(image)
 }
 
 /// Opens the undamaged image: its contents and what lives in each page.
@@ -499,7 +548,10 @@ fn describe_base(
     let mut undo_headers = Vec::new();
     for page in 0..page_count {
         let offset = page * storage::format::PAGE_SIZE_U64;
-        let what = engine.describe_offset(offset).unwrap_or_default();
+        let described = engine.describe_offset(offset).unwrap_or_default();
+        // `group` and `wal` hold an `inplace` image after their own log: its pages are the
+        // same structures, named with this prefix.
+        let what = described.strip_prefix("image: ").unwrap_or(&described);
         let target = if what == "superblock" {
             Target::Superblock
         } else if what == "superblock copy" {
@@ -1222,7 +1274,7 @@ pub fn run(
 ) -> Result<(Vec<BaseInfo>, Summary), String> {
     options.validate()?;
     let started = Instant::now();
-    let bases = Arc::new(build_bases(&open, options.seed)?);
+    let bases = Arc::new(build_bases(&open, options.seed, options.region_bytes)?);
     let info = bases
         .iter()
         .map(|b| BaseInfo {

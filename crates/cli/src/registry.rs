@@ -262,17 +262,75 @@ fn parse_opt<T: std::str::FromStr>(
     })
 }
 
+/// The options engine `name` takes through `--engine-opt` (none for a name it does not know).
+pub fn accepted_options(name: &str) -> &'static [&'static str] {
+    match name {
+        "group" => GROUP_OPTS,
+        "wal" => WAL_OPTS,
+        "inplace" => INPLACE_OPTS,
+        "cow" => COW_OPTS,
+        "lsm" => LSM_OPTS,
+        n if n == sqlite_nvwal::ENGINE_NAME => sqlite_nvwal::OPTION_KEYS,
+        _ => &[],
+    }
+}
+
+/// The smallest region engine `name` formats with `config` (`None`: an engine that sizes
+/// itself to its region, or keeps none); see `engines::min_region_bytes`.
+pub fn min_region_bytes(name: &str, config: &EngineConfig) -> Result<Option<u64>, RegistryError> {
+    let Some(info) = lookup(name).filter(|i| engines::ENGINES.contains(&i.name)) else {
+        return Ok(None);
+    };
+    let options = region_engine_options(info.name, config)?;
+    Ok(Some(engines::min_region_bytes(info.name, &options)?))
+}
+
+/// The region size a command uses without `--size`: `base`, the size it chose for the workload
+/// (what `inplace` needs for it), plus the engine's own areas (a `wal` log, a `group` batch
+/// log, `lsm`'s areas), so every engine runs with its defaults.
+pub fn default_region_bytes(
+    name: &str,
+    config: &EngineConfig,
+    base: u64,
+) -> Result<u64, RegistryError> {
+    if name == sqlite_nvwal::ENGINE_NAME {
+        // Its log is half the region, at least 4 MiB (unless log_bytes says otherwise), next to
+        // a database of at least 1 MiB: a region under 8 MiB gets the log on top.
+        let log_bytes = match config.extra.get("log_bytes") {
+            Some(v) => bench::units::parse_bytes(v).unwrap_or(4 << 20),
+            None => 4 << 20,
+        };
+        return Ok(if base < 8 << 20 { base + log_bytes + (1 << 20) } else { base });
+    }
+    let Some(info) = lookup(name).filter(|i| engines::ENGINES.contains(&i.name)) else {
+        return Ok(base);
+    };
+    let options = region_engine_options(info.name, config)?;
+    Ok(base + engines::area_bytes(info.name, &options)?)
+}
+
+/// Refuses a region size the engine cannot format with `config`, in one line naming the least
+/// it needs.
+pub fn check_region_bytes(name: &str, config: &EngineConfig, size: u64) -> Result<(), String> {
+    match min_region_bytes(name, config).map_err(|e| e.to_string())? {
+        Some(min) if size < min => Err(format!(
+            "a region of {} is too small for engine {name} with these options: it needs at \
+             least {} (its logs and metadata) and room for the workload; use a larger --size \
+             or leave it out",
+            bench::units::format_bytes(size),
+            bench::units::format_bytes(min.next_multiple_of(1 << 20))
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Maps the CLI's engine configuration to `engines::EngineOptions` (defaults from there).
 pub fn region_engine_options(
     engine: &'static str,
     config: &EngineConfig,
 ) -> Result<engines::EngineOptions, RegistryError> {
     let accepted = match engine {
-        "group" => GROUP_OPTS,
-        "wal" => WAL_OPTS,
-        "inplace" => INPLACE_OPTS,
-        "cow" => COW_OPTS,
-        "lsm" => LSM_OPTS,
+        "group" | "wal" | "inplace" | "cow" | "lsm" => accepted_options(engine),
         _ => REGION_OPTS,
     };
     reject_extra(engine, config, accepted)?;

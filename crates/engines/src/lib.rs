@@ -306,6 +306,46 @@ pub fn inspect(region: &Region) -> Result<Inspection> {
     Ok(outer)
 }
 
+/// The smallest region, in bytes, that engine `name` formats with `options`: its own areas
+/// (a `wal` log, a `group` batch log, `lsm`'s memtable log and arenas), the database's
+/// metadata (superblock, bitmaps, undo logs) and the few data pages formatting asks for. The
+/// rule is each engine's own format check, so a region of this size formats and one page less
+/// does not. A workload needs more: see [`area_bytes`].
+pub fn min_region_bytes(name: &str, options: &EngineOptions) -> Result<u64> {
+    let needed: fn(&EngineOptions, u64) -> u64 = match name {
+        "inplace" => inplace::needed_pages,
+        "group" => group::needed_pages,
+        "wal" => wal::needed_pages,
+        "cow" => cow::needed_pages,
+        "lsm" => lsm::needed_pages,
+        other => {
+            return Err(DbError::Invalid(format!(
+                "unknown engine `{other}` (this crate has: {})",
+                ENGINES.join(", ")
+            )))
+        }
+    };
+    // What a layout needs grows with the region only through its bitmap pages (one per 64 Ki
+    // pages): a few rounds reach the fixed point.
+    let mut pages = 1u64;
+    for _ in 0..64 {
+        let need = needed(options, pages);
+        if need <= pages {
+            return Ok(storage::format::page_offset(pages));
+        }
+        pages = need;
+    }
+    Err(DbError::Invalid(format!("engine {name}: no region size fits these options")))
+}
+
+/// The bytes engine `name` keeps apart from its database (logs, batch log, LSM areas): what it
+/// needs beyond `inplace`'s minimum with the same options, so a default region size chosen for
+/// a workload on `inplace` is that much larger for it (0 for `inplace` and `cow`).
+pub fn area_bytes(name: &str, options: &EngineOptions) -> Result<u64> {
+    let own = min_region_bytes(name, options)?;
+    Ok(own.saturating_sub(min_region_bytes(inplace::ENGINE_NAME, options)?))
+}
+
 /// Opens (formatting a blank region, recovering otherwise) engine `name` on `region`.
 pub fn open(name: &str, region: Region, options: &EngineOptions) -> Result<Box<dyn Engine>> {
     match name {

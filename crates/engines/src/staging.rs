@@ -21,6 +21,20 @@ pub(crate) fn copy_of(nvram: &Region, base: u64, image_bytes: u64, blank: bool) 
     })
 }
 
+/// The pages a formatted `group` / `wal` region's superblock describes, refused when the file
+/// holds fewer: both engines lay their log and image out over the whole region at format time
+/// and never grow it, so a shorter file is truncated, and reading its missing tail would fault
+/// (SIGBUS on a mapped file). `open` and `inspect` (`nvmdb check`) both go through this.
+pub(crate) fn require_backed(nvram: &Region, pages: u64) -> Result<u64> {
+    let backed_pages = nvram.backed_len() / storage::format::PAGE_SIZE_U64;
+    if pages > backed_pages {
+        return Err(storage::DbError::Corrupt(format!(
+            "superblock says {pages} pages, the region file holds {backed_pages} (truncated?)"
+        )));
+    }
+    Ok(pages)
+}
+
 /// Adds what `inplace` recovery did on the staging copy to the engine's report.
 pub(crate) fn merge_report(report: &mut RecoveryReport, inner: RecoveryReport, formatted: bool) {
     report.formatted = formatted;
@@ -63,15 +77,9 @@ pub(crate) fn format_region(
     area: (&str, &str, u64),
     write_area: impl FnOnce(&Region),
 ) -> Result<()> {
-    let layout = storage::format::Layout {
-        page_count: pages,
-        workers: options.workers + 1,
-        undo_pages: options.undo_pages,
-        sys_undo_pages: options.sys_undo_pages,
-        node_capacity: options.node_capacity,
-    };
+    let layout = image_layout(options, pages);
     layout.validate()?;
-    let needed = base_page + layout.first_data_page() + 64;
+    let needed = needed_pages(options, pages, base_page);
     if pages < needed {
         let (what, option, bytes) = area;
         return Err(storage::DbError::RegionFull(format!(
@@ -85,6 +93,24 @@ pub(crate) fn format_region(
     write_area(nvram);
     sb.publish(nvram);
     Ok(())
+}
+
+/// The superblock layout of a region of `pages` that holds an engine area and an image.
+fn image_layout(options: &crate::EngineOptions, pages: u64) -> storage::format::Layout {
+    storage::format::Layout {
+        page_count: pages,
+        workers: options.workers + 1,
+        undo_pages: options.undo_pages,
+        sys_undo_pages: options.sys_undo_pages,
+        node_capacity: options.node_capacity,
+    }
+}
+
+/// The pages [`format_region`] requires of a region of `pages` whose engine area ends at
+/// `base_page` (the area, the image's metadata and 64 data pages): one rule for formatting and
+/// for [`crate::min_region_bytes`].
+pub(crate) fn needed_pages(options: &crate::EngineOptions, pages: u64, base_page: u64) -> u64 {
+    base_page + image_layout(options, pages).first_data_page() + 64
 }
 
 /// Checksum of an engine control line's fixed parameters and magic.

@@ -118,9 +118,20 @@ impl Store {
     /// the log of a formatted one.
     pub fn open(region: Region, options: &NvwalOptions) -> Result<Store> {
         options.validate()?;
-        let len = region.len();
+        // The file's length, not the mapping's: a growable mapping (`bench` maps half the free
+        // disk) is longer than the file, differs from one open to the next, and its tail is not
+        // backed. The store never grows its file, so the geometry recorded in the header at
+        // format time is what every later open reads, whatever the mapping.
+        let len = region.backed_len();
         if len < HEADER_BYTES * 2 {
-            return Err(DbError::RegionFull(format!("sqlite-nvwal: region of {len} bytes")));
+            // Too small to format is the size's fault; an existing file this short with
+            // something in it was cut.
+            if region.created() || region.read(0, len as usize).iter().all(|b| *b == 0) {
+                return Err(DbError::RegionFull(format!("sqlite-nvwal: region of {len} bytes")));
+            }
+            return Err(corrupt(format!(
+                "region file of {len} bytes is shorter than its header (truncated?)"
+            )));
         }
         let magic = region.read_u64(H_MAGIC);
         let (layout, formatted_now) = if magic == MAGIC {
@@ -133,9 +144,7 @@ impl Store {
                 format(&region, &layout);
                 (layout, true)
             }
-        } else if magic == FORMATTING_MAGIC
-            || region.read(0, HEADER_BYTES as usize).iter().all(|b| *b == 0)
-        {
+        } else if magic == FORMATTING_MAGIC || blank_header_over_blank_region(&region)? {
             // Blank, or a format that a crash cut short (nothing but the header and the block
             // table was written, and no database exists yet): format it (again).
             let log_bytes = options.log_bytes.unwrap_or((len / 2).clamp(4 << 20, 64 << 20));
@@ -919,6 +928,24 @@ impl Log {
             durable_commits: 0,
         }
     }
+}
+
+/// Whether the header is all zero, and then whether the rest of the region is too (it is
+/// formatted). A zero header over data is damage (the first 4 KiB overwritten): formatting it
+/// would silently drop the database, so it is `Corrupt`. A region this open created is known
+/// to be blank without a scan.
+fn blank_header_over_blank_region(region: &Region) -> Result<bool> {
+    if region.read(0, HEADER_BYTES as usize).iter().any(|b| *b != 0) {
+        return Ok(false);
+    }
+    if region.created() || storage::format::region_is_blank(region) {
+        return Ok(true);
+    }
+    Err(corrupt(
+        "the header is zero but the region holds data (its first 4 KiB were overwritten?); \
+         refusing to format over it"
+            .into(),
+    ))
 }
 
 /// Writes a fresh header (geometry, empty log, empty database) and a free block table. Order:

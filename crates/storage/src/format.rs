@@ -304,9 +304,11 @@ impl Superblock {
                 || page_offset(sb.layout.first_data_page()) > region.backed_len()
             {
                 return Err(DbError::Corrupt(format!(
-                    "superblock says {} pages but the region holds only {} bytes (truncated?)",
+                    "superblock says {} pages but the region maps {} bytes and its file holds \
+                     {} (truncated?)",
                     sb.layout.page_count,
-                    region.len()
+                    region.len(),
+                    region.backed_len()
                 )));
             }
             Ok(())

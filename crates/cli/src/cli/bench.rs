@@ -79,7 +79,8 @@ pub struct Args {
     /// Region file (shm, file, dax), or the directory of a peer engine.
     #[arg(long)]
     pub path: Option<PathBuf>,
-    /// Region size (`256MiB`, `4GiB`); default: the existing file's size, else 256MiB.
+    /// Region size (`256MiB`, `4GiB`); default: the existing file's size, else 256MiB (or the
+    /// engine's minimum plus 64MiB, if larger).
     #[arg(long)]
     pub size: Option<String>,
     /// Largest size the region file may grow to as the database grows (shm, file, dax);
@@ -358,7 +359,18 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
         )
         .into());
     }
-    let (region, path_existed) = region_options(args)?;
+    let engine_config = EngineConfig {
+        workers: args.threads,
+        cache_pages: match args.cache_pages {
+            Some(0) => return Err(invalid("cache-pages", "must be at least 1").into()),
+            other => other,
+        },
+        cache_policy: storage::pages::CachePolicy::parse(&args.cache_policy).ok_or_else(|| {
+            invalid("cache-policy", format!("`{}` is not lru or set8", args.cache_policy))
+        })?,
+        extra: key_values("engine-opt", &args.engine_opt)?,
+    };
+    let (region, path_existed) = region_options(args, &engine, &engine_config)?;
     reject_unhonoured(args, &engine, &region)?;
     if args.keep {
         if !matches!(region.medium, Medium::Shm | Medium::File | Medium::Dax) {
@@ -388,17 +400,6 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
     let mut run = run_options(args)?;
     // Nothing to check on an engine that keeps nothing: its checker verdict would be noise.
     run.check &= registry::lookup(&engine).is_some_and(|e| e.stores_data);
-    let engine_config = EngineConfig {
-        workers: args.threads,
-        cache_pages: match args.cache_pages {
-            Some(0) => return Err(invalid("cache-pages", "must be at least 1").into()),
-            other => other,
-        },
-        cache_policy: storage::pages::CachePolicy::parse(&args.cache_policy).ok_or_else(|| {
-            invalid("cache-policy", format!("`{}` is not lru or set8", args.cache_policy))
-        })?,
-        extra: key_values("engine-opt", &args.engine_opt)?,
-    };
     let output = match (args.json, args.csv) {
         (true, _) => Output::Json,
         (_, true) => Output::Csv { header: !args.no_header },
@@ -550,8 +551,14 @@ fn max_size_bytes(args: &Args, medium: Medium, size_bytes: u64) -> Result<u64, O
     Ok(if max > size_bytes { max } else { 0 })
 }
 
-/// The region options, and whether the region file exists already.
-fn region_options(args: &Args) -> Result<(RegionOptions, bool), OptionError> {
+/// The region options, and whether the region file exists already. Without `--size` a new
+/// region is [`DEFAULT_SIZE`], or larger when the engine's own areas need it; a given size too
+/// small for a new region of the engine is refused in one line.
+fn region_options(
+    args: &Args,
+    engine: &str,
+    config: &EngineConfig,
+) -> Result<(RegionOptions, bool), OptionError> {
     let name = args.medium.as_deref().unwrap_or(DEFAULT_MEDIUM);
     let medium = Medium::parse(name).ok_or_else(|| {
         let known: Vec<&str> = Medium::ALL.iter().map(|m| m.name()).collect();
@@ -562,10 +569,20 @@ fn region_options(args: &Args) -> Result<(RegionOptions, bool), OptionError> {
         (Some(s), _) => units::parse_bytes(s).map_err(|e| invalid("size", e.to_string()))?,
         // Open the existing file at its own size.
         (None, true) => 0,
-        (None, false) => units::parse_bytes(DEFAULT_SIZE).map_err(|e| invalid("size", e.reason))?,
+        (None, false) => {
+            let base = units::parse_bytes(DEFAULT_SIZE).map_err(|e| invalid("size", e.reason))?;
+            // The default leaves the workload at least 64 MiB next to the engine's own areas.
+            match registry::min_region_bytes(engine, config) {
+                Ok(Some(min)) => base.max(min + (64 << 20)),
+                _ => base,
+            }
+        }
     };
     if size_bytes == 0 && !path_existed {
         return Err(invalid("size", "must be larger than zero"));
+    }
+    if args.size.is_some() && !path_existed {
+        registry::check_region_bytes(engine, config, size_bytes).map_err(|e| invalid("size", e))?;
     }
     let sync = match args.sync.as_str() {
         "cache" => SyncMode::Cache,

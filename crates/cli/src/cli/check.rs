@@ -64,6 +64,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         check: None,
         ok: false,
     };
+    if is_nvwal(&region) {
+        check_nvwal(region, &args, &mut out)?;
+        return finish(&args, &out);
+    }
     match engines::inspect(&region) {
         Ok(i) => out.inspection = Some(i),
         Err(e @ storage::DbError::Format(_)) => return Err(e.into()),
@@ -113,12 +117,57 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if blank {
         out.ok = true;
     }
+    finish(&args, &out)
+}
+
+fn finish(args: &Args, out: &Output) -> anyhow::Result<ExitCode> {
     if args.json {
-        println!("{}", serde_json::to_string(&out)?);
+        println!("{}", serde_json::to_string(out)?);
     } else {
-        print!("{}", human(&out));
+        print!("{}", human(out));
     }
     Ok(if out.ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Whether the region is (or was being formatted as) a `sqlite-nvwal` region: it has no nvmdb
+/// superblock, its own header (docs/nvwal.md).
+fn is_nvwal(region: &pmem::Region) -> bool {
+    if region.backed_len() < 8 {
+        return false;
+    }
+    let magic = region.read_u64(0);
+    magic == sqlite_nvwal::layout::MAGIC || magic == sqlite_nvwal::layout::FORMATTING_MAGIC
+}
+
+/// `check` of a `sqlite-nvwal` region: its own open validates the header against the file and
+/// recovers the log (on the private copy unless `--repair`), then the tables are read.
+fn check_nvwal(region: pmem::Region, args: &Args, out: &mut Output) -> anyhow::Result<()> {
+    let name = sqlite_nvwal::ENGINE_NAME;
+    if let Some(expected) = args.engine.as_deref().filter(|e| *e != name) {
+        anyhow::bail!("{} was formatted by engine `{name}`, not `{expected}`", args.path.display());
+    }
+    let config = crate::registry::EngineConfig { workers: 1, ..Default::default() };
+    out.inspection = Some(engines::Inspection {
+        verdict: "valid sqlite-nvwal header magic".into(),
+        engine: Some(name.into()),
+        ..Default::default()
+    });
+    let db = match crate::registry::open_on_region(name, region, &config) {
+        Ok(db) => db,
+        Err(e) => {
+            out.error = Some(format!("recovery: {e}"));
+            return Ok(());
+        }
+    };
+    out.recovery = Some(db.recovery_report());
+    match nvmdb::check_engine(&*db) {
+        Ok(report) => {
+            out.ok = report.ok();
+            out.check = Some(report);
+        }
+        Err(e) => out.error = Some(format!("reading the tables: {e}")),
+    }
+    Ok(())
 }
 
 fn human(o: &Output) -> String {
@@ -127,7 +176,9 @@ fn human(o: &Output) -> String {
     line("region", format!("{} ({} bytes)", o.path.display(), o.size_bytes));
     if let Some(i) = &o.inspection {
         line("superblock", i.verdict.clone());
-        if let Some(e) = &i.engine {
+        if let Some(e) = i.engine.as_deref().filter(|e| *e == sqlite_nvwal::ENGINE_NAME) {
+            line("engine", format!("{e} (its recovery runs on open, below)"));
+        } else if let Some(e) = &i.engine {
             line("engine", format!("{e}, {} pages, {} workers", i.page_count, i.workers));
             line(
                 "recovery",

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use workloads::{Workload, WorkloadOptions};
 
-/// Region size when `--size` is not given.
+/// Region size when `--size` is not given (an engine's own logs come on top).
 const DEFAULT_SIZE: &str = "8MiB";
 /// TPC-C's and TATP's region size when `--size` is not given: TPC-C's orders grow through the
 /// history, and TATP's four tables have an index each.
@@ -128,7 +128,8 @@ pub struct Args {
     /// 16: a run mostly waits for the driver).
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// Region size (default `8MiB`).
+    /// Region size (default: `8MiB`, `16MiB` for tpcc and tatp, plus the engine's own logs:
+    /// a wal log, a group batch log, lsm's areas).
     #[arg(long)]
     pub size: Option<String>,
     /// Durable processor caches (eADR): every completed store survives a simulated crash.
@@ -264,9 +265,12 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         "tpcc" | "tpc-c" | "tatp" => DEFAULT_LARGER_SIZE,
         _ => DEFAULT_SIZE,
     };
-    let size_bytes = units::parse_bytes(args.size.as_deref().unwrap_or(default_size))
-        .map_err(|e| invalid("size", e.to_string()))?;
-    if size_bytes == 0 {
+    let default_size = units::parse_bytes(default_size).map_err(|e| invalid("size", e.reason))?;
+    let size_bytes = match args.size.as_deref() {
+        Some(s) => units::parse_bytes(s).map_err(|e| invalid("size", e.to_string()))?,
+        None => 0,
+    };
+    if args.size.is_some() && size_bytes == 0 {
         return Err(invalid("size", "must be larger than zero").into());
     }
     let mut config = EngineConfig {
@@ -289,6 +293,17 @@ fn plan(args: &Args) -> anyhow::Result<Plan> {
         registry::region_engine_options(engine.name, &config)
             .map_err(|e| invalid("engine-opt", e.to_string()))?;
     }
+    // Without --size the region holds the workload's default plus the engine's own logs; a
+    // given size too small for the engine is refused here, in one line, not at setup.
+    let size_bytes = match args.size {
+        None => registry::default_region_bytes(engine.name, &config, default_size)
+            .map_err(|e| invalid("engine-opt", e.to_string()))?,
+        Some(_) => {
+            registry::check_region_bytes(engine.name, &config, size_bytes)
+                .map_err(|e| invalid("size", e))?;
+            size_bytes
+        }
+    };
     let workload_options = workload_options(&args.workload, &args.shape)?;
     workloads::by_name(&args.workload, &workload_options)
         .map_err(|reason| invalid("workload", reason))?;

@@ -40,6 +40,14 @@ pub struct Args {
     /// A step of a case taking longer than this many seconds is a hang.
     #[arg(long, default_value_t = 5.0)]
     pub step_timeout: f64,
+    /// Size of the regions the base images are loaded on (default: 2 MiB plus the engine's own
+    /// logs).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Engine option KEY=VALUE (repeatable), over the fuzzer's small layout (small nodes, undo
+    /// logs and engine logs, so damage falls on every structure).
+    #[arg(long = "engine-opt", value_name = "KEY=VALUE")]
+    pub engine_opt: Vec<String>,
     /// One JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -63,6 +71,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     );
     let jobs =
         args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let config = config(info.name, &args.engine_opt)?;
+    let region_bytes = match &args.size {
+        None => registry::default_region_bytes(info.name, &config, fuzz::REGION_BYTES)?,
+        Some(s) => {
+            let bytes = bench::units::parse_bytes(s)
+                .map_err(|e| anyhow::anyhow!("--size {s}: {}", e.reason))?;
+            registry::check_region_bytes(info.name, &config, bytes).map_err(anyhow::Error::msg)?;
+            bytes
+        }
+    };
     let options = FuzzOptions {
         cases: args.cases,
         seed: args.seed,
@@ -70,9 +88,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         only: args.case,
         step_timeout: Duration::from_secs_f64(args.step_timeout),
         txns: args.txns,
+        region_bytes,
     };
     options.validate().map_err(anyhow::Error::msg)?;
-    let open = opener(info.name)?;
+    let open = opener(info.name, config)?;
     let printed = std::sync::atomic::AtomicU64::new(0);
     let progress = std::io::stderr().is_terminal() && !args.json && args.case.is_none();
     let on_case = |o: &Outcome, done: u64, total: u64| {
@@ -102,19 +121,49 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Opens `engine` on a region with the fuzzer's layout (small nodes, two workers, small logs):
-/// the options only matter when a blank region is formatted (the base images).
-fn opener(engine: &'static str) -> anyhow::Result<fuzz::OpenEngine> {
-    let extra: BTreeMap<String, String> = [
+/// The fuzzer's layout (small nodes, two workers, small undo logs and engine logs, so that
+/// every structure spans few pages and damage falls on each), as far as `engine` has those
+/// options, under the user's `--engine-opt`s.
+fn config(engine: &'static str, engine_opt: &[String]) -> anyhow::Result<EngineConfig> {
+    let small = [
         ("node_capacity", fuzz::NODE_CAPACITY.to_string()),
         ("undo_pages", "4".to_string()),
         ("sys_undo_pages", "4".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let config = EngineConfig { workers: fuzz::WORKERS, extra, ..Default::default() };
-    registry::region_engine_options(engine, &config)?;
+        ("staging_bytes", "2MiB".to_string()),
+        ("memtable_bytes", "256KiB".to_string()),
+        // A batch closes within a case's churn, so its log reaches NVRAM (and a crash image).
+        ("batch_txns", "8".to_string()),
+    ];
+    let accepted = registry::accepted_options(engine);
+    let mut extra: BTreeMap<String, String> = small
+        .into_iter()
+        .filter(|(k, _)| accepted.contains(k))
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    for kv in engine_opt {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--engine-opt {kv}: expected KEY=VALUE"))?;
+        extra.insert(k.to_string(), v.to_string());
+    }
+    let mut config = EngineConfig { workers: fuzz::WORKERS, extra, ..Default::default() };
+    if engines::ENGINES.contains(&engine) {
+        let options = registry::region_engine_options(engine, &config)?;
+        if engine == "wal" && !config.extra.contains_key("log_bytes") {
+            // The smallest log these workers and logs allow: it wraps within a case.
+            let bytes = engines::wal::min_log_bytes(&options);
+            config.extra.insert("log_bytes".into(), bytes.to_string());
+        }
+    }
+    Ok(config)
+}
+
+/// Opens `engine` on a region with `config`: the options only matter when a blank region is
+/// formatted (the base images).
+fn opener(engine: &'static str, config: EngineConfig) -> anyhow::Result<fuzz::OpenEngine> {
+    if engines::ENGINES.contains(&engine) {
+        registry::region_engine_options(engine, &config)?;
+    }
     Ok(Arc::new(move |region| {
         registry::open_on_region(engine, region, &config).map_err(|e| match e {
             registry::RegistryError::Db(e) => e,

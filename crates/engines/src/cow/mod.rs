@@ -116,6 +116,23 @@ pub struct Cow {
     report: RecoveryReport,
 }
 
+/// The shared superblock's layout of a region of `page_count` pages, with the smallest undo
+/// areas it allows (cow keeps no logs): their pages and the bitmap pages stay zero and unused.
+fn layout(options: &EngineOptions, page_count: u64) -> Layout {
+    Layout {
+        page_count,
+        workers: 1,
+        undo_pages: 1,
+        sys_undo_pages: 2,
+        node_capacity: options.node_capacity,
+    }
+}
+
+/// The pages formatting a region of `pages` requires (see [`crate::min_region_bytes`]).
+pub(crate) fn needed_pages(options: &EngineOptions, pages: u64) -> u64 {
+    layout(options, pages).first_data_page() + 16
+}
+
 impl Cow {
     /// Opens the engine: formats a blank region, otherwise reads the master record and
     /// rebuilds the free-page set.
@@ -177,15 +194,7 @@ impl Cow {
     }
 
     fn format(region: &Region, options: &EngineOptions) -> Result<Layout> {
-        // The shared superblock's layout, with the smallest undo areas it allows (cow keeps
-        // no logs): their pages and the bitmap pages stay zero and unused.
-        let layout = Layout {
-            page_count: region.len() / PAGE_SIZE_U64,
-            workers: 1,
-            undo_pages: 1,
-            sys_undo_pages: 2,
-            node_capacity: options.node_capacity,
-        };
+        let layout = layout(options, region.len() / PAGE_SIZE_U64);
         layout.validate()?;
         region.ensure_backed(page_offset(layout.first_data_page() + 16)).map_err(|e| {
             DbError::RegionFull(format!("the region cannot hold its metadata: {e}"))

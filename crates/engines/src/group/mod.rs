@@ -120,12 +120,7 @@ impl Group {
         let (log, pages, formatted) = match Superblock::read(&nvram, ENGINE_NAME, nvram.created())?
         {
             Some(sb) => {
-                let pages = sb.layout.page_count;
-                if pages > backed_pages {
-                    return Err(DbError::Corrupt(format!(
-                        "superblock says {pages} pages, the region holds {backed_pages}"
-                    )));
-                }
+                let pages = crate::staging::require_backed(&nvram, sb.layout.page_count)?;
                 (BatchLog::open(&nvram, pages, options.fault)?, pages, false)
             }
             None => (Self::format(&nvram, options, backed_pages)?, backed_pages, true),
@@ -185,7 +180,7 @@ impl Group {
     /// then the published superblock. The database image is formatted in the staging copy and
     /// reaches NVRAM through the first batch, so a crash before it leaves a blank image.
     fn format(nvram: &Region, options: &EngineOptions, pages: u64) -> Result<BatchLog> {
-        let log = LogLayout::for_capacity(options.staging_bytes / CACHE_LINE);
+        let log = batch_layout(options);
         let area = ("batch log", "staging_bytes", options.staging_bytes);
         crate::staging::format_region(
             nvram,
@@ -226,6 +221,16 @@ impl Group {
             let _ = handle.join();
         }
     }
+}
+
+/// The batch log `staging_bytes` asks for.
+fn batch_layout(options: &EngineOptions) -> LogLayout {
+    LogLayout::for_capacity(options.staging_bytes / CACHE_LINE)
+}
+
+/// The pages formatting a region of `pages` requires (see [`crate::min_region_bytes`]).
+pub(crate) fn needed_pages(options: &EngineOptions, pages: u64) -> u64 {
+    crate::staging::needed_pages(options, pages, batch_layout(options).base_page)
 }
 
 fn validate(o: &EngineOptions) -> Result<BatchOptions> {
@@ -520,6 +525,7 @@ impl Engine for Group {
 /// there first, then the image is inspected as `inplace` would recover it. `outer` is the
 /// superblock's inspection of the whole region.
 pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspection> {
+    crate::staging::require_backed(region, outer.page_count)?;
     let copy =
         Region::dram_copy(region.read(0, region.backed_len() as usize), &Default::default())?;
     let log = BatchLog::open(&copy, outer.page_count, None)?;

@@ -229,6 +229,23 @@ pub struct InPlace {
     pub(crate) poisoned: AtomicBool,
 }
 
+/// The layout of a region of `page_count` pages formatted with `options`.
+fn layout(options: &EngineOptions, page_count: u64) -> Layout {
+    Layout {
+        page_count,
+        workers: options.workers + 1,
+        undo_pages: options.undo_pages,
+        sys_undo_pages: options.sys_undo_pages,
+        node_capacity: options.node_capacity,
+    }
+}
+
+/// The pages formatting a region of `pages` requires (see [`crate::min_region_bytes`]): the
+/// metadata and 16 data pages, as [`Layout::validate`] asks.
+pub(crate) fn needed_pages(options: &EngineOptions, pages: u64) -> u64 {
+    layout(options, pages).first_data_page() + 16
+}
+
 impl InPlace {
     /// Opens the engine: formats a blank region, otherwise validates and recovers it.
     pub fn open(region: Region, options: &EngineOptions) -> Result<InPlace> {
@@ -247,13 +264,7 @@ impl InPlace {
         if options.workers == 0 || options.workers >= MAX_WORKERS {
             return Err(DbError::Invalid(format!("workers must be 1..{MAX_WORKERS}")));
         }
-        let layout = Layout {
-            page_count: region.len() / PAGE_SIZE_U64,
-            workers: options.workers + 1,
-            undo_pages: options.undo_pages,
-            sys_undo_pages: options.sys_undo_pages,
-            node_capacity: options.node_capacity,
-        };
+        let layout = layout(options, region.len() / PAGE_SIZE_U64);
         layout.validate()?;
         // A growing region's file must hold the metadata pages before they are written.
         region.ensure_backed(page_offset(layout.first_data_page() + 16)).map_err(|e| {

@@ -164,6 +164,39 @@ fn validate(o: &EngineOptions) -> Result<()> {
     Ok(())
 }
 
+/// The areas and the superblock layout of a region of `page_count` pages formatted with `o`.
+/// The shared superblock's nominal layout (one worker) is sized so that its "undo log" pages are
+/// exactly lsm's control page, manifests, log and arenas, and its first data page is the first
+/// run page: format writes only below it, so a format cut short leaves a region the superblock
+/// check still sees as blank (and formats again).
+fn plan(o: &EngineOptions, page_count: u64) -> (Areas, Layout) {
+    let memtable_bytes = o.memtable_bytes.next_multiple_of(PAGE_SIZE_U64);
+    let io_fs = o.io == Io::Fs;
+    let mut areas = Areas {
+        control_page: 0,
+        io_fs,
+        memtable_bytes,
+        log_bytes: if io_fs { fs_log_bytes(memtable_bytes) } else { 2 * LOG_SLOT_BYTES },
+        page_count,
+    };
+    let fixed_pages = areas.first_run_page();
+    let layout = Layout {
+        page_count,
+        workers: 1,
+        undo_pages: (fixed_pages - 2) as u32,
+        sys_undo_pages: 2,
+        node_capacity: storage::btree::MAX_NODE_ENTRIES as u32,
+    };
+    areas.control_page = layout.undo_log_page(0);
+    debug_assert_eq!(areas.first_run_page(), layout.first_data_page());
+    (areas, layout)
+}
+
+/// The pages formatting a region of `pages` requires (see [`crate::min_region_bytes`]).
+pub(crate) fn needed_pages(o: &EngineOptions, pages: u64) -> u64 {
+    plan(o, pages).0.first_run_page() + 16
+}
+
 impl Lsm {
     /// Opens the engine: formats a blank region, otherwise recovers it.
     pub fn open(region: Region, options: &EngineOptions) -> Result<Lsm> {
@@ -228,31 +261,11 @@ impl Lsm {
 
     /// Formats a blank region (crash-atomic: the superblock's valid magic is the last store).
     fn format(region: &Region, o: &EngineOptions) -> Result<Superblock> {
-        let memtable_bytes = o.memtable_bytes.next_multiple_of(PAGE_SIZE_U64);
-        let io_fs = o.io == Io::Fs;
-        let mut areas = Areas {
-            control_page: 0,
-            io_fs,
-            memtable_bytes,
-            log_bytes: if io_fs { fs_log_bytes(memtable_bytes) } else { 2 * LOG_SLOT_BYTES },
-            page_count: region.len() / PAGE_SIZE_U64,
-        };
-        // The shared superblock's nominal layout (one worker) is sized so that its "undo log"
-        // pages are exactly lsm's control page, manifests, log and arenas, and its first data
-        // page is the first run page: format writes only below it, so a format cut short
-        // leaves a region the superblock check still sees as blank (and formats again).
-        let fixed_pages = areas.first_run_page();
-        let layout = Layout {
-            page_count: areas.page_count,
-            workers: 1,
-            undo_pages: (fixed_pages - 2) as u32,
-            sys_undo_pages: 2,
-            node_capacity: storage::btree::MAX_NODE_ENTRIES as u32,
-        };
+        let (areas, layout) = plan(o, region.len() / PAGE_SIZE_U64);
         layout.validate()?;
-        areas.control_page = layout.undo_log_page(0);
-        debug_assert_eq!(areas.first_run_page(), layout.first_data_page());
-        let needed = areas.first_run_page() + 16;
+        let memtable_bytes = areas.memtable_bytes;
+        let io_fs = areas.io_fs;
+        let needed = needed_pages(o, areas.page_count);
         if needed > layout.page_count {
             return Err(DbError::RegionFull(format!(
                 "engine lsm needs at least {} bytes for memtable_bytes={memtable_bytes}",

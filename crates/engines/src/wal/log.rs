@@ -773,3 +773,7 @@ mod insert_cost {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "log_wrap_tests.rs"]
+mod wrap_tests;

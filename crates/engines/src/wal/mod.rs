@@ -120,6 +120,16 @@ pub fn min_log_bytes(o: &EngineOptions) -> u64 {
     need
 }
 
+/// The first page of the image: the log area (`log_bytes`) ends there.
+fn base_page(options: &EngineOptions) -> PageId {
+    FIRST_LOG_PAGE + options.log_bytes / PAGE_SIZE_U64
+}
+
+/// The pages formatting a region of `pages` requires (see [`crate::min_region_bytes`]).
+pub(crate) fn needed_pages(options: &EngineOptions, pages: u64) -> u64 {
+    crate::staging::needed_pages(options, pages, base_page(options))
+}
+
 fn params_crc(capacity: u64, base: u64) -> u64 {
     crate::staging::params_crc(capacity, base, MAGIC)
 }
@@ -212,13 +222,7 @@ impl Wal {
         let backed_pages = nvram.backed_len() / PAGE_SIZE_U64;
         let mut report = RecoveryReport::default();
         let (pages, formatted) = match Superblock::read(&nvram, ENGINE_NAME, nvram.created())? {
-            Some(sb) if sb.layout.page_count > backed_pages => {
-                return Err(DbError::Corrupt(format!(
-                    "superblock says {} pages, the region holds {backed_pages}",
-                    sb.layout.page_count
-                )))
-            }
-            Some(sb) => (sb.layout.page_count, false),
+            Some(sb) => (crate::staging::require_backed(&nvram, sb.layout.page_count)?, false),
             None => (Self::format(&nvram, options, backed_pages)?, true),
         };
         let (capacity, base_page) = read_control(&nvram, pages)?;
@@ -311,7 +315,7 @@ impl Wal {
     /// Superblock under the formatting magic, control line, published superblock. The image is
     /// formatted in the buffer pool and reaches NVRAM through the log and the first checkpoint.
     fn format(nvram: &Region, options: &EngineOptions, pages: u64) -> Result<u64> {
-        let base_page = FIRST_LOG_PAGE + options.log_bytes / PAGE_SIZE_U64;
+        let base_page = base_page(options);
         let area = ("log", "log_bytes", options.log_bytes);
         crate::staging::format_region(nvram, ENGINE_NAME, options, pages, base_page, area, |r| {
             let mut line = [0u8; 48];
@@ -852,6 +856,7 @@ impl Engine for Wal {
 /// What opening `region` would do, on a private copy: the image after redo, as `inplace` would
 /// recover it. `outer` is the superblock's inspection of the whole region.
 pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspection> {
+    crate::staging::require_backed(region, outer.page_count)?;
     let (capacity, base_page) = read_control(region, outer.page_count)?;
     let image_bytes = page_offset(outer.page_count - base_page);
     let image = Region::dram_copy(
