@@ -4,7 +4,7 @@
 
 use crate::kv::{self, ReadTx, RetryOptions, SlotPool, Tables, TxCore, WriteTx};
 use engines::EngineOptions;
-use pmem::RegionOptions;
+use pmem::{Medium, RegionOptions};
 use serde::Serialize;
 use std::ops::Deref;
 use std::sync::{Mutex, OnceLock};
@@ -40,7 +40,23 @@ pub struct DbOptions {
     pub engine_options: EngineOptions,
     /// How [`Db::write`] and [`Db::read`] retry lock conflicts.
     pub retry: RetryOptions,
+    /// How large a file-backed database (`region.medium` `File`, `Shm` or `Dax`) may grow:
+    /// it starts at `region.size_bytes` and its file grows by itself as data needs pages.
+    /// `None` (the default): up to [`UNLIMITED_SIZE_BYTES`], which is as far as the file
+    /// system lets it; `Some(n)`: up to `n` bytes (`Some(0)`, or `n` at most
+    /// `region.size_bytes`: the size stays fixed). A region in memory (`Dram`) never grows.
+    /// This decides `region.max_size_bytes`, whatever that was set to.
+    pub max_size_bytes: Option<u64>,
 }
+
+/// The size a database with no growth limit (`DbOptions::max_size_bytes: None`) is laid out
+/// for: 1 TiB. Only what is in use is in the file; the layout's allocator bitmap (32 MiB per
+/// TiB) is written when the database is created.
+///
+/// ```
+/// assert_eq!(nvmdb::UNLIMITED_SIZE_BYTES, 1 << 40);
+/// ```
+pub const UNLIMITED_SIZE_BYTES: u64 = 1 << 40;
 
 /// Undo log pages per worker of an embedded database: 1.25 MiB, so one transaction can write
 /// a 1 MiB value (the in-place engine logs about a row's size per row written).
@@ -48,18 +64,43 @@ const EMBEDDED_UNDO_PAGES: u32 = 160;
 /// Concurrent transactions of an embedded database (each worker has its own undo log).
 const EMBEDDED_WORKERS: u32 = 4;
 
+/// The engine options of [`DbOptions::default`]: 4 workers with 1.25 MiB undo logs, and a
+/// `wal` log that fits a 64 MiB region with them (the CLI's 64 MiB default log does not).
+fn embedded_engine_options() -> EngineOptions {
+    let mut o = EngineOptions {
+        workers: EMBEDDED_WORKERS,
+        undo_pages: EMBEDDED_UNDO_PAGES,
+        ..EngineOptions::default()
+    };
+    o.log_bytes = engines::wal::min_log_bytes(&o).max(16 << 20);
+    o
+}
+
 impl Default for DbOptions {
     fn default() -> Self {
         DbOptions {
             engine: "inplace".into(),
             region: RegionOptions::new(pmem::Medium::Shm, 64 << 20),
-            engine_options: EngineOptions {
-                workers: EMBEDDED_WORKERS,
-                undo_pages: EMBEDDED_UNDO_PAGES,
-                ..EngineOptions::default()
-            },
+            engine_options: embedded_engine_options(),
             retry: RetryOptions::default(),
+            max_size_bytes: None,
         }
+    }
+}
+
+impl DbOptions {
+    /// The region options `Db::open` opens: `region` with its growth limit set from
+    /// [`DbOptions::max_size_bytes`].
+    fn region_options(&self) -> RegionOptions {
+        let mut region = self.region.clone();
+        let grows = matches!(region.medium, Medium::File | Medium::Shm | Medium::Dax);
+        region.max_size_bytes = match self.max_size_bytes {
+            _ if !grows || region.private => 0,
+            None => UNLIMITED_SIZE_BYTES.max(region.size_bytes),
+            Some(n) if n <= region.size_bytes => 0,
+            Some(n) => n,
+        };
+        region
     }
 }
 
@@ -95,6 +136,8 @@ pub struct Db {
     layer_init: Mutex<()>,
     /// Test-only: acknowledge writes without waiting for durability (see [`Db::set_fault`]).
     skip_durable_wait: bool,
+    /// What a `RegionFull` error adds for a library user (it names `DbOptions` fields).
+    full_hint: String,
 }
 
 /// Deliberate bugs in the table layer, to show its crash test catches them. Never set
@@ -123,10 +166,13 @@ impl Db {
                 engines::ENGINES.join(", ")
             )));
         }
-        let region = storage::format::open_region(&options.region)?;
+        let region_options = options.region_options();
+        let region = storage::format::open_region(&region_options)?;
         let engine = engines::open(&options.engine, region, &options.engine_options)?;
         let slots = options.engine_options.workers as usize;
-        Ok(Db::from_engine(engine, slots, options.retry.clone()))
+        let mut db = Db::from_engine(engine, slots, options.retry.clone());
+        db.full_hint = full_hint(options, &region_options);
+        Ok(db)
     }
 
     /// Wraps an engine opened some other way (a peer from the registry, say) so the table
@@ -150,6 +196,7 @@ impl Db {
             layer: OnceLock::new(),
             layer_init: Mutex::new(()),
             skip_durable_wait: false,
+            full_hint: "delete data, or open the engine on a larger region".into(),
         }
     }
 
@@ -215,7 +262,7 @@ impl Db {
         loop {
             attempt += 1;
             let txn = self.engine.begin(slot.slot)?;
-            let tx = WriteTx { core: TxCore::new(txn, tables, slot.slot) };
+            let tx = WriteTx { core: TxCore::new(txn, tables, slot.slot, &self.full_hint) };
             let result = f(&tx);
             let (conflicted, trashed) = (tx.core.conflicted.get(), tx.core.trashed.get());
             let Some(txn) = tx.core.take_txn() else {
@@ -282,7 +329,7 @@ impl Db {
         loop {
             attempt += 1;
             let txn = self.engine.begin(slot.slot)?;
-            let tx = ReadTx { core: TxCore::new(txn, tables, slot.slot) };
+            let tx = ReadTx { core: TxCore::new(txn, tables, slot.slot, &self.full_hint) };
             let result = f(&tx);
             let conflicted = tx.core.conflicted.get();
             let Some(txn) = tx.core.take_txn() else {
@@ -341,7 +388,10 @@ impl Db {
             let Ok(mut txn) = self.engine.begin(slot) else { return };
             match kv::reclaim_step(&mut *txn, tables, slot) {
                 Ok(more) => {
-                    let durable = self.commit_durably(txn);
+                    let durable = {
+                        let _freeing = storage::alloc::FreeingScope::enter();
+                        self.commit_durably(txn)
+                    };
                     if !more || durable.is_err() {
                         return;
                     }
@@ -402,6 +452,32 @@ impl Deref for Db {
     fn deref(&self) -> &Self::Target {
         &*self.engine
     }
+}
+
+/// Engines whose layout spans the region's whole mapping, so a growable file grows under them;
+/// `wal` and `group` lay themselves out over the file as it is when they format it (each keeps
+/// a DRAM image of it).
+const GROWING_ENGINES: [&str; 3] = ["inplace", "cow", "lsm"];
+
+/// What to do about a full database, in terms of `DbOptions`.
+fn full_hint(options: &DbOptions, region: &RegionOptions) -> String {
+    if !GROWING_ENGINES.contains(&options.engine.as_str()) {
+        return format!(
+            "engine `{}` keeps the size it was created with: delete data, or create the \
+             database with a larger DbOptions::region.size_bytes",
+            options.engine
+        );
+    }
+    if region.max_size_bytes == 0 {
+        return "delete data, or let the database grow (DbOptions::max_size_bytes with a file \
+                medium)"
+            .into();
+    }
+    format!(
+        "the database may grow to {} bytes (DbOptions::max_size_bytes) or the file system is \
+         full: delete data or raise that limit",
+        region.max_size_bytes
+    )
 }
 
 fn conflict_persisted(attempts: u32) -> DbError {

@@ -25,6 +25,7 @@ use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
+use storage::alloc::FreeingScope;
 use storage::{DbError, Result, Txn};
 pub(crate) use store::Tables;
 use store::{Store, CATALOG_ROOT};
@@ -141,6 +142,8 @@ pub(crate) struct TxCore<'db> {
     pub conflicted: Cell<bool>,
     /// Something went to the trash: reclaim after commit.
     pub trashed: Cell<bool>,
+    /// What a `RegionFull` error adds: how this database can be given room.
+    full_hint: &'db str,
 }
 
 /// Object-safe access to a [`TxCore`], so table handles need not name the engine lifetime.
@@ -159,12 +162,16 @@ impl Core for TxCore<'_> {
         if store.trashed {
             self.trashed.set(true);
         }
-        if let Err(e) = &result {
-            if e.is_retryable() {
+        match result {
+            Err(e) if e.is_retryable() => {
                 self.conflicted.set(true);
+                Err(e)
             }
+            Err(DbError::RegionFull(what)) => {
+                Err(DbError::RegionFull(format!("{what}; {}", self.full_hint)))
+            }
+            other => other,
         }
-        result
     }
 }
 
@@ -180,13 +187,14 @@ fn with<R>(core: &dyn Core, f: impl FnOnce(&mut Store<'_, '_>) -> Result<R>) -> 
 }
 
 impl<'db> TxCore<'db> {
-    pub fn new(txn: Box<dyn Txn + 'db>, tables: Tables, slot: usize) -> Self {
+    pub fn new(txn: Box<dyn Txn + 'db>, tables: Tables, slot: usize, full_hint: &'db str) -> Self {
         TxCore {
             txn: RefCell::new(Some(txn)),
             tables,
             slot,
             conflicted: Cell::new(false),
             trashed: Cell::new(false),
+            full_hint,
         }
     }
 
@@ -328,6 +336,8 @@ impl WriteTx<'_> {
     /// ```
     pub fn drop_table(&self, name: &str) -> Result<bool> {
         let Some((root, _)) = self.core.catalog_entry(name)? else { return Ok(false) };
+        // A full region must still drop a table (its trash entry may need a page).
+        let _freeing = FreeingScope::enter();
         with(&self.core, |s| {
             tree::remove(s, CATALOG_ROOT, name.as_bytes())?;
             s.discard_tree(root)?;
@@ -459,6 +469,8 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     pub fn remove(&self, key: impl KeyArg<K>) -> Result<Option<Vec<u8>>> {
         let key = encode_key(key)?;
         let root = self.root;
+        // A full region must still accept deletes (the trash entry may need a page).
+        let _freeing = FreeingScope::enter();
         with(self.core, |s| match tree::remove(s, root, &key)? {
             None => Ok(None),
             Some(old) => {
@@ -744,6 +756,7 @@ pub(crate) fn init_catalog(txn: &mut (dyn Txn + '_), tables: Tables, slot: usize
 /// One bounded step of trash reclamation (see `Store::reclaim_step`); false when empty.
 pub(crate) fn reclaim_step(txn: &mut (dyn Txn + '_), tables: Tables, slot: usize) -> Result<bool> {
     let mut s = Store { txn, tables, slot, trashed: false };
+    let _freeing = FreeingScope::enter();
     s.reclaim_step(RECLAIM_ROWS_PER_STEP)
 }
 
