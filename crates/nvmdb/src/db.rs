@@ -168,6 +168,13 @@ impl Db {
         }
         let region_options = options.region_options();
         let region = storage::format::open_region(&region_options)?;
+        if GROWS_BY_PAGE_COUNT.contains(&options.engine.as_str()) && !region_options.private {
+            // Reopened larger (a larger size or limit than it was created with): the layout
+            // takes in the new pages as far as its allocator bitmap reaches.
+            let wanted = region_options.max_size_bytes.max(region_options.size_bytes);
+            let pages = wanted / storage::format::PAGE_SIZE_U64;
+            storage::format::extend_page_count(&region, &options.engine, pages)?;
+        }
         let engine = engines::open(&options.engine, region, &options.engine_options)?;
         let slots = options.engine_options.workers as usize;
         let mut db = Db::from_engine(engine, slots, options.retry.clone());
@@ -458,6 +465,10 @@ impl Deref for Db {
 /// `wal` and `group` lay themselves out over the file as it is when they format it (each keeps
 /// a DRAM image of it).
 const GROWING_ENGINES: [&str; 3] = ["inplace", "cow", "lsm"];
+
+/// Engines whose whole layout is the superblock's page count and the page allocator's bitmap,
+/// so that raising the count on reopen adds pages (`storage::format::extend_page_count`).
+const GROWS_BY_PAGE_COUNT: [&str; 1] = ["inplace"];
 
 /// What to do about a full database, in terms of `DbOptions`.
 fn full_hint(options: &DbOptions, region: &RegionOptions) -> String {

@@ -104,3 +104,38 @@ fn a_fixed_size_engine_names_the_size_option_when_full() {
     assert!(msg.contains("DbOptions::region.size_bytes"), "{msg}");
     assert!(!msg.contains("--"), "a library error names a CLI flag: {msg}");
 }
+
+/// Guards against "reopening with a larger size makes the file larger but the error stays
+/// `all 8192 pages`" (issue 39): a database created at a fixed size and full, reopened with a
+/// larger one, takes more data.
+#[test]
+fn reopening_larger_adds_pages() {
+    let path = temp("reopen");
+    let mut o = options("inplace", &path);
+    o.max_size_bytes = Some(0); // fixed at 16 MiB
+    let value = vec![3u8; VALUE_BYTES];
+    let fill = |db: &Db, from: u64| -> u64 {
+        let mut k = from;
+        while db.write(|tx| tx.open_table::<u64>("t")?.insert(k, &value)).is_ok() {
+            k += 1;
+            assert!(k < 100_000);
+        }
+        k
+    };
+    let first = fill(&Db::open(&o).unwrap(), 0);
+    o.region.size_bytes = 48 << 20;
+    let db = Db::open(&o).unwrap();
+    let second = fill(&db, first);
+    assert!(second - first > 2 * first, "16 MiB held {first} values, 48 MiB {second}");
+    assert!(db.check().unwrap().ok());
+    drop(db);
+    // And again, with the size left to grow (the layout reaches as far as its bitmap: 512 MiB).
+    o.max_size_bytes = None;
+    let db = Db::open(&o).unwrap();
+    for k in second..second + 400 {
+        db.write(|tx| tx.open_table::<u64>("t")?.insert(k, &value)).unwrap();
+    }
+    assert_eq!(db.read(|tx| tx.open_table::<u64>("t")?.unwrap().len()).unwrap(), second + 400);
+    drop(db);
+    std::fs::remove_file(&path).unwrap();
+}
