@@ -442,6 +442,35 @@ impl Db {
         check_engine(&*self.engine)
     }
 
+    /// The engine tables of benchmark-level code: [`Engine::tables`] without the tables the
+    /// named-table layer keeps its trees and values in (`nvmdb.` names). Named tables are
+    /// listed by [`Db::table_names`].
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<u64>("t")?.insert(1, b"x"))?;
+    /// assert!(db.tables().is_empty());
+    /// assert!(!db.engine().tables().is_empty()); // the layer's own
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn tables(&self) -> Vec<storage::TableSpec> {
+        let mut specs = self.engine.tables();
+        specs.retain(|s| !kv::is_internal(&s.name));
+        specs
+    }
+
+    /// Names of the named tables ([`crate::WriteTx::open_table`]), in byte order.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<str>("users").map(|_| ()))?;
+    /// assert_eq!(db.table_names()?, ["users"]);
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn table_names(&self) -> Result<Vec<String>> {
+        self.read(|tx| tx.table_names())
+    }
+
     /// The engine, for code that takes `&dyn Engine`.
     ///
     /// ```
@@ -505,16 +534,40 @@ fn conflict_persisted(attempts: u32) -> DbError {
 /// db.write(|tx| tx.open_table::<u64>("t")?.insert(1, b"x"))?;
 /// let report = db.check()?;
 /// assert!(report.ok());
-/// // The table layer keeps its trees and values in engine tables of its own.
-/// assert!(report.tables.iter().any(|t| t.rows > 0));
+/// let named = report.named_tables.expect("a database with named tables");
+/// assert_eq!((named[0].name.as_str(), named[0].key, named[0].entries), ("t", "u64", 1));
+/// assert!(report.tables.is_empty()); // no benchmark-level tables
 /// # Ok::<(), nvmdb::DbError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckReport {
     /// `Ok` with page and row totals, or the first inconsistency found.
     pub integrity: std::result::Result<IntegrityReport, String>,
-    /// Every table and its row count, in table order.
+    /// Every benchmark-level engine table and its row count, in table order (the named-table
+    /// layer's own tables are left out).
     pub tables: Vec<TableRows>,
+    /// The named tables ([`crate::WriteTx::open_table`]) and their entries; `None` when the
+    /// region was never used through them (a benchmark region).
+    pub named_tables: Option<Vec<NamedTableRows>>,
+}
+
+/// One named table in a [`CheckReport`].
+///
+/// ```
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// db.write(|tx| tx.open_table::<str>("users")?.insert("ada", b"x"))?;
+/// let named = db.check()?.named_tables.unwrap_or_default();
+/// assert_eq!(named[0], nvmdb::NamedTableRows { name: "users".into(), key: "str", entries: 1 });
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NamedTableRows {
+    /// The table's name.
+    pub name: String,
+    /// Its key type: `u64`, `i64`, `str` or `[u8]`.
+    pub key: &'static str,
+    /// Entries a full read found.
+    pub entries: u64,
 }
 
 /// One engine table in a [`CheckReport`].
@@ -526,7 +579,7 @@ pub struct CheckReport {
 /// let mut txn = db.begin(0)?;
 /// txn.insert(t, 1, &[0; 8])?;
 /// db.wait_durable(txn.commit()?)?;
-/// let rows = &db.check()?.tables[t as usize];
+/// let rows = &db.check()?.tables[0];
 /// assert_eq!((rows.name.as_str(), rows.row_bytes, rows.rows), ("rows", 8, 1));
 /// # Ok::<(), nvmdb::DbError>(())
 /// ```
@@ -559,17 +612,27 @@ impl CheckReport {
 ///
 /// ```
 /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
-/// assert!(nvmdb::check_engine(db.engine())?.tables.is_empty());
+/// let report = nvmdb::check_engine(db.engine())?;
+/// assert!(report.tables.is_empty() && report.named_tables.is_none()); // nothing used yet
 /// # Ok::<(), nvmdb::DbError>(())
 /// ```
 pub fn check_engine(engine: &dyn Engine) -> Result<CheckReport> {
     let integrity = engine.check_integrity();
     let mut tables = Vec::new();
     for (id, spec) in engine.tables().into_iter().enumerate() {
+        if kv::is_internal(&spec.name) {
+            continue;
+        }
         let mut txn = engine.begin(0)?;
         let rows = txn.scan(id as u32, 0, u64::MAX, usize::MAX, &mut |_, _| true)?;
         txn.commit()?;
         tables.push(TableRows { name: spec.name, row_bytes: spec.row_bytes, rows: rows as u64 });
     }
-    Ok(CheckReport { integrity, tables })
+    let named_tables = kv::named_tables(engine)?.map(|named| {
+        named
+            .into_iter()
+            .map(|(name, key, entries)| NamedTableRows { name, key, entries })
+            .collect()
+    });
+    Ok(CheckReport { integrity, tables, named_tables })
 }

@@ -38,7 +38,8 @@ mod db;
 mod kv;
 
 pub use db::{
-    check_engine, CheckReport, Db, DbOptions, LayerFault, TableRows, UNLIMITED_SIZE_BYTES,
+    check_engine, CheckReport, Db, DbOptions, LayerFault, NamedTableRows, TableRows,
+    UNLIMITED_SIZE_BYTES,
 };
 pub use kv::{
     Key, KeyArg, Range, ReadTable, ReadTx, RetryOptions, Table, WriteTx, MAX_INLINE_BYTES,

@@ -27,7 +27,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 use storage::alloc::FreeingScope;
 use storage::{DbError, Result, Txn};
-pub(crate) use store::Tables;
+pub(crate) use store::{is_internal, Tables};
 use store::{Store, CATALOG_ROOT};
 
 /// Longest table name, in bytes; a longer (or empty) name is [`DbError::Invalid`].
@@ -741,6 +741,33 @@ impl<K: Key + ?Sized> Iterator for Range<'_, K> {
             }
         }
     }
+}
+
+/// A named table: name, key type, entries.
+pub(crate) type NamedTable = (String, &'static str, u64);
+
+/// The named tables of a database the layer wrote, each with its key type and entry count
+/// (a full read of each); `None` if the engine holds no table layer (a benchmark region).
+pub(crate) fn named_tables(engine: &dyn storage::Engine) -> Result<Option<Vec<NamedTable>>> {
+    let Some(tables) = Tables::find(engine) else { return Ok(None) };
+    let txn = engine.begin(0)?;
+    let core = TxCore::new(txn, tables, 0, "");
+    let mut out = Vec::new();
+    let mut row = Vec::new();
+    let has_catalog = with(&core, |s| s.txn.read(tables.nodes, CATALOG_ROOT, &mut row))?;
+    if has_catalog {
+        for name in core.table_names()? {
+            let (root, kind) = core
+                .catalog_entry(&name)?
+                .ok_or_else(|| DbError::Corrupt(format!("table `{name}` left the catalog")))?;
+            let entries = with(&core, |s| tree::count(s, root))?;
+            out.push((name, kind_name(kind), entries));
+        }
+    }
+    if let Some(txn) = core.take_txn() {
+        txn.commit()?;
+    }
+    Ok(Some(out))
 }
 
 /// Creates the catalog tree's root if the region has none (first use of the layer).

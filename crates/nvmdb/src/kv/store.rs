@@ -43,7 +43,25 @@ pub struct Tables {
 
 const NAMES: [&str; 3] = ["nvmdb.nodes", "nvmdb.counters", "nvmdb.trash"];
 
+/// Whether an engine table is one of the layer's own (`nvmdb.` names), which users never see.
+pub fn is_internal(name: &str) -> bool {
+    name.starts_with("nvmdb.")
+}
+
 impl Tables {
+    /// The layer's tables if the engine has all of them (a database the layer wrote), without
+    /// creating any.
+    pub fn find(engine: &dyn Engine) -> Option<Tables> {
+        let nodes = engine.table(NAMES[0])?;
+        let counters = engine.table(NAMES[1])?;
+        let trash = engine.table(NAMES[2])?;
+        let mut values = [0; 4];
+        for (i, class) in VALUE_CLASSES.iter().enumerate() {
+            values[i] = engine.table(&format!("nvmdb.v{class}"))?;
+        }
+        Some(Tables { nodes, counters, trash, values })
+    }
+
     /// Finds the layer's tables, creating the missing ones (outside any transaction).
     pub fn open_or_create(engine: &dyn Engine, slots: usize) -> Result<Tables> {
         let get = |name: &str, row_bytes: u32, rows: u64| -> Result<TableId> {
