@@ -18,7 +18,7 @@ pub use key::{Key, KeyArg};
 pub use node::{MAX_INLINE_BYTES, MAX_KEY_BYTES};
 pub use store::MAX_VALUE_BYTES;
 
-use node::{Node, Value};
+use node::{Node, Value as NodeValue};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::marker::PhantomData;
@@ -206,7 +206,7 @@ impl<'db> TxCore<'db> {
         check_table_name(name)?;
         with(self, |s| match tree::get(s, CATALOG_ROOT, name.as_bytes())? {
             None => Ok(None),
-            Some(Value::Inline(v)) if v.len() == 9 => {
+            Some(NodeValue::Inline(v)) if v.len() == 9 => {
                 let root = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
                 Ok(Some((root, v[8])))
             }
@@ -229,7 +229,7 @@ impl<'db> TxCore<'db> {
                 s.insert_node(root, &Node::empty_leaf())?;
                 let mut entry = root.to_le_bytes().to_vec();
                 entry.push(K::KIND);
-                tree::put(s, CATALOG_ROOT, name.as_bytes(), Value::Inline(entry))?;
+                tree::put(s, CATALOG_ROOT, name.as_bytes(), NodeValue::Inline(entry))?;
                 Ok(Some(root))
             }),
         }
@@ -467,11 +467,14 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn remove(&self, key: impl KeyArg<K>) -> Result<Option<Vec<u8>>> {
-        let key = encode_key(key)?;
+        self.remove_encoded(&encode_key(key)?)
+    }
+
+    fn remove_encoded(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let root = self.root;
         // A full region must still accept deletes (the trash entry may need a page).
         let _freeing = FreeingScope::enter();
-        with(self.core, |s| match tree::remove(s, root, &key)? {
+        with(self.core, |s| match tree::remove(s, root, key)? {
             None => Ok(None),
             Some(old) => {
                 let bytes = s.get_value(&old)?;
@@ -572,6 +575,90 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.iter().next().transpose()?.is_none())
     }
+
+    /// The entry with the lowest key.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// let first = db.write(|tx| {
+    ///     let t = tx.open_table::<str>("t")?;
+    ///     t.insert("b", b"2")?;
+    ///     t.insert("a", b"1")?;
+    ///     t.first()
+    /// })?;
+    /// assert_eq!(first, Some(("a".to_string(), b"1".to_vec())));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn first(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        self.iter().next().transpose()
+    }
+
+    /// The entry with the highest key.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// let last = db.write(|tx| {
+    ///     let t = tx.open_table::<u64>("t")?;
+    ///     for k in 0..1000u64 {
+    ///         t.insert(k, k.to_le_bytes())?;
+    ///     }
+    ///     t.last()
+    /// })?;
+    /// assert_eq!(last, Some((999, 999u64.to_le_bytes().to_vec())));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn last(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        self.iter().next_back().transpose()
+    }
+
+    /// Removes the entry with the lowest key and returns it: a queue's pop.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| {
+    ///     let q = tx.open_table::<u64>("queue")?;
+    ///     q.insert(2, b"second")?;
+    ///     q.insert(1, b"first")?;
+    ///     assert_eq!(q.pop_first()?, Some((1, b"first".to_vec())));
+    ///     assert_eq!(q.pop_first()?, Some((2, b"second".to_vec())));
+    ///     assert_eq!(q.pop_first()?, None);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn pop_first(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        let entry = self.iter().next_raw()?;
+        self.pop(entry)
+    }
+
+    /// Removes the entry with the highest key and returns it: a stack's pop.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| {
+    ///     let s = tx.open_table::<str>("stack")?;
+    ///     s.insert("a", b"1")?;
+    ///     s.insert("b", b"2")?;
+    ///     assert_eq!(s.pop_last()?, Some(("b".to_string(), b"2".to_vec())));
+    ///     assert_eq!(s.len()?, 1);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn pop_last(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        let entry = self.iter().next_back_raw()?;
+        self.pop(entry)
+    }
+
+    fn pop(&self, entry: Option<(Vec<u8>, NodeValue)>) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        let Some((key, _)) = entry else { return Ok(None) };
+        let decoded = K::decode(&key)
+            .ok_or_else(|| DbError::Corrupt(format!("key {key:02x?} is not a {}", K::NAME)))?;
+        let value = self
+            .remove_encoded(&key)?
+            .ok_or_else(|| DbError::Corrupt(format!("key {key:02x?} vanished while popped")))?;
+        Ok(Some((decoded, value)))
+    }
 }
 
 fn encode_ref<K: Key + ?Sized, Q: KeyArg<K>>(k: &Q) -> Result<Vec<u8>> {
@@ -657,10 +744,41 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
     pub fn is_empty(&self) -> Result<bool> {
         self.inner.is_empty()
     }
+
+    /// The entry with the lowest key (see [`Table::first`]).
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<u64>("t")?.insert(5, b"x"))?;
+    /// let first = db.read(|tx| tx.open_table::<u64>("t")?.map_or(Ok(None), |t| t.first()))?;
+    /// assert_eq!(first, Some((5, b"x".to_vec())));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn first(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        self.inner.first()
+    }
+
+    /// The entry with the highest key (see [`Table::last`]).
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| {
+    ///     let t = tx.open_table::<str>("t")?;
+    ///     t.insert("a", b"1")?;
+    ///     t.insert("z", b"26")
+    /// })?;
+    /// let last = db.read(|tx| tx.open_table::<str>("t")?.map_or(Ok(None), |t| t.last()))?;
+    /// assert_eq!(last, Some(("z".to_string(), b"26".to_vec())));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn last(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        self.inner.last()
+    }
 }
 
-/// Iterator over a key range of a table, in key order; yields `Result<(key, value)>`. It reads
-/// one node at a time; entries the same transaction writes while it runs may or may not be
+/// Iterator over a key range of a table, in key order, or in reverse with `.rev()` (both
+/// ends may be used; they stop where they meet); yields `Result<(key, value)>`. It reads one
+/// node at a time; entries the same transaction writes while it runs may or may not be
 /// visited.
 ///
 /// ```
@@ -672,6 +790,8 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
 ///     }
 ///     let keys: Vec<i64> = t.range(-1..)?.map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 ///     assert_eq!(keys, [-1, 0, 1, 2]);
+///     let back: Vec<i64> = t.range(..=0)?.rev().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+///     assert_eq!(back, [0, -1, -2, -3]);
 ///     Ok(())
 /// })?;
 /// # Ok::<(), nvmdb::DbError>(())
@@ -679,10 +799,17 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
 pub struct Range<'tx, K: Key + ?Sized> {
     core: &'tx dyn Core,
     root: u64,
-    /// Where the next node read starts; `None` once the tree or the range is exhausted.
-    next_from: Option<Bound<Vec<u8>>>,
+    start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
-    buffered: VecDeque<(Vec<u8>, Value)>,
+    /// Where the next forward node read starts; `None` once that end is exhausted.
+    next_from: Option<Bound<Vec<u8>>>,
+    /// Where the next reverse node read ends; `None` once that end is exhausted.
+    next_to: Option<Bound<Vec<u8>>>,
+    front: VecDeque<(Vec<u8>, NodeValue)>,
+    back: VecDeque<(Vec<u8>, NodeValue)>,
+    /// The last keys handed out at each end: neither end passes the other.
+    front_last: Option<Vec<u8>>,
+    back_last: Option<Vec<u8>>,
     _key: PhantomData<fn(&K)>,
 }
 
@@ -691,40 +818,100 @@ impl<'tx, K: Key + ?Sized> Range<'tx, K> {
         Range {
             core,
             root,
-            next_from: Some(start),
+            next_from: Some(start.clone()),
+            next_to: Some(end.clone()),
+            start,
             end,
-            buffered: VecDeque::new(),
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            front_last: None,
+            back_last: None,
             _key: PhantomData,
         }
     }
 
     fn past_end(&self, key: &[u8]) -> bool {
-        match &self.end {
+        let beyond = match &self.end {
             Bound::Unbounded => false,
             Bound::Included(e) => key > e.as_slice(),
             Bound::Excluded(e) => key >= e.as_slice(),
-        }
+        };
+        beyond || self.back_last.as_deref().is_some_and(|b| key >= b)
     }
 
-    fn next_entry(&mut self) -> Result<Option<(K::Owned, Vec<u8>)>> {
-        while self.buffered.is_empty() {
+    fn before_start(&self, key: &[u8]) -> bool {
+        let before = match &self.start {
+            Bound::Unbounded => false,
+            Bound::Included(s) => key < s.as_slice(),
+            Bound::Excluded(s) => key <= s.as_slice(),
+        };
+        before || self.front_last.as_deref().is_some_and(|f| key <= f)
+    }
+
+    fn exhaust(&mut self) {
+        self.next_from = None;
+        self.next_to = None;
+        self.front.clear();
+        self.back.clear();
+    }
+
+    /// The next entry from the front, its key still encoded and its value not read.
+    fn next_raw(&mut self) -> Result<Option<(Vec<u8>, NodeValue)>> {
+        while self.front.is_empty() {
             let Some(from) = self.next_from.take() else { return Ok(None) };
             let root = self.root;
             let (entries, upper) =
                 with(self.core, |s| tree::seek(s, root, from.as_ref().map(|k| k.as_slice())))?;
-            self.buffered = entries.into();
+            self.front = entries.into();
             self.next_from = upper.map(Bound::Included);
         }
-        let Some((key, value)) = self.buffered.pop_front() else { return Ok(None) };
+        let Some((key, value)) = self.front.pop_front() else { return Ok(None) };
         if self.past_end(&key) {
-            self.buffered.clear();
-            self.next_from = None;
+            self.exhaust();
             return Ok(None);
         }
+        self.front_last = Some(key.clone());
+        Ok(Some((key, value)))
+    }
+
+    /// The next entry from the back, as [`Range::next_raw`].
+    fn next_back_raw(&mut self) -> Result<Option<(Vec<u8>, NodeValue)>> {
+        while self.back.is_empty() {
+            let Some(to) = self.next_to.take() else { return Ok(None) };
+            let root = self.root;
+            let (entries, lower) =
+                with(self.core, |s| tree::seek_back(s, root, to.as_ref().map(|k| k.as_slice())))?;
+            self.back = entries.into();
+            self.next_to = lower.map(Bound::Excluded);
+        }
+        let Some((key, value)) = self.back.pop_back() else { return Ok(None) };
+        if self.before_start(&key) {
+            self.exhaust();
+            return Ok(None);
+        }
+        self.back_last = Some(key.clone());
+        Ok(Some((key, value)))
+    }
+
+    fn decode(&self, entry: Option<(Vec<u8>, NodeValue)>) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        let Some((key, value)) = entry else { return Ok(None) };
         let decoded = K::decode(&key)
             .ok_or_else(|| DbError::Corrupt(format!("key {key:02x?} is not a {}", K::NAME)))?;
         let bytes = with(self.core, |s| s.get_value(&value))?;
         Ok(Some((decoded, bytes)))
+    }
+
+    fn finish(
+        &mut self,
+        r: Result<Option<(K::Owned, Vec<u8>)>>,
+    ) -> Option<<Self as Iterator>::Item> {
+        match r {
+            Ok(e) => e.map(Ok),
+            Err(e) => {
+                self.exhaust();
+                Some(Err(e))
+            }
+        }
     }
 }
 
@@ -732,14 +919,15 @@ impl<K: Key + ?Sized> Iterator for Range<'_, K> {
     type Item = Result<(K::Owned, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self.next_entry() {
-            Ok(e) => e.map(Ok),
-            Err(e) => {
-                self.next_from = None;
-                self.buffered.clear();
-                Some(Err(e))
-            }
-        }
+        let r = self.next_raw().and_then(|e| self.decode(e));
+        self.finish(r)
+    }
+}
+
+impl<K: Key + ?Sized> DoubleEndedIterator for Range<'_, K> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let r = self.next_back_raw().and_then(|e| self.decode(e));
+        self.finish(r)
     }
 }
 
