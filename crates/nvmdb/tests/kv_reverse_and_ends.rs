@@ -30,7 +30,7 @@ fn reverse_ranges_and_ends_match_a_model() {
     for chunk in (0..3000u64).collect::<Vec<_>>().chunks(50) {
         db.write(|tx| {
             let t = tx.open_table::<str>("t")?;
-            chunk.iter().try_for_each(|&i| t.insert(&key(i), i.to_le_bytes()).map(|_| ()))
+            chunk.iter().try_for_each(|&i| t.insert(key(i), i.to_le_bytes()).map(|_| ()))
         })
         .unwrap();
         model.extend(chunk.iter().map(|&i| (key(i), i.to_le_bytes().to_vec())));
@@ -40,7 +40,7 @@ fn reverse_ranges_and_ends_match_a_model() {
     for chunk in gone.chunks(50) {
         db.write(|tx| {
             let t = tx.open_table::<str>("t")?;
-            chunk.iter().try_for_each(|&i| t.remove(&key(i)).map(|_| ()))
+            chunk.iter().try_for_each(|&i| t.remove(key(i)).map(|_| ()))
         })
         .unwrap();
     }
@@ -74,11 +74,8 @@ fn reverse_ranges_and_ends_match_a_model() {
                 // Alternate ends: every key once, in the right places.
                 let mut it = t.range::<&str>(r)?;
                 let (mut front, mut back) = (Vec::new(), Vec::new());
-                loop {
-                    match it.next().transpose()? {
-                        Some((k, _)) => front.push(k),
-                        None => break,
-                    }
+                while let Some((k, _)) = it.next().transpose()? {
+                    front.push(k);
                     match it.next_back().transpose()? {
                         Some((k, _)) => back.push(k),
                         None => break,
