@@ -2,10 +2,11 @@
 //! nvmdb's engines; hands out closures' transactions over named tables (`crate::kv`) and,
 //! for benchmark-level code, the engine itself through the [`storage::Engine`] trait.
 
-use crate::kv::{self, ReadTx, RetryOptions, SlotPool, Tables, TxCore, WriteTx};
+use crate::kv::{self, Durability, ReadTx, RetryOptions, SlotPool, Tables, TxCore, WriteTx};
 use engines::EngineOptions;
 use pmem::{Medium, RegionOptions};
 use serde::Serialize;
+use std::cell::Cell;
 use std::ops::Deref;
 use std::sync::{Mutex, OnceLock};
 use storage::{DbError, Engine, IntegrityReport, RecoveryReport, Result};
@@ -138,6 +139,9 @@ pub struct Db {
     skip_durable_wait: bool,
     /// What a `RegionFull` error adds for a library user (it names `DbOptions` fields).
     full_hint: String,
+    /// The latest commit of a [`Durability::Eventual`] transaction, which [`Db::flush`] waits
+    /// for (tokens of one engine grow with time).
+    eventual: Mutex<storage::CommitToken>,
 }
 
 /// Deliberate bugs in the table layer, to show its crash test catches them. Never set
@@ -204,6 +208,7 @@ impl Db {
             layer_init: Mutex::new(()),
             skip_durable_wait: false,
             full_hint: "delete data, or open the engine on a larger region".into(),
+            eventual: Mutex::new(storage::CommitToken::DURABLE),
         }
     }
 
@@ -214,11 +219,44 @@ impl Db {
     }
 
     fn commit_durably(&self, txn: Box<dyn storage::Txn + '_>) -> Result<()> {
+        self.commit_with(txn, Durability::Immediate)
+    }
+
+    fn commit_with(&self, txn: Box<dyn storage::Txn + '_>, durability: Durability) -> Result<()> {
         let token = txn.commit()?;
         if self.skip_durable_wait {
             return Ok(());
         }
-        self.engine.wait_durable(token)
+        match durability {
+            Durability::Immediate => self.engine.wait_durable(token),
+            Durability::Eventual => {
+                let mut latest = self.eventual.lock().unwrap_or_else(|e| e.into_inner());
+                *latest = (*latest).max(token);
+                Ok(())
+            }
+        }
+    }
+
+    /// Waits until every commit made so far is durable, those of [`Durability::Eventual`]
+    /// transactions included (immediate ones already are).
+    ///
+    /// ```
+    /// use nvmdb::Durability;
+    /// let mut options = nvmdb::DbOptions::default();
+    /// options.engine = "group".into();
+    /// let db = nvmdb::Db::open(&options)?;
+    /// for k in 0..100u64 {
+    ///     db.write(|tx| {
+    ///         tx.set_durability(Durability::Eventual); // returns without waiting for the batch
+    ///         tx.open_table::<u64>("log")?.insert(k, b"entry")
+    ///     })?;
+    /// }
+    /// db.flush()?; // all 100 are durable now
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn flush(&self) -> Result<()> {
+        let latest = *self.eventual.lock().unwrap_or_else(|e| e.into_inner());
+        self.engine.wait_durable(latest)
     }
 
     /// Runs `f` in a read-write transaction and commits it; returns once the commit is
@@ -269,14 +307,16 @@ impl Db {
         loop {
             attempt += 1;
             let txn = self.engine.begin(slot.slot)?;
-            let tx = WriteTx { core: TxCore::new(txn, tables, slot.slot, &self.full_hint) };
+            let core = TxCore::new(txn, tables, slot.slot, &self.full_hint);
+            let tx = WriteTx { core, durability: Cell::new(Durability::Immediate) };
             let result = f(&tx);
             let (conflicted, trashed) = (tx.core.conflicted.get(), tx.core.trashed.get());
+            let durability = tx.durability.get();
             let Some(txn) = tx.core.take_txn() else {
                 return Err(DbError::Invalid("transaction vanished".into()).into());
             };
             let retry = match result {
-                Ok(value) if !conflicted => match self.commit_durably(txn) {
+                Ok(value) if !conflicted => match self.commit_with(txn, durability) {
                     Ok(()) => {
                         if trashed {
                             self.reclaim(tables, slot.slot);

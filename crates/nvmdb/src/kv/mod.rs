@@ -287,6 +287,37 @@ fn encode_key<K: Key + ?Sized>(key: impl KeyArg<K>) -> Result<Vec<u8>> {
 /// ```
 pub struct WriteTx<'db> {
     pub(crate) core: TxCore<'db>,
+    pub(crate) durability: Cell<Durability>,
+}
+
+/// When [`crate::Db::write`] returns after its commit (set per transaction with
+/// [`WriteTx::set_durability`]).
+///
+/// On the `group` engine (NVRAM Group Commit — Pelley et al., VLDB 2014, §3.3) a commit
+/// becomes durable with its batch, up to `engine_options.batch_period_ms` later: `Immediate`
+/// waits for it, `Eventual` does not, and a crash before the batch persists loses the
+/// transaction whole (never part of it). Every other engine makes each commit durable before
+/// it returns, so there both mean `Immediate`.
+///
+/// ```
+/// use nvmdb::Durability;
+/// assert_eq!(Durability::default(), Durability::Immediate);
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// db.write(|tx| {
+///     tx.set_durability(Durability::Eventual);
+///     tx.open_table::<u64>("t")?.insert(1, b"x")
+/// })?;
+/// db.flush()?;
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `Db::write` returns once the commit is durable.
+    #[default]
+    Immediate,
+    /// `Db::write` returns once the commit is visible to other transactions; it becomes
+    /// durable with its group-commit batch, or at [`crate::Db::flush`].
+    Eventual,
 }
 
 /// A read-only transaction, handed to the closure of [`crate::Db::read`]. It sees committed
@@ -359,6 +390,24 @@ impl WriteTx<'_> {
     /// ```
     pub fn table_names(&self) -> Result<Vec<String>> {
         self.core.table_names()
+    }
+
+    /// Chooses when [`crate::Db::write`] returns after this transaction commits (see
+    /// [`Durability`]); the last call wins.
+    ///
+    /// ```
+    /// let mut options = nvmdb::DbOptions::default();
+    /// options.engine = "group".into();
+    /// let db = nvmdb::Db::open(&options)?;
+    /// db.write(|tx| {
+    ///     tx.set_durability(nvmdb::Durability::Eventual);
+    ///     tx.open_table::<str>("events")?.insert("boot", b"ok")
+    /// })?;
+    /// db.flush()?;
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn set_durability(&self, durability: Durability) {
+        self.durability.set(durability);
     }
 }
 
