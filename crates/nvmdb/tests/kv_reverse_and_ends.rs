@@ -115,3 +115,33 @@ fn reverse_ranges_and_ends_match_a_model() {
     let len = db.read(|tx| tx.open_table::<str>("t")?.expect("table").len()).unwrap();
     assert_eq!(len, model.len() as u64);
 }
+
+/// `len()` sums per-slot counters: writers on different slots insert, and remove what others
+/// inserted (a slot's count goes negative); the total must still be exact.
+#[test]
+fn len_counts_across_concurrent_writers() {
+    let db = Db::open(&DbOptions::default()).unwrap();
+    db.write(|tx| tx.open_table::<u64>("t").map(|_| ())).unwrap();
+    std::thread::scope(|s| {
+        for thread in 0..4u64 {
+            let db = &db;
+            s.spawn(move || {
+                for i in 0..100u64 {
+                    let key = thread * 1000 + i;
+                    db.write(|tx| tx.open_table::<u64>("t")?.insert(key, b"v")).unwrap();
+                    // Remove a key another thread wrote, if it is there yet.
+                    let other = (thread + 1) % 4 * 1000 + i / 2;
+                    db.write(|tx| tx.open_table::<u64>("t")?.remove(other)).unwrap();
+                }
+            });
+        }
+    });
+    let (len, entries) = db
+        .read(|tx| {
+            let t = tx.open_table::<u64>("t")?.expect("table");
+            Ok((t.len()?, t.iter().count() as u64))
+        })
+        .unwrap();
+    assert_eq!(len, entries);
+    assert!(entries >= 200, "{entries}");
+}

@@ -80,6 +80,9 @@ fn tables_match_a_model_on_every_engine() {
         let expected: Vec<(String, Vec<u8>)> = model.clone().into_iter().collect();
         assert_eq!(all.len(), expected.len(), "{engine}");
         assert!(all == expected, "{engine}: contents differ from the model");
+        // The counted length followed inserts, replacements, removes and rollbacks.
+        let len = db.read(|tx| tx.open_table::<str>("model")?.unwrap().len()).unwrap();
+        assert_eq!(len, model.len() as u64, "{engine}: len()");
         let part: Vec<String> = db
             .read(|tx| {
                 let t = tx.open_table::<str>("model")?.unwrap();

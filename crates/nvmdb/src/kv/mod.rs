@@ -202,22 +202,25 @@ impl<'db> TxCore<'db> {
         self.txn.borrow_mut().take()
     }
 
-    fn catalog_entry(&self, name: &str) -> Result<Option<(u64, u8)>> {
+    /// A table's catalog entry: root node id, key kind, and whether its length is counted
+    /// (entries written before counting existed have 9 bytes, without the flag byte).
+    fn catalog_entry(&self, name: &str) -> Result<Option<(u64, u8, bool)>> {
         check_table_name(name)?;
         with(self, |s| match tree::get(s, CATALOG_ROOT, name.as_bytes())? {
             None => Ok(None),
-            Some(NodeValue::Inline(v)) if v.len() == 9 => {
+            Some(NodeValue::Inline(v)) if v.len() == 9 || v.len() == 10 => {
                 let root = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
-                Ok(Some((root, v[8])))
+                let counted = v.get(9).is_some_and(|f| f & CATALOG_COUNTED != 0);
+                Ok(Some((root, v[8], counted)))
             }
             Some(_) => Err(DbError::Corrupt(format!("catalog entry of table `{name}`"))),
         })
     }
 
-    fn open<K: Key + ?Sized>(&self, name: &str, create: bool) -> Result<Option<u64>> {
+    fn open<K: Key + ?Sized>(&self, name: &str, create: bool) -> Result<Option<(u64, bool)>> {
         match self.catalog_entry(name)? {
-            Some((root, kind)) if kind == K::KIND => Ok(Some(root)),
-            Some((_, kind)) => Err(DbError::Invalid(format!(
+            Some((root, kind, counted)) if kind == K::KIND => Ok(Some((root, counted))),
+            Some((_, kind, _)) => Err(DbError::Invalid(format!(
                 "table `{name}` has {} keys; open it as Table<{}>, not {}",
                 kind_name(kind),
                 kind_name(kind),
@@ -228,9 +231,9 @@ impl<'db> TxCore<'db> {
                 let root = s.alloc_id()?;
                 s.insert_node(root, &Node::empty_leaf())?;
                 let mut entry = root.to_le_bytes().to_vec();
-                entry.push(K::KIND);
+                entry.extend([K::KIND, CATALOG_COUNTED]);
                 tree::put(s, CATALOG_ROOT, name.as_bytes(), NodeValue::Inline(entry))?;
-                Ok(Some(root))
+                Ok(Some((root, true)))
             }),
         }
     }
@@ -240,6 +243,9 @@ impl<'db> TxCore<'db> {
         range.map(|r| r.map(|(k, _)| k)).collect()
     }
 }
+
+/// Catalog flag: the table keeps its entry count in per-slot rows (`Store::bump_len`).
+const CATALOG_COUNTED: u8 = 1;
 
 fn kind_name(kind: u8) -> &'static str {
     match kind {
@@ -348,11 +354,11 @@ impl WriteTx<'_> {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn open_table<K: Key + ?Sized>(&self, name: &str) -> Result<Table<'_, K>> {
-        let root = self
+        let (root, counted) = self
             .core
             .open::<K>(name, true)?
             .ok_or_else(|| DbError::Invalid(format!("table `{name}` could not be created")))?;
-        Ok(Table { core: &self.core, root, _key: PhantomData })
+        Ok(Table { core: &self.core, root, counted, _key: PhantomData })
     }
 
     /// Removes the table `name` and everything in it; returns whether it existed. The table
@@ -366,11 +372,14 @@ impl WriteTx<'_> {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn drop_table(&self, name: &str) -> Result<bool> {
-        let Some((root, _)) = self.core.catalog_entry(name)? else { return Ok(false) };
+        let Some((root, _, counted)) = self.core.catalog_entry(name)? else { return Ok(false) };
         // A full region must still drop a table (its trash entry may need a page).
         let _freeing = FreeingScope::enter();
         with(&self.core, |s| {
             tree::remove(s, CATALOG_ROOT, name.as_bytes())?;
+            if counted {
+                s.drop_len(root)?;
+            }
             s.discard_tree(root)?;
             Ok(true)
         })
@@ -426,8 +435,9 @@ impl ReadTx<'_> {
     /// ```
     pub fn open_table<K: Key + ?Sized>(&self, name: &str) -> Result<Option<ReadTable<'_, K>>> {
         let root = self.core.open::<K>(name, false)?;
-        Ok(root
-            .map(|root| ReadTable { inner: Table { core: &self.core, root, _key: PhantomData } }))
+        Ok(root.map(|(root, counted)| ReadTable {
+            inner: Table { core: &self.core, root, counted, _key: PhantomData },
+        }))
     }
 
     /// Names of all tables, in byte order.
@@ -459,6 +469,8 @@ impl ReadTx<'_> {
 pub struct Table<'tx, K: Key + ?Sized> {
     core: &'tx dyn Core,
     root: u64,
+    /// The table keeps its length (tables made before counting existed do not).
+    counted: bool,
     _key: PhantomData<fn(&K)>,
 }
 
@@ -492,11 +504,14 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     pub fn insert(&self, key: impl KeyArg<K>, value: impl AsRef<[u8]>) -> Result<bool> {
         let key = encode_key(key)?;
         let root = self.root;
+        let counted = self.counted;
         with(self.core, |s| {
             let stored = s.put_value(value.as_ref())?;
             let old = tree::put(s, root, &key, stored)?;
-            if let Some(old) = &old {
-                s.discard_value(old)?;
+            match &old {
+                Some(old) => s.discard_value(old)?,
+                None if counted => s.bump_len(root, 1)?,
+                None => {}
             }
             Ok(old.is_some())
         })
@@ -523,11 +538,15 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
         let root = self.root;
         // A full region must still accept deletes (the trash entry may need a page).
         let _freeing = FreeingScope::enter();
+        let counted = self.counted;
         with(self.core, |s| match tree::remove(s, root, key)? {
             None => Ok(None),
             Some(old) => {
                 let bytes = s.get_value(&old)?;
                 s.discard_value(&old)?;
+                if counted {
+                    s.bump_len(root, -1)?;
+                }
                 Ok(Some(bytes))
             }
         })
@@ -597,7 +616,11 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
         Range::new(self.core, self.root, Bound::Unbounded, Bound::Unbounded)
     }
 
-    /// Number of entries (reads the whole table).
+    /// Number of entries: O(1) (it reads the table's per-slot counters, which every write
+    /// transaction keeps in step with its inserts and removes, so they commit and recover
+    /// together). Until the transaction ends, writers of the table in other transactions wait
+    /// for (or retry against) the counters it read. A table created by a release before
+    /// counting existed is read whole instead (O(entries)).
     ///
     /// ```
     /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
@@ -611,6 +634,9 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     /// ```
     pub fn len(&self) -> Result<u64> {
         let root = self.root;
+        if self.counted {
+            return with(self.core, |s| s.counted_len(root));
+        }
         with(self.core, |s| tree::count(s, root))
     }
 
@@ -994,7 +1020,7 @@ pub(crate) fn named_tables(engine: &dyn storage::Engine) -> Result<Option<Vec<Na
     let has_catalog = with(&core, |s| s.txn.read(tables.nodes, CATALOG_ROOT, &mut row))?;
     if has_catalog {
         for name in core.table_names()? {
-            let (root, kind) = core
+            let (root, kind, _) = core
                 .catalog_entry(&name)?
                 .ok_or_else(|| DbError::Corrupt(format!("table `{name}` left the catalog")))?;
             let entries = with(&core, |s| tree::count(s, root))?;
