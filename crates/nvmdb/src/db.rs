@@ -323,7 +323,8 @@ impl Db {
                         }
                         return Ok(value);
                     }
-                    Err(e) if e.is_retryable() => Err(e.into()),
+                    // The engine's conflict names internal table ids: say what to do instead.
+                    Err(e) if e.is_retryable() => Err(conflict_persisted(attempt).into()),
                     Err(e) => return Err(e.into()),
                 },
                 other => {
@@ -331,7 +332,7 @@ impl Db {
                     if !conflicted {
                         return other;
                     }
-                    other.and_then(|_| Err(conflict_persisted(attempt).into()))
+                    Err(conflict_persisted(attempt).into())
                 }
             };
             if attempt >= self.retry.max_attempts {
@@ -385,7 +386,8 @@ impl Db {
             let retry = match result {
                 Ok(value) if !conflicted => match txn.commit() {
                     Ok(_) => return Ok(value),
-                    Err(e) if e.is_retryable() => Err(e.into()),
+                    // The engine's conflict names internal table ids: say what to do instead.
+                    Err(e) if e.is_retryable() => Err(conflict_persisted(attempt).into()),
                     Err(e) => return Err(e.into()),
                 },
                 other => {
@@ -393,7 +395,7 @@ impl Db {
                     if !conflicted {
                         return other;
                     }
-                    other.and_then(|_| Err(conflict_persisted(attempt).into()))
+                    Err(conflict_persisted(attempt).into())
                 }
             };
             if attempt >= self.retry.max_attempts {
