@@ -43,12 +43,16 @@ fn fill(db: &Db, table: &str, first_key: u64) -> u64 {
     }
 }
 
-/// Deletes keys `0..n` of `table`, one per transaction.
-fn delete_all(db: &Db, engine: &str, table: &str, n: u64) {
-    for k in 0..n {
-        let removed = db.write(|tx| tx.open_table::<u64>(table)?.remove(k));
-        let removed = removed.unwrap_or_else(|e| panic!("{engine}: delete {k} of {n}: {e}"));
-        assert!(removed.is_some(), "{engine}: key {k} vanished");
+/// Deletes keys `0..n` of `table`, `per_txn` per transaction.
+fn delete_all(db: &Db, engine: &str, table: &str, n: u64, per_txn: u64) {
+    for first in (0..n).step_by(per_txn as usize) {
+        let keys = first..(first + per_txn).min(n);
+        let removed = db.write(|tx| {
+            let t = tx.open_table::<u64>(table)?;
+            keys.clone().map(|k| t.remove(k)).collect::<Result<Vec<_>, _>>()
+        });
+        let removed = removed.unwrap_or_else(|e| panic!("{engine}: delete {keys:?} of {n}: {e}"));
+        assert!(removed.iter().all(Option::is_some), "{engine}: a key of {keys:?} vanished");
     }
     let left = db.read(|tx| tx.open_table::<u64>(table)?.map_or(Ok(0), |t| t.len())).unwrap();
     assert_eq!(left, 0, "{engine}");
@@ -57,19 +61,33 @@ fn delete_all(db: &Db, engine: &str, table: &str, n: u64) {
 fn fill_then_free(engine: &str) {
     let db = Db::open(&options(engine)).unwrap();
     let first = fill(&db, "a", 0);
-    delete_all(&db, engine, "a", first);
+    delete_all(&db, engine, "a", first, 1);
     // The space freed is reused: the same values go in again.
     let again = fill(&db, "a", 0);
     assert!(again * 10 >= first * 9, "{engine}: filled {first} values, after deletes {again}");
-    delete_all(&db, engine, "a", again);
+    delete_all(&db, engine, "a", again, 1);
     // A full region drops a table too, and its space goes to another.
     fill(&db, "b", 0);
     assert!(db.write(|tx| tx.drop_table("b")).unwrap_or_else(|e| panic!("{engine}: drop: {e}")));
     assert!(db.write(|tx| tx.drop_table("a")).unwrap_or_else(|e| panic!("{engine}: drop: {e}")));
-    // Only part of it: heap pages stay with the engine table that grew them, so the index
-    // pages the new table's values need must come from what the drops freed (`fill` checks
-    // that more than 10 values go in).
-    fill(&db, "c", 0);
+    let other = fill(&db, "c", 0);
+    assert!(other * 10 >= first * 9, "{engine}: filled {first} values, after the drops {other}");
+    // Space large values freed takes small ones (other engine tables: heap pages go back).
+    delete_all(&db, engine, "c", other, 20);
+    let small = vec![0x33; 900];
+    let mut n = 0u64;
+    let batch = |n: u64| {
+        db.write(|tx| {
+            let t = tx.open_table::<u64>("small")?;
+            (n..n + 20).try_for_each(|k| t.insert(k, &small).map(|_| ()))
+        })
+    };
+    while batch(n).is_ok() {
+        n += 20;
+    }
+    // 900-byte values go 7 to a page where a 20,000-byte value took 5: without the large
+    // values' pages, only the few free pages would take small ones.
+    assert!(n >= first * 10, "{engine}: {first} large values, then only {n} small ones");
     assert!(db.check().unwrap().ok(), "{engine}");
 }
 
