@@ -163,6 +163,10 @@ impl Db {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn open(options: &DbOptions) -> Result<Db> {
+        Self::open_inner(options).map_err(kv::in_library_terms)
+    }
+
+    fn open_inner(options: &DbOptions) -> Result<Db> {
         if !engines::ENGINES.contains(&options.engine.as_str()) {
             return Err(DbError::Invalid(format!(
                 "unknown engine `{}`; embedded engines are: {}",
@@ -179,7 +183,14 @@ impl Db {
             let pages = wanted / storage::format::PAGE_SIZE_U64;
             storage::format::extend_page_count(&region, &options.engine, pages)?;
         }
-        let engine = engines::open(&options.engine, region, &options.engine_options)?;
+        let engine = engines::open(&options.engine, region, &options.engine_options).map_err(
+            |e| match e {
+                DbError::RegionFull(what) => DbError::RegionFull(format!(
+                    "{what}; raise DbOptions::region.size_bytes or lower engine_options"
+                )),
+                e => e,
+            },
+        )?;
         let slots = options.engine_options.workers as usize;
         let mut db = Db::from_engine(engine, slots, options.retry.clone());
         db.full_hint = full_hint(options, &region_options);

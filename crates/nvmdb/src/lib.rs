@@ -42,7 +42,7 @@ pub use db::{
     UNLIMITED_SIZE_BYTES,
 };
 pub use kv::{
-    Durability, Key, KeyArg, Range, ReadTable, ReadTx, RetryOptions, Table, WriteTx,
+    Durability, Key, KeyArg, Range, ReadTable, ReadTx, RetryOptions, Table, Value, WriteTx,
     MAX_INLINE_BYTES, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
 };
 

@@ -139,3 +139,25 @@ fn reopening_larger_adds_pages() {
     drop(db);
     std::fs::remove_file(&path).unwrap();
 }
+
+/// A region too small for the engine's logs says which `DbOptions` field to raise.
+#[test]
+fn a_region_too_small_to_open_names_the_size_option() {
+    let o = DbOptions { region: RegionOptions::new(Medium::Dram, 1 << 20), ..Default::default() };
+    let Err(err) = Db::open(&o) else { panic!("a 1 MiB region held 4 workers' undo logs") };
+    let msg = err.to_string();
+    assert!(msg.contains("DbOptions::region.size_bytes"), "{msg}");
+    assert!(!msg.contains("--"), "a library error names a CLI flag: {msg}");
+}
+
+/// Device errors name `DbOptions` fields too (the device layer's messages name CLI flags).
+#[test]
+fn device_option_errors_name_db_options_fields() {
+    let mut o = DbOptions::default();
+    o.region.medium = Medium::Dram;
+    o.region.sync = nvmdb::pmem::SyncMode::Msync;
+    let Err(err) = Db::open(&o) else { panic!("msync on DRAM opened") };
+    let msg = err.to_string();
+    assert!(msg.contains("region.sync = SyncMode::Msync"), "{msg}");
+    assert!(!msg.contains("--"), "a library error names a CLI flag: {msg}");
+}

@@ -13,10 +13,12 @@ mod key;
 mod node;
 mod store;
 mod tree;
+mod value;
 
 pub use key::{Key, KeyArg};
 pub use node::{MAX_INLINE_BYTES, MAX_KEY_BYTES};
 pub use store::MAX_VALUE_BYTES;
+pub use value::Value;
 
 use node::{Node, Value as NodeValue};
 use std::cell::{Cell, RefCell};
@@ -168,8 +170,10 @@ impl Core for TxCore<'_> {
                 Err(e)
             }
             Err(DbError::RegionFull(what)) => {
-                Err(DbError::RegionFull(format!("{what}; {}", self.full_hint)))
+                let what = format!("{what}; {}", self.full_hint);
+                Err(in_library_terms(DbError::RegionFull(what)))
             }
+            Err(e @ DbError::TxnTooLarge(_)) => Err(in_library_terms(e)),
             other => other,
         }
     }
@@ -241,6 +245,41 @@ impl<'db> TxCore<'db> {
     fn table_names(&self) -> Result<Vec<String>> {
         let range = Range::<str>::new(self, CATALOG_ROOT, Bound::Unbounded, Bound::Unbounded);
         range.map(|r| r.map(|(k, _)| k)).collect()
+    }
+}
+
+/// The command-line flags that messages of the device and engine layers name (they are shared
+/// with the `nvmdb` command), and the `DbOptions` field a library user sets instead.
+const FLAG_TO_FIELD: [(&str, &str); 9] = [
+    ("--max-size", "DbOptions::max_size_bytes"),
+    ("--size", "DbOptions::region.size_bytes"),
+    ("--sync msync", "region.sync = SyncMode::Msync"),
+    ("--medium file or shm", "region.medium = Medium::File or Shm"),
+    ("--medium", "DbOptions::region.medium"),
+    ("--path", "DbOptions::region.path"),
+    ("--eadr", "region.eadr"),
+    ("--engine-opt", "DbOptions::engine_options"),
+    ("--engine", "DbOptions::engine"),
+];
+
+/// `e` as a library user should read it: the flags its message names become `DbOptions`
+/// fields (a device error that names one becomes [`DbError::Invalid`] with the new text).
+pub(crate) fn in_library_terms(e: DbError) -> DbError {
+    let rewrite = |mut msg: String| {
+        for (flag, field) in FLAG_TO_FIELD {
+            msg = msg.replace(flag, field);
+        }
+        msg
+    };
+    match e {
+        DbError::RegionFull(m) => DbError::RegionFull(rewrite(m)),
+        DbError::TxnTooLarge(m) => DbError::TxnTooLarge(rewrite(m)),
+        DbError::Invalid(m) => DbError::Invalid(rewrite(m)),
+        DbError::Format(m) => DbError::Format(rewrite(m)),
+        DbError::Pmem(p) if p.to_string().contains("--") => {
+            DbError::Invalid(rewrite(p.to_string()))
+        }
+        e => e,
     }
 }
 
@@ -564,9 +603,46 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn get(&self, key: impl KeyArg<K>) -> Result<Option<Vec<u8>>> {
-        let key = encode_key(key)?;
+        self.get_encoded(&encode_key(key)?)
+    }
+
+    /// Stores a typed value (see [`Value`]); returns whether one was replaced.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| {
+    ///     let balances = tx.open_table::<str>("balances")?;
+    ///     balances.insert_as("alice", &100u64)?;
+    ///     let b: u64 = balances.get_as("alice")?.unwrap_or(0);
+    ///     balances.insert_as("alice", &(b - 30))
+    /// })?;
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn insert_as<V: Value>(&self, key: impl KeyArg<K>, value: &V) -> Result<bool> {
+        self.insert(key, value.to_bytes())
+    }
+
+    /// The typed value under `key` (see [`Value`]); a stored value that is not a `V` is
+    /// [`DbError::Invalid`].
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// let name = db.write(|tx| {
+    ///     let t = tx.open_table::<u64>("names")?;
+    ///     t.insert_as(7, &"ada".to_string())?;
+    ///     assert!(t.get_as::<u64>(7).is_err()); // 3 bytes are not a u64
+    ///     t.get_as::<String>(7)
+    /// })?;
+    /// assert_eq!(name.as_deref(), Some("ada"));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn get_as<V: Value>(&self, key: impl KeyArg<K>) -> Result<Option<V>> {
+        self.get(key)?.map(|b| V::from_bytes(&b)).transpose()
+    }
+
+    fn get_encoded(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let root = self.root;
-        with(self.core, |s| match tree::get(s, root, &key)? {
+        with(self.core, |s| match tree::get(s, root, key)? {
             None => Ok(None),
             Some(v) => s.get_value(&v).map(Some),
         })
@@ -759,6 +835,22 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
         self.inner.get(key)
     }
 
+    /// The typed value under `key` (see [`Table::get_as`]).
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<str>("flags")?.insert_as("dark-mode", &true))?;
+    /// let on = db.read(|tx| match tx.open_table::<str>("flags")? {
+    ///     Some(t) => t.get_as::<bool>("dark-mode"),
+    ///     None => Ok(None),
+    /// })?;
+    /// assert_eq!(on, Some(true));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn get_as<V: Value>(&self, key: impl KeyArg<K>) -> Result<Option<V>> {
+        self.inner.get_as(key)
+    }
+
     /// Entries with keys in `range` (see [`Table::range`]).
     ///
     /// ```
@@ -865,7 +957,8 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
 ///     }
 ///     let keys: Vec<i64> = t.range(-1..)?.map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 ///     assert_eq!(keys, [-1, 0, 1, 2]);
-///     let back: Vec<i64> = t.range(..=0)?.rev().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+///     let back: Vec<i64> =
+///         t.range(..=0)?.rev().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 ///     assert_eq!(back, [0, -1, -2, -3]);
 ///     Ok(())
 /// })?;
