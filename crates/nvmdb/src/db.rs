@@ -248,6 +248,17 @@ impl Db {
         }
     }
 
+    /// A commit's error as a library user should read it: a full region says how to make
+    /// room (an engine may need pages at commit: `lsm` flushes its memtable then).
+    fn explain(&self, e: DbError) -> DbError {
+        match e {
+            DbError::RegionFull(what) => {
+                kv::in_library_terms(DbError::RegionFull(format!("{what}; {}", self.full_hint)))
+            }
+            e => kv::in_library_terms(e),
+        }
+    }
+
     /// Waits until every commit made so far is durable, those of [`Durability::Eventual`]
     /// transactions included (immediate ones already are).
     ///
@@ -336,7 +347,7 @@ impl Db {
                     }
                     // The engine's conflict names internal table ids: say what to do instead.
                     Err(e) if e.is_retryable() => Err(conflict_persisted(attempt).into()),
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(self.explain(e).into()),
                 },
                 other => {
                     txn.abort()?;
