@@ -2,10 +2,11 @@
 //! nvmdb's engines; hands out closures' transactions over named tables (`crate::kv`) and,
 //! for benchmark-level code, the engine itself through the [`storage::Engine`] trait.
 
-use crate::kv::{self, ReadTx, RetryOptions, SlotPool, Tables, TxCore, WriteTx};
+use crate::kv::{self, Durability, ReadTx, RetryOptions, SlotPool, Tables, TxCore, WriteTx};
 use engines::EngineOptions;
-use pmem::RegionOptions;
+use pmem::{Medium, RegionOptions};
 use serde::Serialize;
+use std::cell::Cell;
 use std::ops::Deref;
 use std::sync::{Mutex, OnceLock};
 use storage::{DbError, Engine, IntegrityReport, RecoveryReport, Result};
@@ -40,7 +41,23 @@ pub struct DbOptions {
     pub engine_options: EngineOptions,
     /// How [`Db::write`] and [`Db::read`] retry lock conflicts.
     pub retry: RetryOptions,
+    /// How large a file-backed database (`region.medium` `File`, `Shm` or `Dax`) may grow:
+    /// it starts at `region.size_bytes` and its file grows by itself as data needs pages.
+    /// `None` (the default): up to [`UNLIMITED_SIZE_BYTES`], which is as far as the file
+    /// system lets it; `Some(n)`: up to `n` bytes (`Some(0)`, or `n` at most
+    /// `region.size_bytes`: the size stays fixed). A region in memory (`Dram`) never grows.
+    /// This decides `region.max_size_bytes`, whatever that was set to.
+    pub max_size_bytes: Option<u64>,
 }
+
+/// The size a database with no growth limit (`DbOptions::max_size_bytes: None`) is laid out
+/// for: 1 TiB. Only what is in use is in the file; the layout's allocator bitmap (32 MiB per
+/// TiB) is written when the database is created.
+///
+/// ```
+/// assert_eq!(nvmdb::UNLIMITED_SIZE_BYTES, 1 << 40);
+/// ```
+pub const UNLIMITED_SIZE_BYTES: u64 = 1 << 40;
 
 /// Undo log pages per worker of an embedded database: 1.25 MiB, so one transaction can write
 /// a 1 MiB value (the in-place engine logs about a row's size per row written).
@@ -48,18 +65,43 @@ const EMBEDDED_UNDO_PAGES: u32 = 160;
 /// Concurrent transactions of an embedded database (each worker has its own undo log).
 const EMBEDDED_WORKERS: u32 = 4;
 
+/// The engine options of [`DbOptions::default`]: 4 workers with 1.25 MiB undo logs, and a
+/// `wal` log that fits a 64 MiB region with them (the CLI's 64 MiB default log does not).
+fn embedded_engine_options() -> EngineOptions {
+    let mut o = EngineOptions {
+        workers: EMBEDDED_WORKERS,
+        undo_pages: EMBEDDED_UNDO_PAGES,
+        ..EngineOptions::default()
+    };
+    o.log_bytes = engines::wal::min_log_bytes(&o).max(16 << 20);
+    o
+}
+
 impl Default for DbOptions {
     fn default() -> Self {
         DbOptions {
             engine: "inplace".into(),
             region: RegionOptions::new(pmem::Medium::Shm, 64 << 20),
-            engine_options: EngineOptions {
-                workers: EMBEDDED_WORKERS,
-                undo_pages: EMBEDDED_UNDO_PAGES,
-                ..EngineOptions::default()
-            },
+            engine_options: embedded_engine_options(),
             retry: RetryOptions::default(),
+            max_size_bytes: None,
         }
+    }
+}
+
+impl DbOptions {
+    /// The region options `Db::open` opens: `region` with its growth limit set from
+    /// [`DbOptions::max_size_bytes`].
+    fn region_options(&self) -> RegionOptions {
+        let mut region = self.region.clone();
+        let grows = matches!(region.medium, Medium::File | Medium::Shm | Medium::Dax);
+        region.max_size_bytes = match self.max_size_bytes {
+            _ if !grows || region.private => 0,
+            None => UNLIMITED_SIZE_BYTES.max(region.size_bytes),
+            Some(n) if n <= region.size_bytes => 0,
+            Some(n) => n,
+        };
+        region
     }
 }
 
@@ -95,6 +137,11 @@ pub struct Db {
     layer_init: Mutex<()>,
     /// Test-only: acknowledge writes without waiting for durability (see [`Db::set_fault`]).
     skip_durable_wait: bool,
+    /// What a `RegionFull` error adds for a library user (it names `DbOptions` fields).
+    full_hint: String,
+    /// The latest commit of a [`Durability::Eventual`] transaction, which [`Db::flush`] waits
+    /// for (tokens of one engine grow with time).
+    eventual: Mutex<storage::CommitToken>,
 }
 
 /// Deliberate bugs in the table layer, to show its crash test catches them. Never set
@@ -116,6 +163,10 @@ impl Db {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn open(options: &DbOptions) -> Result<Db> {
+        Self::open_inner(options).map_err(kv::in_library_terms)
+    }
+
+    fn open_inner(options: &DbOptions) -> Result<Db> {
         if !engines::ENGINES.contains(&options.engine.as_str()) {
             return Err(DbError::Invalid(format!(
                 "unknown engine `{}`; embedded engines are: {}",
@@ -123,10 +174,27 @@ impl Db {
                 engines::ENGINES.join(", ")
             )));
         }
-        let region = storage::format::open_region(&options.region)?;
-        let engine = engines::open(&options.engine, region, &options.engine_options)?;
+        let region_options = options.region_options();
+        let region = storage::format::open_region(&region_options)?;
+        if GROWS_BY_PAGE_COUNT.contains(&options.engine.as_str()) && !region_options.private {
+            // Reopened larger (a larger size or limit than it was created with): the layout
+            // takes in the new pages as far as its allocator bitmap reaches.
+            let wanted = region_options.max_size_bytes.max(region_options.size_bytes);
+            let pages = wanted / storage::format::PAGE_SIZE_U64;
+            storage::format::extend_page_count(&region, &options.engine, pages)?;
+        }
+        let engine = engines::open(&options.engine, region, &options.engine_options).map_err(
+            |e| match e {
+                DbError::RegionFull(what) => DbError::RegionFull(format!(
+                    "{what}; raise DbOptions::region.size_bytes or lower engine_options"
+                )),
+                e => e,
+            },
+        )?;
         let slots = options.engine_options.workers as usize;
-        Ok(Db::from_engine(engine, slots, options.retry.clone()))
+        let mut db = Db::from_engine(engine, slots, options.retry.clone());
+        db.full_hint = full_hint(options, &region_options);
+        Ok(db)
     }
 
     /// Wraps an engine opened some other way (a peer from the registry, say) so the table
@@ -150,6 +218,8 @@ impl Db {
             layer: OnceLock::new(),
             layer_init: Mutex::new(()),
             skip_durable_wait: false,
+            full_hint: "delete data, or open the engine on a larger region".into(),
+            eventual: Mutex::new(storage::CommitToken::DURABLE),
         }
     }
 
@@ -160,11 +230,55 @@ impl Db {
     }
 
     fn commit_durably(&self, txn: Box<dyn storage::Txn + '_>) -> Result<()> {
+        self.commit_with(txn, Durability::Immediate)
+    }
+
+    fn commit_with(&self, txn: Box<dyn storage::Txn + '_>, durability: Durability) -> Result<()> {
         let token = txn.commit()?;
         if self.skip_durable_wait {
             return Ok(());
         }
-        self.engine.wait_durable(token)
+        match durability {
+            Durability::Immediate => self.engine.wait_durable(token),
+            Durability::Eventual => {
+                let mut latest = self.eventual.lock().unwrap_or_else(|e| e.into_inner());
+                *latest = (*latest).max(token);
+                Ok(())
+            }
+        }
+    }
+
+    /// A commit's error as a library user should read it: a full region says how to make
+    /// room (an engine may need pages at commit: `lsm` flushes its memtable then).
+    fn explain(&self, e: DbError) -> DbError {
+        match e {
+            DbError::RegionFull(what) => {
+                kv::in_library_terms(DbError::RegionFull(format!("{what}; {}", self.full_hint)))
+            }
+            e => kv::in_library_terms(e),
+        }
+    }
+
+    /// Waits until every commit made so far is durable, those of [`Durability::Eventual`]
+    /// transactions included (immediate ones already are).
+    ///
+    /// ```
+    /// use nvmdb::Durability;
+    /// let mut options = nvmdb::DbOptions::default();
+    /// options.engine = "group".into();
+    /// let db = nvmdb::Db::open(&options)?;
+    /// for k in 0..100u64 {
+    ///     db.write(|tx| {
+    ///         tx.set_durability(Durability::Eventual); // returns without waiting for the batch
+    ///         tx.open_table::<u64>("log")?.insert(k, b"entry")
+    ///     })?;
+    /// }
+    /// db.flush()?; // all 100 are durable now
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn flush(&self) -> Result<()> {
+        let latest = *self.eventual.lock().unwrap_or_else(|e| e.into_inner());
+        self.engine.wait_durable(latest)
     }
 
     /// Runs `f` in a read-write transaction and commits it; returns once the commit is
@@ -215,29 +329,32 @@ impl Db {
         loop {
             attempt += 1;
             let txn = self.engine.begin(slot.slot)?;
-            let tx = WriteTx { core: TxCore::new(txn, tables, slot.slot) };
+            let core = TxCore::new(txn, tables, slot.slot, &self.full_hint);
+            let tx = WriteTx { core, durability: Cell::new(Durability::Immediate) };
             let result = f(&tx);
             let (conflicted, trashed) = (tx.core.conflicted.get(), tx.core.trashed.get());
+            let durability = tx.durability.get();
             let Some(txn) = tx.core.take_txn() else {
                 return Err(DbError::Invalid("transaction vanished".into()).into());
             };
             let retry = match result {
-                Ok(value) if !conflicted => match self.commit_durably(txn) {
+                Ok(value) if !conflicted => match self.commit_with(txn, durability) {
                     Ok(()) => {
                         if trashed {
                             self.reclaim(tables, slot.slot);
                         }
                         return Ok(value);
                     }
-                    Err(e) if e.is_retryable() => Err(e.into()),
-                    Err(e) => return Err(e.into()),
+                    // The engine's conflict names internal table ids: say what to do instead.
+                    Err(e) if e.is_retryable() => Err(conflict_persisted(attempt).into()),
+                    Err(e) => return Err(self.explain(e).into()),
                 },
                 other => {
                     txn.abort()?;
                     if !conflicted {
                         return other;
                     }
-                    other.and_then(|_| Err(conflict_persisted(attempt).into()))
+                    Err(conflict_persisted(attempt).into())
                 }
             };
             if attempt >= self.retry.max_attempts {
@@ -282,7 +399,7 @@ impl Db {
         loop {
             attempt += 1;
             let txn = self.engine.begin(slot.slot)?;
-            let tx = ReadTx { core: TxCore::new(txn, tables, slot.slot) };
+            let tx = ReadTx { core: TxCore::new(txn, tables, slot.slot, &self.full_hint) };
             let result = f(&tx);
             let conflicted = tx.core.conflicted.get();
             let Some(txn) = tx.core.take_txn() else {
@@ -291,7 +408,8 @@ impl Db {
             let retry = match result {
                 Ok(value) if !conflicted => match txn.commit() {
                     Ok(_) => return Ok(value),
-                    Err(e) if e.is_retryable() => Err(e.into()),
+                    // The engine's conflict names internal table ids: say what to do instead.
+                    Err(e) if e.is_retryable() => Err(conflict_persisted(attempt).into()),
                     Err(e) => return Err(e.into()),
                 },
                 other => {
@@ -299,7 +417,7 @@ impl Db {
                     if !conflicted {
                         return other;
                     }
-                    other.and_then(|_| Err(conflict_persisted(attempt).into()))
+                    Err(conflict_persisted(attempt).into())
                 }
             };
             if attempt >= self.retry.max_attempts {
@@ -341,7 +459,10 @@ impl Db {
             let Ok(mut txn) = self.engine.begin(slot) else { return };
             match kv::reclaim_step(&mut *txn, tables, slot) {
                 Ok(more) => {
-                    let durable = self.commit_durably(txn);
+                    let durable = {
+                        let _freeing = storage::alloc::FreeingScope::enter();
+                        self.commit_durably(txn)
+                    };
                     if !more || durable.is_err() {
                         return;
                     }
@@ -385,6 +506,35 @@ impl Db {
         check_engine(&*self.engine)
     }
 
+    /// The engine tables of benchmark-level code: [`Engine::tables`] without the tables the
+    /// named-table layer keeps its trees and values in (`nvmdb.` names). Named tables are
+    /// listed by [`Db::table_names`].
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<u64>("t")?.insert(1, b"x"))?;
+    /// assert!(db.tables().is_empty());
+    /// assert!(!db.engine().tables().is_empty()); // the layer's own
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn tables(&self) -> Vec<storage::TableSpec> {
+        let mut specs = self.engine.tables();
+        specs.retain(|s| !kv::is_internal(&s.name));
+        specs
+    }
+
+    /// Names of the named tables ([`crate::WriteTx::open_table`]), in byte order.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<str>("users").map(|_| ()))?;
+    /// assert_eq!(db.table_names()?, ["users"]);
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn table_names(&self) -> Result<Vec<String>> {
+        self.read(|tx| tx.table_names())
+    }
+
     /// The engine, for code that takes `&dyn Engine`.
     ///
     /// ```
@@ -404,6 +554,36 @@ impl Deref for Db {
     }
 }
 
+/// Engines whose layout spans the region's whole mapping, so a growable file grows under them;
+/// `wal` and `group` lay themselves out over the file as it is when they format it (each keeps
+/// a DRAM image of it).
+const GROWING_ENGINES: [&str; 3] = ["inplace", "cow", "lsm"];
+
+/// Engines whose whole layout is the superblock's page count and the page allocator's bitmap,
+/// so that raising the count on reopen adds pages (`storage::format::extend_page_count`).
+const GROWS_BY_PAGE_COUNT: [&str; 1] = ["inplace"];
+
+/// What to do about a full database, in terms of `DbOptions`.
+fn full_hint(options: &DbOptions, region: &RegionOptions) -> String {
+    if !GROWING_ENGINES.contains(&options.engine.as_str()) {
+        return format!(
+            "engine `{}` keeps the size it was created with: delete data, or create the \
+             database with a larger DbOptions::region.size_bytes",
+            options.engine
+        );
+    }
+    if region.max_size_bytes == 0 {
+        return "delete data, or let the database grow (DbOptions::max_size_bytes with a file \
+                medium)"
+            .into();
+    }
+    format!(
+        "the database may grow to {} bytes (DbOptions::max_size_bytes) or the file system is \
+         full: delete data or raise that limit",
+        region.max_size_bytes
+    )
+}
+
 fn conflict_persisted(attempts: u32) -> DbError {
     DbError::Invalid(format!(
         "the transaction still conflicted after {attempts} attempts; \
@@ -418,16 +598,40 @@ fn conflict_persisted(attempts: u32) -> DbError {
 /// db.write(|tx| tx.open_table::<u64>("t")?.insert(1, b"x"))?;
 /// let report = db.check()?;
 /// assert!(report.ok());
-/// // The table layer keeps its trees and values in engine tables of its own.
-/// assert!(report.tables.iter().any(|t| t.rows > 0));
+/// let named = report.named_tables.expect("a database with named tables");
+/// assert_eq!((named[0].name.as_str(), named[0].key, named[0].entries), ("t", "u64", 1));
+/// assert!(report.tables.is_empty()); // no benchmark-level tables
 /// # Ok::<(), nvmdb::DbError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CheckReport {
     /// `Ok` with page and row totals, or the first inconsistency found.
     pub integrity: std::result::Result<IntegrityReport, String>,
-    /// Every table and its row count, in table order.
+    /// Every benchmark-level engine table and its row count, in table order (the named-table
+    /// layer's own tables are left out).
     pub tables: Vec<TableRows>,
+    /// The named tables ([`crate::WriteTx::open_table`]) and their entries; `None` when the
+    /// region was never used through them (a benchmark region).
+    pub named_tables: Option<Vec<NamedTableRows>>,
+}
+
+/// One named table in a [`CheckReport`].
+///
+/// ```
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// db.write(|tx| tx.open_table::<str>("users")?.insert("ada", b"x"))?;
+/// let named = db.check()?.named_tables.unwrap_or_default();
+/// assert_eq!(named[0], nvmdb::NamedTableRows { name: "users".into(), key: "str", entries: 1 });
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NamedTableRows {
+    /// The table's name.
+    pub name: String,
+    /// Its key type: `u64`, `i64`, `str` or `[u8]`.
+    pub key: &'static str,
+    /// Entries a full read found.
+    pub entries: u64,
 }
 
 /// One engine table in a [`CheckReport`].
@@ -439,7 +643,7 @@ pub struct CheckReport {
 /// let mut txn = db.begin(0)?;
 /// txn.insert(t, 1, &[0; 8])?;
 /// db.wait_durable(txn.commit()?)?;
-/// let rows = &db.check()?.tables[t as usize];
+/// let rows = &db.check()?.tables[0];
 /// assert_eq!((rows.name.as_str(), rows.row_bytes, rows.rows), ("rows", 8, 1));
 /// # Ok::<(), nvmdb::DbError>(())
 /// ```
@@ -472,17 +676,27 @@ impl CheckReport {
 ///
 /// ```
 /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
-/// assert!(nvmdb::check_engine(db.engine())?.tables.is_empty());
+/// let report = nvmdb::check_engine(db.engine())?;
+/// assert!(report.tables.is_empty() && report.named_tables.is_none()); // nothing used yet
 /// # Ok::<(), nvmdb::DbError>(())
 /// ```
 pub fn check_engine(engine: &dyn Engine) -> Result<CheckReport> {
     let integrity = engine.check_integrity();
     let mut tables = Vec::new();
     for (id, spec) in engine.tables().into_iter().enumerate() {
+        if kv::is_internal(&spec.name) {
+            continue;
+        }
         let mut txn = engine.begin(0)?;
         let rows = txn.scan(id as u32, 0, u64::MAX, usize::MAX, &mut |_, _| true)?;
         txn.commit()?;
         tables.push(TableRows { name: spec.name, row_bytes: spec.row_bytes, rows: rows as u64 });
     }
-    Ok(CheckReport { integrity, tables })
+    let named_tables = kv::named_tables(engine)?.map(|named| {
+        named
+            .into_iter()
+            .map(|(name, key, entries)| NamedTableRows { name, key, entries })
+            .collect()
+    });
+    Ok(CheckReport { integrity, tables, named_tables })
 }

@@ -37,10 +37,13 @@
 mod db;
 mod kv;
 
-pub use db::{check_engine, CheckReport, Db, DbOptions, LayerFault, TableRows};
+pub use db::{
+    check_engine, CheckReport, Db, DbOptions, LayerFault, NamedTableRows, TableRows,
+    UNLIMITED_SIZE_BYTES,
+};
 pub use kv::{
-    Key, KeyArg, Range, ReadTable, ReadTx, RetryOptions, Table, WriteTx, MAX_INLINE_BYTES,
-    MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
+    Durability, Key, KeyArg, Range, ReadTable, ReadTx, RetryOptions, Table, Value, WriteTx,
+    MAX_INLINE_BYTES, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
 };
 
 // The re-exports below are items of `storage` and `engines`; their doc comments here are shown

@@ -3,7 +3,8 @@
 //! reopened on the image, every value must be whole (one that was written, never a mix or a
 //! prefix) or absent, and every acknowledged write must be there. It would catch a value whose
 //! rows were written by more than one engine transaction, and an acknowledgement sent before
-//! the commit was durable (shown with `LayerFault::AckBeforeDurable` on group commit).
+//! the commit was durable (shown with `LayerFault::AckBeforeDurable` on group commit), and a
+//! table length (`len()`, kept in counter rows) that disagrees with the entries recovered.
 
 use nvmdb::pmem::{CrashEvent, CrashPoint, CrashPolicy, Medium, Region, RegionOptions};
 use nvmdb::{Db, EngineOptions, LayerFault};
@@ -98,6 +99,11 @@ fn check(engine: &str, image: &[u8], acked: &HashMap<u64, u64>) -> Vec<String> {
             None => Ok(Vec::new()),
         })
         .unwrap();
+    // The counted length recovers with the entries it counts.
+    let len = db.read(|tx| tx.open_table::<u64>("blobs")?.map_or(Ok(0), |t| t.len())).unwrap();
+    if len != found.len() as u64 {
+        bad.push(format!("len() says {len}, the table holds {} entries", found.len()));
+    }
     let mut present = HashMap::new();
     for (key, bytes) in &found {
         match whole(bytes) {

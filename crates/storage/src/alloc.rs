@@ -7,6 +7,13 @@
 //! its post-commit work is persisted, so a page is never handed out twice and never leaked by a
 //! crash (NVWAL's free / pending / in-use block states, Kim et al., ASPLOS 2016, §4.3).
 //!
+//! **Reserve.** The last [`PageAllocator::reserve_pages`] free pages are kept for work that frees
+//! space (deletes, dropped tables, their undo and system transactions): an ordinary allocation
+//! that would dip into them is refused (`RegionFull`), one made inside a [`FreeingScope`] is
+//! not. So a full region can always be emptied, one delete at a time (issue 39). The reserve
+//! is counted on the free list once the lazy scan has reached the end, so it costs nothing
+//! until the region is nearly full.
+//!
 //! Open is O(1): nothing is scanned. The volatile free list is filled lazily by a cursor that
 //! walks the bitmap as pages are needed. Invariant: a page below the cursor is on the free list
 //! iff its bit is clear; a page at or above it is found by the cursor, never pushed.
@@ -36,6 +43,39 @@ struct FreeState {
 
 /// Bitmap words the lazy scan reads per refill: bounds the time one allocation can take.
 const SCAN_WORDS: u64 = 64;
+
+/// Free pages kept for work that frees space (see the module doc): 512 KiB, enough for the
+/// trash rows and index splits of thousands of deletes in one transaction.
+pub const RESERVE_PAGES: u64 = 16;
+
+thread_local! {
+    /// Depth of the [`FreeingScope`]s open on this thread.
+    static FREEING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// While one is alive, allocations made by this thread may use the pages kept for freeing
+/// work. Open one around a delete (and nothing else): the pages it uses come back when the
+/// space the delete frees is reclaimed.
+#[must_use = "the scope ends when the guard is dropped"]
+pub struct FreeingScope(());
+
+impl FreeingScope {
+    pub fn enter() -> FreeingScope {
+        FREEING.with(|f| f.set(f.get() + 1));
+        FreeingScope(())
+    }
+
+    /// Whether this thread is inside a scope.
+    pub fn active() -> bool {
+        FREEING.with(|f| f.get() > 0)
+    }
+}
+
+impl Drop for FreeingScope {
+    fn drop(&mut self) {
+        FREEING.with(|f| f.set(f.get().saturating_sub(1)));
+    }
+}
 
 fn word_offset(page: PageId) -> u64 {
     page_offset(BITMAP_FIRST_PAGE) + page / 64 * 8
@@ -127,18 +167,33 @@ impl PageAllocator {
         &self.layout
     }
 
+    /// Free pages kept for freeing work: [`RESERVE_PAGES`], or an eighth of the data pages of
+    /// a smaller region.
+    pub fn reserve_pages(&self) -> u64 {
+        let data = self.layout.page_count.saturating_sub(self.layout.first_data_page());
+        RESERVE_PAGES.min(data / 8)
+    }
+
     /// Takes a free page (volatile only). The caller persists a `PAGE_ALLOC` undo record and
-    /// then calls [`PageAllocator::set_bit`]. `Ok(None)`: every page is in use.
+    /// then calls [`PageAllocator::set_bit`]. `Ok(None)`: every page is in use, or only the
+    /// reserve is left and the caller is not inside a [`FreeingScope`].
     pub fn reserve(&self) -> Result<Option<PageId>> {
+        let keep = if FreeingScope::active() { 0 } else { self.reserve_pages() as usize };
         let mut st = self.state.lock();
         loop {
-            if let Some(p) = st.list.pop() {
-                return Ok(Some(p));
+            if st.list.len() > keep {
+                return Ok(st.list.pop());
             }
             if st.cursor >= self.layout.page_count {
                 return Ok(None);
             }
-            self.refill(&mut st)?;
+            if let Err(e) = self.refill(&mut st) {
+                // The region cannot grow: what is listed is all there is.
+                if st.list.len() > keep {
+                    return Ok(st.list.pop());
+                }
+                return Err(e);
+            }
         }
     }
 
@@ -167,11 +222,14 @@ impl PageAllocator {
         if let Some(&last) = found.last() {
             if let Err(e) = self.region.ensure_backed(page_offset(last + 1)) {
                 let backed = self.region.backed_len() / crate::format::PAGE_SIZE_U64;
-                found.retain(|p| *p < backed);
-                st.cursor = st.cursor.min(backed / 64 * 64).max(first / 64 * 64);
+                // The cursor moves back to a word boundary; pages listed must lie below it, or
+                // the next scan of that word would list them twice.
+                let cursor = st.cursor.min(backed / 64 * 64).max(first / 64 * 64);
+                found.retain(|p| *p < cursor);
+                st.cursor = cursor;
                 if found.is_empty() {
                     return Err(DbError::RegionFull(format!(
-                        "no free page below {backed} and the region cannot grow: {e}"
+                        "no free page below page {backed} and the region cannot grow ({e})"
                     )));
                 }
             }
@@ -247,14 +305,28 @@ impl PageAllocator {
     }
 
     /// Counts free pages by reading the whole bitmap (for checks and reports, not the hot path).
+    /// A word at a time (each checked against its mirror): a growable region is laid out for
+    /// up to 2^27 pages, and a bit at a time took seconds.
     pub fn count_free(&self) -> Result<u64> {
+        self.count_free_in(self.layout.first_data_page()..self.layout.page_count)
+    }
+
+    /// Free data pages in `pages`, counted as [`PageAllocator::count_free`] does.
+    pub fn count_free_in(&self, pages: std::ops::Range<PageId>) -> Result<u64> {
+        let first = pages.start.max(self.layout.first_data_page());
+        let end = pages.end.min(self.layout.page_count);
         let mut free = 0;
-        let mut p = self.layout.first_data_page();
-        while p < self.layout.page_count {
-            if !self.is_allocated(p)? {
-                free += 1;
+        let mut base = first / 64 * 64;
+        while base < end {
+            let mut used = self.word(base)?;
+            // Bits outside the data pages count as used.
+            for bit in 0..64 {
+                if base + bit < first || base + bit >= end {
+                    used |= 1 << bit;
+                }
             }
-            p += 1;
+            free += u64::from((!used).count_ones());
+            base += 64;
         }
         Ok(free)
     }

@@ -37,7 +37,7 @@ pub enum DbError {
     RowSize { table: TableId, expected: u32, got: usize },
     #[error("table {table}: update of bytes {offset}..{end} is outside the {row_bytes}-byte row")]
     UpdateRange { table: TableId, offset: u32, end: u64, row_bytes: u32 },
-    #[error("region full: {0}; open a larger region (--size)")]
+    #[error("region full: {0}")]
     RegionFull(String),
     #[error("transaction too large: {0}; commit in smaller batches")]
     TxnTooLarge(String),

@@ -414,6 +414,42 @@ impl Superblock {
     }
 }
 
+/// Raises the page count of a valid region (formatted by `engine`) towards `pages`, as far
+/// as its allocator bitmap reaches (`bitmap_pages` x 65,536 pages: bits beyond the old count
+/// were zeroed at format and never touched, so the new pages start free) and the mapping
+/// goes. For engines whose layout is the superblock's and the allocator's alone (`inplace`):
+/// a region reopened larger really gets the pages. Returns the new count, `None` when
+/// nothing changed.
+///
+/// Crash-safe: the copy in page 1 is persisted first, then page 0; a crash between them
+/// leaves a valid page 0 with the old count, and opening repairs the copy from it.
+pub fn extend_page_count(region: &Region, engine: &str, pages: u64) -> Result<Option<u64>> {
+    let Verdict::Open { mut sb, repair_primary: false, repair_copy: false } =
+        Superblock::verdict(region, false)?
+    else {
+        return Ok(None); // blank or being repaired: opening deals with it first
+    };
+    if sb.engine != engine {
+        return Ok(None);
+    }
+    let reach = (sb.layout.bitmap_pages() * BITS_PER_BITMAP_PAGE)
+        .min(region.len() / PAGE_SIZE_U64)
+        .min(MAX_PAGES);
+    let new = pages.min(reach);
+    if new <= sb.layout.page_count {
+        return Ok(None);
+    }
+    debug_assert_eq!(
+        Layout { page_count: new, ..sb.layout }.bitmap_pages(),
+        sb.layout.bitmap_pages(),
+        "the metadata must not move"
+    );
+    sb.layout.page_count = new;
+    sb.write_slot(region, SUPERBLOCK_COPY_PAGE, MAGIC);
+    sb.write_slot(region, 0, MAGIC);
+    Ok(Some(new))
+}
+
 /// Whether every byte of the region is zero.
 pub fn region_is_blank(region: &Region) -> bool {
     all_zero(region, 0)
@@ -599,6 +635,30 @@ mod tests {
         assert!(matches!(Superblock::verdict(&r, false), Err(DbError::Corrupt(_))));
         r.write_u64(page_offset(s.layout.first_data_page() + 3), 0);
         assert_eq!(Superblock::verdict(&r, false).unwrap(), Verdict::Format, "nothing written");
+    }
+
+    /// Guards reopen-larger (issue 39): the page count rises as far as the mapping and the
+    /// bitmap reach, and a crash between the two slot writes leaves the old count.
+    #[test]
+    fn extend_page_count_reaches_the_mapping_and_survives_a_crash_between_slots() {
+        let r = region(1024);
+        let s = small();
+        s.begin_format(&r);
+        s.publish(&r);
+        assert_eq!(extend_page_count(&r, "cow", 4096).unwrap(), None, "another engine's");
+        // The crash image: only the copy was rewritten.
+        let mut grown = s.clone();
+        grown.layout.page_count = 1024;
+        grown.write_slot(&r, SUPERBLOCK_COPY_PAGE, MAGIC);
+        let Verdict::Open { sb, repair_copy: true, .. } = Superblock::verdict(&r, false).unwrap()
+        else {
+            panic!("page 0 decides");
+        };
+        assert_eq!(sb.layout.page_count, 512);
+        Superblock::read(&r, "inplace", false).unwrap();
+        assert_eq!(extend_page_count(&r, "inplace", 4096).unwrap(), Some(1024), "the mapping");
+        assert_eq!(Superblock::read(&r, "inplace", false).unwrap(), Some(grown));
+        assert_eq!(extend_page_count(&r, "inplace", 4096).unwrap(), None);
     }
 
     #[test]

@@ -226,7 +226,12 @@ impl PageWriter for SysTxn<'_> {
 
     fn alloc_page(&mut self) -> Result<PageId> {
         let page = self.alloc.reserve()?.ok_or_else(|| {
-            DbError::RegionFull(format!("all {} pages are in use", self.alloc.layout().page_count))
+            let (pages, kept) = (self.alloc.layout().page_count, self.alloc.reserve_pages());
+            DbError::RegionFull(if crate::alloc::FreeingScope::active() {
+                format!("all {pages} pages are in use, the {kept} kept for deletes included")
+            } else {
+                format!("all {pages} pages are in use ({kept} are kept for deletes)")
+            })
         })?;
         if let Err(e) = self.log.append(&[(REC_PAGE_ALLOC, &page.to_le_bytes())], &self.dirty) {
             self.alloc.unreserve(page);

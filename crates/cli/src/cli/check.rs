@@ -36,7 +36,8 @@ struct Output {
     /// Why the region cannot be opened, if it cannot.
     error: Option<String>,
     recovery: Option<storage::RecoveryReport>,
-    /// `complete` (with the workload), `incomplete` (a load was interrupted) or `empty`.
+    /// `complete` (with the workload), `incomplete` (a load was interrupted) or `empty`; absent
+    /// for a library database (named tables).
     load: Option<String>,
     check: Option<nvmdb::CheckReport>,
     ok: bool,
@@ -96,14 +97,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         match engines::open(&engine, region, &options) {
             Ok(db) => {
                 out.recovery = Some(db.recovery_report());
-                out.load = Some(match bench::loaded::load_state(&*db) {
-                    bench::loaded::LoadState::Empty => "empty".into(),
-                    bench::loaded::LoadState::Complete(w) => format!("complete ({w})"),
-                    bench::loaded::LoadState::Incomplete => {
-                        "incomplete: a load was interrupted; its data is not a whole workload"
-                            .into()
-                    }
-                });
                 match nvmdb::check_engine(&*db) {
                     Ok(report) => {
                         out.ok = report.ok();
@@ -111,6 +104,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     }
                     Err(e) => out.error = Some(format!("reading the tables: {e}")),
                 }
+                // A library database (named tables) was never loaded by a workload.
+                let library = out.check.as_ref().is_some_and(|c| c.named_tables.is_some());
+                out.load = (!library).then(|| match bench::loaded::load_state(&*db) {
+                    bench::loaded::LoadState::Empty => "empty".into(),
+                    bench::loaded::LoadState::Complete(w) => format!("complete ({w})"),
+                    bench::loaded::LoadState::Incomplete => {
+                        "incomplete: a load was interrupted; its data is not a whole workload"
+                            .into()
+                    }
+                });
             }
             Err(e) => out.error = Some(format!("recovery: {e}")),
         }
@@ -213,6 +216,9 @@ fn human(o: &Output) -> String {
         }
         for t in &c.tables {
             line("table", format!("{} ({}-byte rows): {} rows", t.name, t.row_bytes, t.rows));
+        }
+        for t in c.named_tables.iter().flatten() {
+            line("table", format!("{} ({} keys): {} entries", t.name, t.key, t.entries));
         }
     }
     if let Some(e) = &o.error {

@@ -471,7 +471,13 @@ fn make_workload(plan: &Plan) -> Box<dyn Workload> {
 fn run_sim(plan: &Plan, options: &CrashOptions, eadr: bool) -> anyhow::Result<Summary> {
     let name = plan.engine.name;
     let open = |region: Region| {
-        registry::open_on_region(name, region, &plan.config).map_err(|e| e.to_string())
+        registry::open_on_region(name, region, &plan.config).map_err(|e| match e {
+            // The library's message names no flag; this command's option is `--size`.
+            registry::RegistryError::Db(storage::DbError::RegionFull(_)) => {
+                format!("{e}; use a larger --size")
+            }
+            e => e.to_string(),
+        })
     };
     let make = || make_workload(plan);
     let target = SimTarget {

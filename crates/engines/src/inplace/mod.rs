@@ -146,9 +146,13 @@ impl PendingDeletes {
     }
 }
 
+/// Byte offset of a heap page's `next` link (`storage::heap`'s header layout).
+const HEAP_NEXT_OFFSET: usize = 8;
+
 /// A table's free heap slots, found lazily (open scans nothing: recovery is O(in-flight)).
 /// Invariant: a free slot of a page in `scanned` is on `list` or held by a transaction; a
-/// free slot of a page not yet scanned is found by the scan, never pushed.
+/// free slot of a page not yet scanned is found by the scan, never pushed. A page whose every
+/// slot is listed may leave the heap (`InPlace::release_empty_heap_pages`).
 pub(crate) struct FreeSlots {
     pub list: Vec<u64>,
     /// Next page of the heap chain as it was at open that is not yet scanned (0: none left).
@@ -358,6 +362,80 @@ impl InPlace {
         }
         free.next_page = hp.next;
         Ok(())
+    }
+
+    /// Gives the heap pages among `pages` whose every slot is on `free`'s list back to the page
+    /// allocator, so space a table freed can go to another table (issue 39: a database emptied
+    /// of large values could not take small ones). Best effort: a page that cannot be unlinked
+    /// now stays in the heap, where its table reuses it. The caller holds `t.free`.
+    ///
+    /// Safe against a crash: every slot of such a page is free and persisted so (the frees'
+    /// undo log is finished), none is held by a live transaction (it would not be listed), and
+    /// the unlink and the page free are one system transaction: rolled back, the page is an
+    /// empty heap page of its table again; committed, it is off the chain and free.
+    pub(crate) fn release_empty_heap_pages(
+        &self,
+        t: &TableRt,
+        sys_log: &mut UndoLog,
+        free: &mut FreeSlots,
+        pages: &std::collections::BTreeSet<PageId>,
+    ) {
+        let slots = storage::heap::slots_per_page(t.slot_bytes);
+        for &page in pages {
+            if !free.scanned.contains(&page) {
+                continue;
+            }
+            let listed = free.list.iter().filter(|rid| **rid / PAGE_SIZE_U64 == page).count();
+            if listed < slots || self.unlink_heap_page(t, sys_log, page).is_err() {
+                continue;
+            }
+            free.list.retain(|rid| *rid / PAGE_SIZE_U64 != page);
+            free.scanned.remove(&page);
+        }
+    }
+
+    /// Takes `page` off `t`'s heap chain and frees it, in one system transaction.
+    fn unlink_heap_page(&self, t: &TableRt, sys_log: &mut UndoLog, page: PageId) -> Result<()> {
+        let entry_off = catalog::entry_offset(t.entry);
+        let head = storage::format::get_u64(
+            self.store.page(CATALOG_PAGE),
+            entry_off + catalog::E_HEAP_HEAD,
+        );
+        let next = self.heap_page(t, page)?.next;
+        let (mut prev, mut at, mut steps) = (None, head, 0u64);
+        while at != page {
+            steps += 1;
+            if at == 0 || steps > self.layout.page_count {
+                return Err(DbError::Corrupt(format!(
+                    "table {}: heap page {page} is not on its chain",
+                    t.spec.name
+                )));
+            }
+            prev = Some(at);
+            at = self.heap_page(t, at)?.next;
+        }
+        let mut sys = self.sys_txn(sys_log);
+        let result = (|| {
+            let link = next.to_le_bytes();
+            match prev {
+                None => storage::pages::PageWriter::write(
+                    &mut sys,
+                    CATALOG_PAGE,
+                    &[(entry_off + catalog::E_HEAP_HEAD, &link)],
+                )?,
+                Some(p) => {
+                    storage::pages::PageWriter::write(&mut sys, p, &[(HEAP_NEXT_OFFSET, &link)])?
+                }
+            }
+            storage::pages::PageWriter::free_page(&mut sys, page)
+        })();
+        match result {
+            Ok(()) => sys.commit(),
+            Err(e) => {
+                sys.abort()?;
+                Err(e)
+            }
+        }
     }
 
     /// Validates and parses heap page `page` of table `t`.

@@ -358,9 +358,15 @@ impl Txn for InPlaceTxn<'_> {
                 written.push((*rid, 8));
             }
             self.logs.user.finish(&written);
+            let mut pages = vec![std::collections::BTreeSet::new(); tables.len()];
             for (table, rid) in frees {
                 let i = tables.iter().position(|t| t.id == table).expect("locked above");
                 lists[i].give_back(rid);
+                pages[i].insert(rid / storage::format::PAGE_SIZE_U64);
+            }
+            // The frees are durable: heap pages they emptied go back to the allocator.
+            for (i, t) in tables.iter().enumerate() {
+                db.release_empty_heap_pages(t, &mut self.logs.sys, &mut lists[i], &pages[i]);
             }
         }
         self.release(true);

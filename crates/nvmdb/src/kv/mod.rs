@@ -13,20 +13,23 @@ mod key;
 mod node;
 mod store;
 mod tree;
+mod value;
 
 pub use key::{Key, KeyArg};
 pub use node::{MAX_INLINE_BYTES, MAX_KEY_BYTES};
 pub use store::MAX_VALUE_BYTES;
+pub use value::Value;
 
-use node::{Node, Value};
+use node::{Node, Value as NodeValue};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
+use storage::alloc::FreeingScope;
 use storage::{DbError, Result, Txn};
-pub(crate) use store::Tables;
+pub(crate) use store::{is_internal, Tables};
 use store::{Store, CATALOG_ROOT};
 
 /// Longest table name, in bytes; a longer (or empty) name is [`DbError::Invalid`].
@@ -141,6 +144,8 @@ pub(crate) struct TxCore<'db> {
     pub conflicted: Cell<bool>,
     /// Something went to the trash: reclaim after commit.
     pub trashed: Cell<bool>,
+    /// What a `RegionFull` error adds: how this database can be given room.
+    full_hint: &'db str,
 }
 
 /// Object-safe access to a [`TxCore`], so table handles need not name the engine lifetime.
@@ -159,12 +164,18 @@ impl Core for TxCore<'_> {
         if store.trashed {
             self.trashed.set(true);
         }
-        if let Err(e) = &result {
-            if e.is_retryable() {
+        match result {
+            Err(e) if e.is_retryable() => {
                 self.conflicted.set(true);
+                Err(e)
             }
+            Err(DbError::RegionFull(what)) => {
+                let what = format!("{what}; {}", self.full_hint);
+                Err(in_library_terms(DbError::RegionFull(what)))
+            }
+            Err(e @ DbError::TxnTooLarge(_)) => Err(in_library_terms(e)),
+            other => other,
         }
-        result
     }
 }
 
@@ -180,13 +191,14 @@ fn with<R>(core: &dyn Core, f: impl FnOnce(&mut Store<'_, '_>) -> Result<R>) -> 
 }
 
 impl<'db> TxCore<'db> {
-    pub fn new(txn: Box<dyn Txn + 'db>, tables: Tables, slot: usize) -> Self {
+    pub fn new(txn: Box<dyn Txn + 'db>, tables: Tables, slot: usize, full_hint: &'db str) -> Self {
         TxCore {
             txn: RefCell::new(Some(txn)),
             tables,
             slot,
             conflicted: Cell::new(false),
             trashed: Cell::new(false),
+            full_hint,
         }
     }
 
@@ -194,22 +206,25 @@ impl<'db> TxCore<'db> {
         self.txn.borrow_mut().take()
     }
 
-    fn catalog_entry(&self, name: &str) -> Result<Option<(u64, u8)>> {
+    /// A table's catalog entry: root node id, key kind, and whether its length is counted
+    /// (entries written before counting existed have 9 bytes, without the flag byte).
+    fn catalog_entry(&self, name: &str) -> Result<Option<(u64, u8, bool)>> {
         check_table_name(name)?;
         with(self, |s| match tree::get(s, CATALOG_ROOT, name.as_bytes())? {
             None => Ok(None),
-            Some(Value::Inline(v)) if v.len() == 9 => {
+            Some(NodeValue::Inline(v)) if v.len() == 9 || v.len() == 10 => {
                 let root = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
-                Ok(Some((root, v[8])))
+                let counted = v.get(9).is_some_and(|f| f & CATALOG_COUNTED != 0);
+                Ok(Some((root, v[8], counted)))
             }
             Some(_) => Err(DbError::Corrupt(format!("catalog entry of table `{name}`"))),
         })
     }
 
-    fn open<K: Key + ?Sized>(&self, name: &str, create: bool) -> Result<Option<u64>> {
+    fn open<K: Key + ?Sized>(&self, name: &str, create: bool) -> Result<Option<(u64, bool)>> {
         match self.catalog_entry(name)? {
-            Some((root, kind)) if kind == K::KIND => Ok(Some(root)),
-            Some((_, kind)) => Err(DbError::Invalid(format!(
+            Some((root, kind, counted)) if kind == K::KIND => Ok(Some((root, counted))),
+            Some((_, kind, _)) => Err(DbError::Invalid(format!(
                 "table `{name}` has {} keys; open it as Table<{}>, not {}",
                 kind_name(kind),
                 kind_name(kind),
@@ -220,9 +235,9 @@ impl<'db> TxCore<'db> {
                 let root = s.alloc_id()?;
                 s.insert_node(root, &Node::empty_leaf())?;
                 let mut entry = root.to_le_bytes().to_vec();
-                entry.push(K::KIND);
-                tree::put(s, CATALOG_ROOT, name.as_bytes(), Value::Inline(entry))?;
-                Ok(Some(root))
+                entry.extend([K::KIND, CATALOG_COUNTED]);
+                tree::put(s, CATALOG_ROOT, name.as_bytes(), NodeValue::Inline(entry))?;
+                Ok(Some((root, true)))
             }),
         }
     }
@@ -232,6 +247,44 @@ impl<'db> TxCore<'db> {
         range.map(|r| r.map(|(k, _)| k)).collect()
     }
 }
+
+/// The command-line flags that messages of the device and engine layers name (they are shared
+/// with the `nvmdb` command), and the `DbOptions` field a library user sets instead.
+const FLAG_TO_FIELD: [(&str, &str); 9] = [
+    ("--max-size", "DbOptions::max_size_bytes"),
+    ("--size", "DbOptions::region.size_bytes"),
+    ("--sync msync", "region.sync = SyncMode::Msync"),
+    ("--medium file or shm", "region.medium = Medium::File or Shm"),
+    ("--medium", "DbOptions::region.medium"),
+    ("--path", "DbOptions::region.path"),
+    ("--eadr", "region.eadr"),
+    ("--engine-opt", "DbOptions::engine_options"),
+    ("--engine", "DbOptions::engine"),
+];
+
+/// `e` as a library user should read it: the flags its message names become `DbOptions`
+/// fields (a device error that names one becomes [`DbError::Invalid`] with the new text).
+pub(crate) fn in_library_terms(e: DbError) -> DbError {
+    let rewrite = |mut msg: String| {
+        for (flag, field) in FLAG_TO_FIELD {
+            msg = msg.replace(flag, field);
+        }
+        msg
+    };
+    match e {
+        DbError::RegionFull(m) => DbError::RegionFull(rewrite(m)),
+        DbError::TxnTooLarge(m) => DbError::TxnTooLarge(rewrite(m)),
+        DbError::Invalid(m) => DbError::Invalid(rewrite(m)),
+        DbError::Format(m) => DbError::Format(rewrite(m)),
+        DbError::Pmem(p) if p.to_string().contains("--") => {
+            DbError::Invalid(rewrite(p.to_string()))
+        }
+        e => e,
+    }
+}
+
+/// Catalog flag: the table keeps its entry count in per-slot rows (`Store::bump_len`).
+const CATALOG_COUNTED: u8 = 1;
 
 fn kind_name(kind: u8) -> &'static str {
     match kind {
@@ -279,6 +332,37 @@ fn encode_key<K: Key + ?Sized>(key: impl KeyArg<K>) -> Result<Vec<u8>> {
 /// ```
 pub struct WriteTx<'db> {
     pub(crate) core: TxCore<'db>,
+    pub(crate) durability: Cell<Durability>,
+}
+
+/// When [`crate::Db::write`] returns after its commit (set per transaction with
+/// [`WriteTx::set_durability`]).
+///
+/// On the `group` engine (NVRAM Group Commit — Pelley et al., VLDB 2014, §3.3) a commit
+/// becomes durable with its batch, up to `engine_options.batch_period_ms` later: `Immediate`
+/// waits for it, `Eventual` does not, and a crash before the batch persists loses the
+/// transaction whole (never part of it). Every other engine makes each commit durable before
+/// it returns, so there both mean `Immediate`.
+///
+/// ```
+/// use nvmdb::Durability;
+/// assert_eq!(Durability::default(), Durability::Immediate);
+/// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+/// db.write(|tx| {
+///     tx.set_durability(Durability::Eventual);
+///     tx.open_table::<u64>("t")?.insert(1, b"x")
+/// })?;
+/// db.flush()?;
+/// # Ok::<(), nvmdb::DbError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `Db::write` returns once the commit is durable.
+    #[default]
+    Immediate,
+    /// `Db::write` returns once the commit is visible to other transactions; it becomes
+    /// durable with its group-commit batch, or at [`crate::Db::flush`].
+    Eventual,
 }
 
 /// A read-only transaction, handed to the closure of [`crate::Db::read`]. It sees committed
@@ -309,11 +393,11 @@ impl WriteTx<'_> {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn open_table<K: Key + ?Sized>(&self, name: &str) -> Result<Table<'_, K>> {
-        let root = self
+        let (root, counted) = self
             .core
             .open::<K>(name, true)?
             .ok_or_else(|| DbError::Invalid(format!("table `{name}` could not be created")))?;
-        Ok(Table { core: &self.core, root, _key: PhantomData })
+        Ok(Table { core: &self.core, root, counted, _key: PhantomData })
     }
 
     /// Removes the table `name` and everything in it; returns whether it existed. The table
@@ -327,9 +411,14 @@ impl WriteTx<'_> {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn drop_table(&self, name: &str) -> Result<bool> {
-        let Some((root, _)) = self.core.catalog_entry(name)? else { return Ok(false) };
+        let Some((root, _, counted)) = self.core.catalog_entry(name)? else { return Ok(false) };
+        // A full region must still drop a table (its trash entry may need a page).
+        let _freeing = FreeingScope::enter();
         with(&self.core, |s| {
             tree::remove(s, CATALOG_ROOT, name.as_bytes())?;
+            if counted {
+                s.drop_len(root)?;
+            }
             s.discard_tree(root)?;
             Ok(true)
         })
@@ -350,6 +439,24 @@ impl WriteTx<'_> {
     pub fn table_names(&self) -> Result<Vec<String>> {
         self.core.table_names()
     }
+
+    /// Chooses when [`crate::Db::write`] returns after this transaction commits (see
+    /// [`Durability`]); the last call wins.
+    ///
+    /// ```
+    /// let mut options = nvmdb::DbOptions::default();
+    /// options.engine = "group".into();
+    /// let db = nvmdb::Db::open(&options)?;
+    /// db.write(|tx| {
+    ///     tx.set_durability(nvmdb::Durability::Eventual);
+    ///     tx.open_table::<str>("events")?.insert("boot", b"ok")
+    /// })?;
+    /// db.flush()?;
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn set_durability(&self, durability: Durability) {
+        self.durability.set(durability);
+    }
 }
 
 impl ReadTx<'_> {
@@ -367,8 +474,9 @@ impl ReadTx<'_> {
     /// ```
     pub fn open_table<K: Key + ?Sized>(&self, name: &str) -> Result<Option<ReadTable<'_, K>>> {
         let root = self.core.open::<K>(name, false)?;
-        Ok(root
-            .map(|root| ReadTable { inner: Table { core: &self.core, root, _key: PhantomData } }))
+        Ok(root.map(|(root, counted)| ReadTable {
+            inner: Table { core: &self.core, root, counted, _key: PhantomData },
+        }))
     }
 
     /// Names of all tables, in byte order.
@@ -400,6 +508,8 @@ impl ReadTx<'_> {
 pub struct Table<'tx, K: Key + ?Sized> {
     core: &'tx dyn Core,
     root: u64,
+    /// The table keeps its length (tables made before counting existed do not).
+    counted: bool,
     _key: PhantomData<fn(&K)>,
 }
 
@@ -433,11 +543,14 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     pub fn insert(&self, key: impl KeyArg<K>, value: impl AsRef<[u8]>) -> Result<bool> {
         let key = encode_key(key)?;
         let root = self.root;
+        let counted = self.counted;
         with(self.core, |s| {
             let stored = s.put_value(value.as_ref())?;
             let old = tree::put(s, root, &key, stored)?;
-            if let Some(old) = &old {
-                s.discard_value(old)?;
+            match &old {
+                Some(old) => s.discard_value(old)?,
+                None if counted => s.bump_len(root, 1)?,
+                None => {}
             }
             Ok(old.is_some())
         })
@@ -457,13 +570,22 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn remove(&self, key: impl KeyArg<K>) -> Result<Option<Vec<u8>>> {
-        let key = encode_key(key)?;
+        self.remove_encoded(&encode_key(key)?)
+    }
+
+    fn remove_encoded(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let root = self.root;
-        with(self.core, |s| match tree::remove(s, root, &key)? {
+        // A full region must still accept deletes (the trash entry may need a page).
+        let _freeing = FreeingScope::enter();
+        let counted = self.counted;
+        with(self.core, |s| match tree::remove(s, root, key)? {
             None => Ok(None),
             Some(old) => {
                 let bytes = s.get_value(&old)?;
                 s.discard_value(&old)?;
+                if counted {
+                    s.bump_len(root, -1)?;
+                }
                 Ok(Some(bytes))
             }
         })
@@ -481,9 +603,46 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     /// # Ok::<(), nvmdb::DbError>(())
     /// ```
     pub fn get(&self, key: impl KeyArg<K>) -> Result<Option<Vec<u8>>> {
-        let key = encode_key(key)?;
+        self.get_encoded(&encode_key(key)?)
+    }
+
+    /// Stores a typed value (see [`Value`]); returns whether one was replaced.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| {
+    ///     let balances = tx.open_table::<str>("balances")?;
+    ///     balances.insert_as("alice", &100u64)?;
+    ///     let b: u64 = balances.get_as("alice")?.unwrap_or(0);
+    ///     balances.insert_as("alice", &(b - 30))
+    /// })?;
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn insert_as<V: Value>(&self, key: impl KeyArg<K>, value: &V) -> Result<bool> {
+        self.insert(key, value.to_bytes())
+    }
+
+    /// The typed value under `key` (see [`Value`]); a stored value that is not a `V` is
+    /// [`DbError::Invalid`].
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// let name = db.write(|tx| {
+    ///     let t = tx.open_table::<u64>("names")?;
+    ///     t.insert_as(7, &"ada".to_string())?;
+    ///     assert!(t.get_as::<u64>(7).is_err()); // 3 bytes are not a u64
+    ///     t.get_as::<String>(7)
+    /// })?;
+    /// assert_eq!(name.as_deref(), Some("ada"));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn get_as<V: Value>(&self, key: impl KeyArg<K>) -> Result<Option<V>> {
+        self.get(key)?.map(|b| V::from_bytes(&b)).transpose()
+    }
+
+    fn get_encoded(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let root = self.root;
-        with(self.core, |s| match tree::get(s, root, &key)? {
+        with(self.core, |s| match tree::get(s, root, key)? {
             None => Ok(None),
             Some(v) => s.get_value(&v).map(Some),
         })
@@ -533,7 +692,11 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
         Range::new(self.core, self.root, Bound::Unbounded, Bound::Unbounded)
     }
 
-    /// Number of entries (reads the whole table).
+    /// Number of entries: O(1) (it reads the table's per-slot counters, which every write
+    /// transaction keeps in step with its inserts and removes, so they commit and recover
+    /// together). Until the transaction ends, writers of the table in other transactions wait
+    /// for (or retry against) the counters it read. A table created by a release before
+    /// counting existed is read whole instead (O(entries)).
     ///
     /// ```
     /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
@@ -547,6 +710,9 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     /// ```
     pub fn len(&self) -> Result<u64> {
         let root = self.root;
+        if self.counted {
+            return with(self.core, |s| s.counted_len(root));
+        }
         with(self.core, |s| tree::count(s, root))
     }
 
@@ -559,6 +725,90 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     /// ```
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.iter().next().transpose()?.is_none())
+    }
+
+    /// The entry with the lowest key.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// let first = db.write(|tx| {
+    ///     let t = tx.open_table::<str>("t")?;
+    ///     t.insert("b", b"2")?;
+    ///     t.insert("a", b"1")?;
+    ///     t.first()
+    /// })?;
+    /// assert_eq!(first, Some(("a".to_string(), b"1".to_vec())));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn first(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        self.iter().next().transpose()
+    }
+
+    /// The entry with the highest key.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// let last = db.write(|tx| {
+    ///     let t = tx.open_table::<u64>("t")?;
+    ///     for k in 0..1000u64 {
+    ///         t.insert(k, k.to_le_bytes())?;
+    ///     }
+    ///     t.last()
+    /// })?;
+    /// assert_eq!(last, Some((999, 999u64.to_le_bytes().to_vec())));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn last(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        self.iter().next_back().transpose()
+    }
+
+    /// Removes the entry with the lowest key and returns it: a queue's pop.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| {
+    ///     let q = tx.open_table::<u64>("queue")?;
+    ///     q.insert(2, b"second")?;
+    ///     q.insert(1, b"first")?;
+    ///     assert_eq!(q.pop_first()?, Some((1, b"first".to_vec())));
+    ///     assert_eq!(q.pop_first()?, Some((2, b"second".to_vec())));
+    ///     assert_eq!(q.pop_first()?, None);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn pop_first(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        let entry = self.iter().next_raw()?;
+        self.pop(entry)
+    }
+
+    /// Removes the entry with the highest key and returns it: a stack's pop.
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| {
+    ///     let s = tx.open_table::<str>("stack")?;
+    ///     s.insert("a", b"1")?;
+    ///     s.insert("b", b"2")?;
+    ///     assert_eq!(s.pop_last()?, Some(("b".to_string(), b"2".to_vec())));
+    ///     assert_eq!(s.len()?, 1);
+    ///     Ok(())
+    /// })?;
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn pop_last(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        let entry = self.iter().next_back_raw()?;
+        self.pop(entry)
+    }
+
+    fn pop(&self, entry: Option<(Vec<u8>, NodeValue)>) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        let Some((key, _)) = entry else { return Ok(None) };
+        let decoded = K::decode(&key)
+            .ok_or_else(|| DbError::Corrupt(format!("key {key:02x?} is not a {}", K::NAME)))?;
+        let value = self
+            .remove_encoded(&key)?
+            .ok_or_else(|| DbError::Corrupt(format!("key {key:02x?} vanished while popped")))?;
+        Ok(Some((decoded, value)))
     }
 }
 
@@ -583,6 +833,22 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
     /// ```
     pub fn get(&self, key: impl KeyArg<K>) -> Result<Option<Vec<u8>>> {
         self.inner.get(key)
+    }
+
+    /// The typed value under `key` (see [`Table::get_as`]).
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<str>("flags")?.insert_as("dark-mode", &true))?;
+    /// let on = db.read(|tx| match tx.open_table::<str>("flags")? {
+    ///     Some(t) => t.get_as::<bool>("dark-mode"),
+    ///     None => Ok(None),
+    /// })?;
+    /// assert_eq!(on, Some(true));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn get_as<V: Value>(&self, key: impl KeyArg<K>) -> Result<Option<V>> {
+        self.inner.get_as(key)
     }
 
     /// Entries with keys in `range` (see [`Table::range`]).
@@ -645,10 +911,41 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
     pub fn is_empty(&self) -> Result<bool> {
         self.inner.is_empty()
     }
+
+    /// The entry with the lowest key (see [`Table::first`]).
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| tx.open_table::<u64>("t")?.insert(5, b"x"))?;
+    /// let first = db.read(|tx| tx.open_table::<u64>("t")?.map_or(Ok(None), |t| t.first()))?;
+    /// assert_eq!(first, Some((5, b"x".to_vec())));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn first(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        self.inner.first()
+    }
+
+    /// The entry with the highest key (see [`Table::last`]).
+    ///
+    /// ```
+    /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
+    /// db.write(|tx| {
+    ///     let t = tx.open_table::<str>("t")?;
+    ///     t.insert("a", b"1")?;
+    ///     t.insert("z", b"26")
+    /// })?;
+    /// let last = db.read(|tx| tx.open_table::<str>("t")?.map_or(Ok(None), |t| t.last()))?;
+    /// assert_eq!(last, Some(("z".to_string(), b"26".to_vec())));
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn last(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        self.inner.last()
+    }
 }
 
-/// Iterator over a key range of a table, in key order; yields `Result<(key, value)>`. It reads
-/// one node at a time; entries the same transaction writes while it runs may or may not be
+/// Iterator over a key range of a table, in key order, or in reverse with `.rev()` (both
+/// ends may be used; they stop where they meet); yields `Result<(key, value)>`. It reads one
+/// node at a time; entries the same transaction writes while it runs may or may not be
 /// visited.
 ///
 /// ```
@@ -660,6 +957,9 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
 ///     }
 ///     let keys: Vec<i64> = t.range(-1..)?.map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 ///     assert_eq!(keys, [-1, 0, 1, 2]);
+///     let back: Vec<i64> =
+///         t.range(..=0)?.rev().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+///     assert_eq!(back, [0, -1, -2, -3]);
 ///     Ok(())
 /// })?;
 /// # Ok::<(), nvmdb::DbError>(())
@@ -667,10 +967,17 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
 pub struct Range<'tx, K: Key + ?Sized> {
     core: &'tx dyn Core,
     root: u64,
-    /// Where the next node read starts; `None` once the tree or the range is exhausted.
-    next_from: Option<Bound<Vec<u8>>>,
+    start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
-    buffered: VecDeque<(Vec<u8>, Value)>,
+    /// Where the next forward node read starts; `None` once that end is exhausted.
+    next_from: Option<Bound<Vec<u8>>>,
+    /// Where the next reverse node read ends; `None` once that end is exhausted.
+    next_to: Option<Bound<Vec<u8>>>,
+    front: VecDeque<(Vec<u8>, NodeValue)>,
+    back: VecDeque<(Vec<u8>, NodeValue)>,
+    /// The last keys handed out at each end: neither end passes the other.
+    front_last: Option<Vec<u8>>,
+    back_last: Option<Vec<u8>>,
     _key: PhantomData<fn(&K)>,
 }
 
@@ -679,40 +986,100 @@ impl<'tx, K: Key + ?Sized> Range<'tx, K> {
         Range {
             core,
             root,
-            next_from: Some(start),
+            next_from: Some(start.clone()),
+            next_to: Some(end.clone()),
+            start,
             end,
-            buffered: VecDeque::new(),
+            front: VecDeque::new(),
+            back: VecDeque::new(),
+            front_last: None,
+            back_last: None,
             _key: PhantomData,
         }
     }
 
     fn past_end(&self, key: &[u8]) -> bool {
-        match &self.end {
+        let beyond = match &self.end {
             Bound::Unbounded => false,
             Bound::Included(e) => key > e.as_slice(),
             Bound::Excluded(e) => key >= e.as_slice(),
-        }
+        };
+        beyond || self.back_last.as_deref().is_some_and(|b| key >= b)
     }
 
-    fn next_entry(&mut self) -> Result<Option<(K::Owned, Vec<u8>)>> {
-        while self.buffered.is_empty() {
+    fn before_start(&self, key: &[u8]) -> bool {
+        let before = match &self.start {
+            Bound::Unbounded => false,
+            Bound::Included(s) => key < s.as_slice(),
+            Bound::Excluded(s) => key <= s.as_slice(),
+        };
+        before || self.front_last.as_deref().is_some_and(|f| key <= f)
+    }
+
+    fn exhaust(&mut self) {
+        self.next_from = None;
+        self.next_to = None;
+        self.front.clear();
+        self.back.clear();
+    }
+
+    /// The next entry from the front, its key still encoded and its value not read.
+    fn next_raw(&mut self) -> Result<Option<(Vec<u8>, NodeValue)>> {
+        while self.front.is_empty() {
             let Some(from) = self.next_from.take() else { return Ok(None) };
             let root = self.root;
             let (entries, upper) =
                 with(self.core, |s| tree::seek(s, root, from.as_ref().map(|k| k.as_slice())))?;
-            self.buffered = entries.into();
+            self.front = entries.into();
             self.next_from = upper.map(Bound::Included);
         }
-        let Some((key, value)) = self.buffered.pop_front() else { return Ok(None) };
+        let Some((key, value)) = self.front.pop_front() else { return Ok(None) };
         if self.past_end(&key) {
-            self.buffered.clear();
-            self.next_from = None;
+            self.exhaust();
             return Ok(None);
         }
+        self.front_last = Some(key.clone());
+        Ok(Some((key, value)))
+    }
+
+    /// The next entry from the back, as [`Range::next_raw`].
+    fn next_back_raw(&mut self) -> Result<Option<(Vec<u8>, NodeValue)>> {
+        while self.back.is_empty() {
+            let Some(to) = self.next_to.take() else { return Ok(None) };
+            let root = self.root;
+            let (entries, lower) =
+                with(self.core, |s| tree::seek_back(s, root, to.as_ref().map(|k| k.as_slice())))?;
+            self.back = entries.into();
+            self.next_to = lower.map(Bound::Excluded);
+        }
+        let Some((key, value)) = self.back.pop_back() else { return Ok(None) };
+        if self.before_start(&key) {
+            self.exhaust();
+            return Ok(None);
+        }
+        self.back_last = Some(key.clone());
+        Ok(Some((key, value)))
+    }
+
+    fn decode(&self, entry: Option<(Vec<u8>, NodeValue)>) -> Result<Option<(K::Owned, Vec<u8>)>> {
+        let Some((key, value)) = entry else { return Ok(None) };
         let decoded = K::decode(&key)
             .ok_or_else(|| DbError::Corrupt(format!("key {key:02x?} is not a {}", K::NAME)))?;
         let bytes = with(self.core, |s| s.get_value(&value))?;
         Ok(Some((decoded, bytes)))
+    }
+
+    fn finish(
+        &mut self,
+        r: Result<Option<(K::Owned, Vec<u8>)>>,
+    ) -> Option<<Self as Iterator>::Item> {
+        match r {
+            Ok(e) => e.map(Ok),
+            Err(e) => {
+                self.exhaust();
+                Some(Err(e))
+            }
+        }
     }
 }
 
@@ -720,15 +1087,43 @@ impl<K: Key + ?Sized> Iterator for Range<'_, K> {
     type Item = Result<(K::Owned, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self.next_entry() {
-            Ok(e) => e.map(Ok),
-            Err(e) => {
-                self.next_from = None;
-                self.buffered.clear();
-                Some(Err(e))
-            }
+        let r = self.next_raw().and_then(|e| self.decode(e));
+        self.finish(r)
+    }
+}
+
+impl<K: Key + ?Sized> DoubleEndedIterator for Range<'_, K> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let r = self.next_back_raw().and_then(|e| self.decode(e));
+        self.finish(r)
+    }
+}
+
+/// A named table: name, key type, entries.
+pub(crate) type NamedTable = (String, &'static str, u64);
+
+/// The named tables of a database the layer wrote, each with its key type and entry count
+/// (a full read of each); `None` if the engine holds no table layer (a benchmark region).
+pub(crate) fn named_tables(engine: &dyn storage::Engine) -> Result<Option<Vec<NamedTable>>> {
+    let Some(tables) = Tables::find(engine) else { return Ok(None) };
+    let txn = engine.begin(0)?;
+    let core = TxCore::new(txn, tables, 0, "");
+    let mut out = Vec::new();
+    let mut row = Vec::new();
+    let has_catalog = with(&core, |s| s.txn.read(tables.nodes, CATALOG_ROOT, &mut row))?;
+    if has_catalog {
+        for name in core.table_names()? {
+            let (root, kind, _) = core
+                .catalog_entry(&name)?
+                .ok_or_else(|| DbError::Corrupt(format!("table `{name}` left the catalog")))?;
+            let entries = with(&core, |s| tree::count(s, root))?;
+            out.push((name, kind_name(kind), entries));
         }
     }
+    if let Some(txn) = core.take_txn() {
+        txn.commit()?;
+    }
+    Ok(Some(out))
 }
 
 /// Creates the catalog tree's root if the region has none (first use of the layer).
@@ -744,6 +1139,7 @@ pub(crate) fn init_catalog(txn: &mut (dyn Txn + '_), tables: Tables, slot: usize
 /// One bounded step of trash reclamation (see `Store::reclaim_step`); false when empty.
 pub(crate) fn reclaim_step(txn: &mut (dyn Txn + '_), tables: Tables, slot: usize) -> Result<bool> {
     let mut s = Store { txn, tables, slot, trashed: false };
+    let _freeing = FreeingScope::enter();
     s.reclaim_step(RECLAIM_ROWS_PER_STEP)
 }
 

@@ -39,11 +39,32 @@ pub struct Tables {
     pub counters: TableId,
     pub trash: TableId,
     pub values: [TableId; 4],
+    /// Per-slot entry counts of counted tables, keyed `root << 8 | slot` (`None` only when a
+    /// database written before they existed is checked without being opened for writing).
+    pub lens: Option<TableId>,
 }
 
-const NAMES: [&str; 3] = ["nvmdb.nodes", "nvmdb.counters", "nvmdb.trash"];
+const NAMES: [&str; 4] = ["nvmdb.nodes", "nvmdb.counters", "nvmdb.trash", "nvmdb.lens"];
+
+/// Whether an engine table is one of the layer's own (`nvmdb.` names), which users never see.
+pub fn is_internal(name: &str) -> bool {
+    name.starts_with("nvmdb.")
+}
 
 impl Tables {
+    /// The layer's tables if the engine has all of them (a database the layer wrote), without
+    /// creating any.
+    pub fn find(engine: &dyn Engine) -> Option<Tables> {
+        let nodes = engine.table(NAMES[0])?;
+        let counters = engine.table(NAMES[1])?;
+        let trash = engine.table(NAMES[2])?;
+        let mut values = [0; 4];
+        for (i, class) in VALUE_CLASSES.iter().enumerate() {
+            values[i] = engine.table(&format!("nvmdb.v{class}"))?;
+        }
+        Some(Tables { nodes, counters, trash, values, lens: engine.table(NAMES[3]) })
+    }
+
     /// Finds the layer's tables, creating the missing ones (outside any transaction).
     pub fn open_or_create(engine: &dyn Engine, slots: usize) -> Result<Tables> {
         let get = |name: &str, row_bytes: u32, rows: u64| -> Result<TableId> {
@@ -67,11 +88,12 @@ impl Tables {
         let nodes = get(NAMES[0], NODE_BYTES as u32, 1024)?;
         let counters = get(NAMES[1], 8, slots as u64)?;
         let trash = get(NAMES[2], 24, 64)?;
+        let lens = Some(get(NAMES[3], 8, 64)?);
         let mut values = [0; 4];
         for (i, class) in VALUE_CLASSES.iter().enumerate() {
             values[i] = get(&format!("nvmdb.v{class}"), *class, 1024)?;
         }
-        Ok(Tables { nodes, counters, trash, values })
+        Ok(Tables { nodes, counters, trash, values, lens })
     }
 }
 
@@ -193,6 +215,61 @@ impl Store<'_, '_> {
     pub fn discard_value(&mut self, value: &Value) -> Result<()> {
         if let Value::Stored { len_bytes, id } = value {
             self.push_trash(TRASH_VALUE, *id, *len_bytes)?;
+        }
+        Ok(())
+    }
+
+    fn lens(&self) -> Result<TableId> {
+        self.tables.lens.ok_or_else(|| {
+            DbError::Corrupt("a counted table, but no nvmdb.lens table to count it in".into())
+        })
+    }
+
+    /// Adds `delta` to this slot's count of the table rooted at `root` (slots never share a
+    /// count row, so concurrent writers of one table do not conflict on it).
+    pub fn bump_len(&mut self, root: u64, delta: i64) -> Result<()> {
+        let (lens, key) = (self.lens()?, root << 8 | self.slot as u64);
+        let mut row = Vec::new();
+        if self.txn.read(lens, key, &mut row)? {
+            let v = u64::from_le_bytes(
+                row.as_slice().try_into().map_err(|_| Self::corrupt("length row".into()))?,
+            );
+            self.txn.update(lens, key, 0, &v.wrapping_add(delta as u64).to_le_bytes())?;
+        } else {
+            self.txn.insert(lens, key, &(delta as u64).to_le_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// The entries of the counted table rooted at `root`: the sum of its slots' counts.
+    pub fn counted_len(&mut self, root: u64) -> Result<u64> {
+        let lens = self.lens()?;
+        let mut sum = 0u64;
+        let mut bad = false;
+        self.txn.scan(lens, root << 8, root << 8 | 0xff, usize::MAX, &mut |_, row| {
+            match <[u8; 8]>::try_from(row) {
+                Ok(b) => sum = sum.wrapping_add(u64::from_le_bytes(b)),
+                Err(_) => bad = true,
+            }
+            true
+        })?;
+        // Each slot's count may be negative (it removed what another inserted); the sum never.
+        if bad || sum > i64::MAX as u64 {
+            return Err(Self::corrupt(format!("length rows of table node {root}")));
+        }
+        Ok(sum)
+    }
+
+    /// Deletes the count rows of a dropped table.
+    pub fn drop_len(&mut self, root: u64) -> Result<()> {
+        let lens = self.lens()?;
+        let mut keys = Vec::new();
+        self.txn.scan(lens, root << 8, root << 8 | 0xff, usize::MAX, &mut |k, _| {
+            keys.push(k);
+            true
+        })?;
+        for k in keys {
+            self.txn.delete(lens, k)?;
         }
         Ok(())
     }

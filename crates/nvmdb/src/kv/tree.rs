@@ -176,6 +176,43 @@ pub fn seek(s: &mut Store, root: u64, from: Bound<&[u8]>) -> Result<(Vec<Entry>,
     }
 }
 
+/// The entries of the leaf covering `to` that lie at or below it (in key order), and the
+/// lowest key that leaf may hold (`None` at the start of the tree): one step of a scan in
+/// reverse, whose next step ends before that key.
+pub fn seek_back(
+    s: &mut Store,
+    root: u64,
+    to: Bound<&[u8]>,
+) -> Result<(Vec<Entry>, Option<Vec<u8>>)> {
+    let mut id = root;
+    let mut lower: Option<Vec<u8>> = None;
+    loop {
+        match s.read_node(id)? {
+            Node::Internal { keys, children } => {
+                // The last child whose range starts below (or at, if included) the bound.
+                let i = match to {
+                    Bound::Unbounded => keys.len(),
+                    Bound::Included(k) => keys.partition_point(|sep| sep.as_slice() <= k),
+                    Bound::Excluded(k) => keys.partition_point(|sep| sep.as_slice() < k),
+                };
+                if let Some(k) = i.checked_sub(1).and_then(|j| keys.get(j)) {
+                    lower = Some(k.clone());
+                }
+                id = children[i];
+            }
+            Node::Leaf(entries) => {
+                let keep = |k: &[u8]| match to {
+                    Bound::Unbounded => true,
+                    Bound::Included(t) => k <= t,
+                    Bound::Excluded(t) => k < t,
+                };
+                let entries = entries.into_iter().filter(|(k, _)| keep(k)).collect();
+                return Ok((entries, lower));
+            }
+        }
+    }
+}
+
 /// Number of entries in a tree (reads every node).
 pub fn count(s: &mut Store, root: u64) -> Result<u64> {
     match s.read_node(root)? {
