@@ -89,3 +89,40 @@ fn a_read_then_write_loses_no_update() {
     assert_eq!(&rb[..8], &[1; 8]);
     b.commit().unwrap();
 }
+
+/// `wal` and `group` run `inplace` on a staging copy: their reads are optimistic too, and their
+/// activity reports the lock table's counters (issue 35: contention as numbers in bench rows).
+#[test]
+fn wal_and_group_reads_are_optimistic_and_counted() {
+    for name in ["wal", "group"] {
+        let options = EngineOptions { workers: 2, ..Default::default() };
+        let bytes = engines::min_region_bytes(name, &options).unwrap() + (8 << 20);
+        let region = Region::open(&RegionOptions::new(Medium::Dram, bytes)).expect("dram region");
+        let db: Box<dyn Engine> = match name {
+            "wal" => Box::new(engines::wal::Wal::open(region, &options).unwrap()),
+            _ => Box::new(engines::group::Group::open(region, &options).unwrap()),
+        };
+        let spec = TableSpec { name: "t".into(), row_bytes: 16, expected_rows: 0 };
+        let t = db.create_table(&spec).unwrap();
+        let mut txn = db.begin(0).unwrap();
+        for key in 0..100u64 {
+            txn.insert(t, key, &[7; 16]).unwrap();
+        }
+        let token = txn.commit().unwrap();
+        db.wait_durable(token).unwrap();
+        let requests = lock_table_requests();
+        let mut txn = db.begin(0).unwrap();
+        let mut row = Vec::new();
+        for key in 0..100u64 {
+            assert!(txn.read(t, key, &mut row).unwrap(), "{name}: key {key}");
+        }
+        txn.commit().unwrap();
+        assert_eq!(lock_table_requests(), requests, "{name}: reads went to the lock table");
+        let activity: std::collections::BTreeMap<_, _> = db.activity().into_iter().collect();
+        assert!(
+            activity.get("optimistic_reads").is_some_and(|&n| n >= 100),
+            "{name}: {activity:?}"
+        );
+        assert!(activity.contains_key("lock_waits"), "{name}: {activity:?}");
+    }
+}

@@ -479,12 +479,14 @@ impl Engine for Group {
     fn activity(&self) -> Vec<(&'static str, u64)> {
         let s = &self.shared.stats;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        vec![
+        let mut v = vec![
             ("batches", get(&s.batches)),
             ("batch_lines", get(&s.lines)),
             ("batch_persist_ns", get(&s.persist_ns)),
             ("batches_closed_by_size", get(&s.early_closes)),
-        ]
+        ];
+        v.extend(self.inner.locks.activity());
+        v
     }
 
     /// The batch log area in front of the image, plus the image's pages in use.

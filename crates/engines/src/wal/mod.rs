@@ -808,6 +808,7 @@ impl Engine for Wal {
             ("log_copy_waits", l.copy_waits),
         ];
         self.shared.log.activity(&mut v);
+        v.extend(self.inner.locks.activity());
         v
     }
 
