@@ -95,49 +95,29 @@ impl Drop for ShardSlot {
     }
 }
 
+/// The device's counters: [`ThreadCounters`] over [`Counter`].
 pub(crate) struct StatCounters {
-    shards: Box<[CachePadded<[AtomicU64; COUNTERS]>]>,
+    cells: ThreadCounters<COUNTERS>,
 }
 
 impl StatCounters {
     pub(crate) fn new() -> StatCounters {
-        StatCounters {
-            shards: (0..SHARDS)
-                .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
-                .collect(),
-        }
+        StatCounters { cells: ThreadCounters::default() }
     }
 
     #[inline(always)]
     pub(crate) fn add(&self, counter: Counter, n: u64) {
-        self.add2(counter, n, None);
+        self.cells.add(counter as usize, n);
     }
 
     /// Adds to one or two counters with one thread-local lookup.
     #[inline(always)]
     pub(crate) fn add2(&self, first: Counter, n: u64, second: Option<(Counter, u64)>) {
-        // During thread teardown the slot may be gone: count in the shared shard then.
-        let index = SHARD.try_with(|s| s.index).unwrap_or(SHARED_SHARD);
-        let shard = &self.shards[index];
-        let bump = |c: Counter, n: u64| {
-            let cell = &shard[c as usize];
-            if index == SHARED_SHARD {
-                cell.fetch_add(n, Ordering::Relaxed);
-            } else {
-                // This thread is the only writer of an owned shard (see `OWNED_SHARDS`).
-                cell.store(cell.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-            }
-        };
-        bump(first, n);
-        if let Some((c, n)) = second {
-            bump(c, n);
-        }
+        self.cells.add2(first as usize, n, second.map(|(c, m)| (c as usize, m)));
     }
 
     pub(crate) fn snapshot(&self) -> Stats {
-        let sum = |c: Counter| -> u64 {
-            self.shards.iter().map(|s| s[c as usize].load(Ordering::Relaxed)).sum()
-        };
+        let sum = |c: Counter| self.cells.get(c as usize);
         Stats {
             stores: sum(Counter::Stores),
             bytes_written: sum(Counter::BytesWritten),
@@ -171,13 +151,27 @@ impl<const N: usize> ThreadCounters<N> {
     /// Adds `n` to counter `i` (`i < N`) in this thread's shard.
     #[inline(always)]
     pub fn add(&self, i: usize, n: u64) {
+        self.add2(i, n, None);
+    }
+
+    /// Adds to one or two counters with one thread-local lookup.
+    #[inline(always)]
+    pub fn add2(&self, first: usize, n: u64, second: Option<(usize, u64)>) {
+        // During thread teardown the slot may be gone: count in the shared shard then.
         let index = SHARD.try_with(|s| s.index).unwrap_or(SHARED_SHARD);
-        let cell = &self.shards[index][i];
-        if index == SHARED_SHARD {
-            cell.fetch_add(n, Ordering::Relaxed);
-        } else {
-            // This thread is the only writer of an owned shard (see `OWNED_SHARDS`).
-            cell.store(cell.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+        let shard = &self.shards[index];
+        let bump = |i: usize, n: u64| {
+            let cell = &shard[i];
+            if index == SHARED_SHARD {
+                cell.fetch_add(n, Ordering::Relaxed);
+            } else {
+                // This thread is the only writer of an owned shard (see `OWNED_SHARDS`).
+                cell.store(cell.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+            }
+        };
+        bump(first, n);
+        if let Some((i, n)) = second {
+            bump(i, n);
         }
     }
 

@@ -3,6 +3,11 @@
 //! writers on disjoint keys with concurrent scanners.
 //! Would catch: lost or duplicated keys across splits/merges, broken leaf chains, unsorted scans,
 //! latch-coupling races, allocator leaks.
+//!
+//! Point lookups are optimistic (issue 35: a read that writes no shared cache line): they take no
+//! latch and stay exact while writers split, merge and collapse the nodes under them. Would
+//! catch: a lookup that takes a shared latch again (a write to a shared word on every read), a
+//! stale root or a freed node followed without noticing, torn node bytes trusted.
 
 use parking_lot::{Mutex, RwLock};
 use pmem::{Medium, Region, RegionOptions};
@@ -11,7 +16,7 @@ use std::collections::BTreeMap;
 use storage::alloc::PageAllocator;
 use storage::btree::{BTree, RootRef};
 use storage::format::{page_offset, Layout, CATALOG_PAGE};
-use storage::pages::PageStore;
+use storage::pages::{shared_latches_taken, PageStore};
 use storage::systxn::SysTxn;
 use storage::undo::UndoLog;
 
@@ -245,4 +250,76 @@ fn interleaved_ascending_runs_append_instead_of_shifting() {
     let c = f.tree().check().unwrap();
     let leaves = c.pages.len() as u64;
     assert!(leaves < 2 * N / 300, "{leaves} pages for {} keys: leaves are half empty", 2 * N);
+}
+
+impl Fixture {
+    fn root(&self) -> u64 {
+        u64::from_le_bytes(self.store.page(ROOT.page)[64..72].try_into().unwrap())
+    }
+}
+
+#[test]
+fn a_point_lookup_takes_no_latch_and_changes_no_version() {
+    let f = fixture(4, 1);
+    for k in 0..500 {
+        f.insert(0, k * 2, k * 20);
+    }
+    let root = f.root();
+    let version = f.store.read_version(root).expect("no writer holds the root");
+    let latches = shared_latches_taken();
+    for k in 0..1000 {
+        let expect = (k % 2 == 0).then_some(k * 10);
+        assert_eq!(f.tree().get(k).unwrap(), expect, "key {k}");
+    }
+    assert_eq!(shared_latches_taken(), latches, "a lookup took a shared latch");
+    assert_eq!(f.store.read_version(root), Some(version), "a lookup changed the root's version");
+    // Scans still couple shared latches (their callbacks take key locks under them).
+    f.scan(0, 10, 1);
+    assert!(shared_latches_taken() > latches, "the latch counter does not count");
+}
+
+#[test]
+fn optimistic_lookups_stay_exact_under_splits_merges_and_root_changes() {
+    const WRITERS: usize = 2;
+    let f = fixture(4, WRITERS as u32);
+    // Stable keys (multiples of 4) stay; churn keys (4i + 1, 4i + 2) come and go; keys 4i + 3
+    // are never written.
+    for i in 0..400 {
+        f.insert(0, i * 4, i * 40);
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (f, done) = (&f, &done);
+        let readers: Vec<_> = (0..2u64)
+            .map(|r| {
+                s.spawn(move || {
+                    let mut x = 99 + r;
+                    let mut lookups = 0u64;
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) || lookups < 1000 {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        let i = (x >> 33) % 400;
+                        assert_eq!(f.tree().get(i * 4).unwrap(), Some(i * 40), "stable key lost");
+                        assert_eq!(f.tree().get(i * 4 + 3).unwrap(), None, "phantom key");
+                        lookups += 1;
+                    }
+                })
+            })
+            .collect();
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                s.spawn(move || {
+                    for _round in 0..6 {
+                        let keys = (0..400).map(|i| i * 4 + 1 + w as u64);
+                        // Ascending inserts then descending removes: splits, then merges down
+                        // to collapsing roots.
+                        keys.clone().for_each(|k| assert!(f.insert(w, k, k * 10)));
+                        keys.rev().for_each(|k| assert_eq!(f.remove(w, k), Some(k * 10)));
+                    }
+                })
+            })
+            .collect();
+        writers.into_iter().for_each(|h| h.join().unwrap());
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        readers.into_iter().for_each(|h| h.join().unwrap());
+    });
 }
