@@ -62,6 +62,10 @@ pub struct Config {
     pub tracking_bytes: u64,
     /// Keep every persist's time in [`Analysis::times`] (for tests and inspection).
     pub keep_times: bool,
+    /// Also record the critical path reached before this trace event
+    /// ([`Analysis::critical_path_at_split`]), so that a caller can measure the path's growth
+    /// over the rest of the trace (its steady state) rather than its total.
+    pub split_event: Option<u64>,
 }
 
 /// Smallest and largest block sizes the analyser accepts.
@@ -71,7 +75,13 @@ pub const MAX_BLOCK_BYTES: u64 = 4096;
 impl Config {
     /// The thesis's default: 8-byte atomic persists, 8-byte tracking.
     pub fn new(model: Model) -> Config {
-        Config { model, atomic_persist_bytes: 8, tracking_bytes: 8, keep_times: false }
+        Config {
+            model,
+            atomic_persist_bytes: 8,
+            tracking_bytes: 8,
+            keep_times: false,
+            split_event: None,
+        }
     }
 
     pub fn validate(&self) -> crate::Result<()> {
@@ -114,11 +124,32 @@ pub struct Analysis {
     pub coalesced: u64,
     /// The latest persist time: the persist critical path, in persist latencies.
     pub critical_path: u64,
+    /// The critical path of the events before `config.split_event` (the analysis is causal:
+    /// no later event changes an earlier persist's time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critical_path_at_split: Option<u64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub times: Vec<PersistTime>,
 }
 
 impl Analysis {
+    /// Steady-state persist critical path per unit of work (insert): the path's growth from
+    /// `config.split_event` to the end, over the `units_after_split` units run in that part;
+    /// without a split, the whole path over `units_total`.
+    ///
+    /// Why not the whole path over the whole trace: under §8.1's coalescing rule a path may stop
+    /// growing (strand persistency's queue heads all coalesce, so the path is a constant), and
+    /// then "path ÷ inserts" — and the persist-bound rate derived from it — depends only on how
+    /// long the trace is. The growth over the second part is a property of the workload.
+    pub fn path_per_unit(&self, units_total: u64, units_after_split: u64) -> f64 {
+        match self.critical_path_at_split {
+            Some(before) if units_after_split > 0 => {
+                (self.critical_path - before) as f64 / units_after_split as f64
+            }
+            _ => self.critical_path as f64 / units_total.max(1) as f64,
+        }
+    }
+
     /// Time of the persists of the word at `offset`, in trace order (needs `keep_times`).
     pub fn times_of(&self, offset: u64) -> Vec<u64> {
         self.times.iter().filter(|p| p.offset == offset).map(|p| p.time).collect()
@@ -200,11 +231,18 @@ pub fn analyse(trace: &[TraceEvent], config: Config) -> crate::Result<Analysis> 
             persists: 0,
             coalesced: 0,
             critical_path: 0,
+            critical_path_at_split: None,
             times: Vec::new(),
         },
     };
     for (index, e) in trace.iter().enumerate() {
+        if config.split_event == Some(index as u64) {
+            a.result.critical_path_at_split = Some(a.result.critical_path);
+        }
         a.event(index as u64, e);
+    }
+    if config.split_event.is_some() && a.result.critical_path_at_split.is_none() {
+        a.result.critical_path_at_split = Some(a.result.critical_path);
     }
     Ok(a.result)
 }

@@ -120,15 +120,9 @@ pub fn engine_row(engine: &str, a: &Args) -> crate::Result<EngineRow> {
             ..Config::new(model)
         };
         let r = analyse(&events, config)?;
-        models.push(model_result(
-            model,
-            r.critical_path,
-            r.persists,
-            r.coalesced,
-            a.txns,
-            native,
-            latency,
-        ));
+        // Whole-run path per transaction: the engines' paths grow with every barrier.
+        let path = r.path_per_unit(a.txns, 0);
+        models.push(model_result(model, &r, path, native, latency));
     }
     Ok(EngineRow {
         engine: engine.to_string(),

@@ -124,6 +124,25 @@ pub struct Traced {
     /// Of consecutive inserts (in trace order), the fraction by different threads: 1 is perfect
     /// alternation of two threads, 0 one thread at a time.
     pub switch_fraction: f64,
+    /// The event that starts the second half of the inserts (their NewStrand), and how many
+    /// inserts start from there: the analyser measures the steady-state path over that half
+    /// ([`crate::analyse::Analysis::path_per_unit`]), so the first inserts' start-up does not
+    /// count and a path that stops growing does not make the rate grow with the trace.
+    pub split_event: u64,
+    pub inserts_after_split: u64,
+}
+
+impl Traced {
+    /// An analyser configuration that records the path at [`Traced::split_event`].
+    pub fn config(&self, config: crate::analyse::Config) -> crate::analyse::Config {
+        crate::analyse::Config { split_event: Some(self.split_event), ..config }
+    }
+
+    /// The steady-state persist critical path per insert of an analysis of this trace made
+    /// with [`Traced::config`].
+    pub fn path_per_insert(&self, a: &crate::analyse::Analysis) -> f64 {
+        a.path_per_unit(self.inserts, self.inserts_after_split)
+    }
 }
 
 /// Records the trace of `inserts` inserts (split over `threads`), after formatting.
@@ -158,11 +177,25 @@ pub fn traced_run(
         ));
     }
     // Every insert starts one strand (Fig. 7.1), so NewStrand events mark inserts.
-    let starts: Vec<u64> =
-        events.iter().filter(|e| e.kind == TraceKind::NewStrand).map(|e| e.thread).collect();
-    let switches = starts.windows(2).filter(|w| w[0] != w[1]).count();
+    let starts: Vec<(u64, u64)> = (0u64..)
+        .zip(&events)
+        .filter(|(_, e)| e.kind == TraceKind::NewStrand)
+        .map(|(i, e)| (i, e.thread))
+        .collect();
+    let switches = starts.windows(2).filter(|w| w[0].1 != w[1].1).count();
     let switch_fraction = switches as f64 / (starts.len().max(2) - 1) as f64;
-    Ok(Traced { events, inserts: per_thread * threads, switch_fraction })
+    let half = starts.len() / 2;
+    let (split_event, inserts_after_split) = match starts.get(half) {
+        Some(&(event, _)) => (event, (starts.len() - half) as u64),
+        None => (0, 0),
+    };
+    Ok(Traced {
+        events,
+        inserts: per_thread * threads,
+        switch_fraction,
+        split_event,
+        inserts_after_split,
+    })
 }
 
 /// Threads insert in turn, one insert each.

@@ -3,7 +3,7 @@
 //! rate at a persist latency, normalised to the native (instruction-execution) rate (§8.2.1:
 //! throughput is the lower of the two).
 
-use crate::analyse::{analyse, Config, Model};
+use crate::analyse::{analyse, Analysis, Config, Model};
 use crate::queue::Design;
 use crate::rate::{native_rate, traced_run, NativeRate, Schedule};
 use crate::Result;
@@ -57,7 +57,8 @@ pub struct ModelResult {
     pub critical_path: u64,
     pub persists: u64,
     pub coalesced: u64,
-    /// Persist critical path per insert, in persist latencies.
+    /// Steady-state persist critical path per insert, in persist latencies: the path's growth
+    /// over the second half of the traced inserts ([`crate::rate::Traced::path_per_insert`]).
     pub path_per_insert: f64,
     /// Inserts per second if persists were the only limit (infinite banks and bandwidth).
     pub persist_bound_per_s: f64,
@@ -89,14 +90,12 @@ pub struct Row {
 /// Derives the rates of one analysed model.
 pub fn model_result(
     model: Model,
-    critical_path: u64,
-    persists: u64,
-    coalesced: u64,
-    inserts: u64,
+    a: &Analysis,
+    path_per_insert: f64,
     native_per_s: f64,
     latency_ns: f64,
 ) -> ModelResult {
-    let path_per_insert = critical_path as f64 / inserts.max(1) as f64;
+    let (critical_path, persists, coalesced) = (a.critical_path, a.persists, a.coalesced);
     let persist_bound_per_s =
         if path_per_insert > 0.0 { 1e9 / (path_per_insert * latency_ns) } else { f64::INFINITY };
     let break_even_latency_ns =
@@ -133,13 +132,11 @@ pub fn row(queue: Design, threads: u64, o: &RowOptions) -> Result<Row> {
             tracking_bytes: o.tracking_bytes,
             ..Config::new(model)
         };
-        let a = analyse(trace, config)?;
+        let a = analyse(trace, traced.config(config))?;
         let mut m = model_result(
             model,
-            a.critical_path,
-            a.persists,
-            a.coalesced,
-            inserts,
+            &a,
+            traced.path_per_insert(&a),
             native.inserts_per_s,
             o.persist_latency_ns,
         );

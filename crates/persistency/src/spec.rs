@@ -258,7 +258,7 @@ impl Spec {
                 progress(&format!("{} on {threads} thread(s)", design.name()));
                 let native = native_rate(design, threads, rate_inserts)?;
                 let traced = traced_run(design, threads, trace_inserts, Schedule::RoundRobin)?;
-                let (trace, inserts) = (&traced.events, traced.inserts);
+                let trace = &traced.events;
                 for &model in &models {
                     for &value in &values {
                         let (latency, atomic, tracking) = match axis {
@@ -276,16 +276,9 @@ impl Spec {
                             ..Config::new(model)
                         };
                         // The analysis does not depend on latency: one per model on that axis.
-                        let a = analyse(trace, config)?;
-                        let m = model_result(
-                            model,
-                            a.critical_path,
-                            a.persists,
-                            a.coalesced,
-                            inserts,
-                            native.inserts_per_s,
-                            latency,
-                        );
+                        let a = analyse(trace, traced.config(config))?;
+                        let path = traced.path_per_insert(&a);
+                        let m = model_result(model, &a, path, native.inserts_per_s, latency);
                         points.push(Point {
                             queue: design,
                             threads,
@@ -305,15 +298,7 @@ impl Spec {
                         if axis == Axis::PersistLatency {
                             // Same analysis for every latency: fill the rest from this one.
                             for &other in values.iter().filter(|v| **v != value) {
-                                let m2 = model_result(
-                                    model,
-                                    a.critical_path,
-                                    a.persists,
-                                    a.coalesced,
-                                    inserts,
-                                    native.inserts_per_s,
-                                    other,
-                                );
+                                let m2 = model_result(model, &a, path, native.inserts_per_s, other);
                                 let mut p = points.last().expect("pushed above").clone();
                                 p.value = other;
                                 p.persist_latency_ns = other;
