@@ -85,6 +85,10 @@ pub struct CrashArgs {
     pub threads: String,
     #[arg(long, default_value_t = 40)]
     pub inserts: u64,
+    /// A queue of this many slots, with dequeues, so that it wraps around (default: inserts
+    /// only, into a queue that holds them all).
+    #[arg(long)]
+    pub wrap_slots: Option<u64>,
     /// Crash points per queue and thread count.
     #[arg(long, default_value_t = 300)]
     pub points: u64,
@@ -94,7 +98,8 @@ pub struct CrashArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Test-only: drop one barrier (cwl-skip-data-barrier, 2lc-skip-data-barrier,
-    /// qh-skip-head-barrier, qh-skip-end-barrier); the run must then find violations.
+    /// qh-skip-head-barrier, qh-skip-end-barrier, cwl-skip-tail-barrier with --wrap-slots); the
+    /// run must then find violations.
     #[arg(long)]
     pub fault: Option<String>,
     #[arg(long)]
@@ -220,19 +225,26 @@ fn crashtest(a: CrashArgs) -> anyhow::Result<ExitCode> {
     let mut failed = false;
     for design in designs {
         for &t in &threads(&a.threads)? {
-            let o = CrashOptions { design, threads: t, inserts_per_thread: a.inserts, fault };
+            let o = CrashOptions {
+                design,
+                threads: t,
+                inserts_per_thread: a.inserts,
+                fault,
+                wrap_slots: a.wrap_slots,
+            };
             let report = crash_many(&o, a.points, &policies, a.seed, 20)?;
             failed |= !report.violations.is_empty();
             if a.json {
                 println!("{}", serde_json::json!({ "options": o, "report": report }));
             } else {
                 println!(
-                    "{:<4} threads {t}: {} points, {} cuts, {} acknowledged inserts checked, {} \
-                     entries recovered, {} holes, {} violations",
+                    "{:<4} threads {t}: {} points, {} cuts, {} acknowledged inserts and {} \
+                     acknowledged dequeues checked, {} entries recovered, {} holes, {} violations",
                     design.name(),
                     report.points,
                     report.cuts,
                     report.acked,
+                    report.acked_dequeues,
                     report.recovered,
                     report.holes,
                     report.violations.len()

@@ -5,7 +5,7 @@
 pub enum Error {
     #[error("invalid {what}: {reason}")]
     Invalid { what: &'static str, reason: String },
-    #[error("the queue is full ({slots} entries); format a larger region")]
+    #[error("the queue is full ({slots} entries); dequeue, or format a larger region")]
     Full { slots: u64 },
     #[error("too many inserts in flight (at most {limit}); use fewer threads")]
     TooManyInFlight { limit: u64 },

@@ -7,11 +7,16 @@ use persistency::queue::Fault;
 use pmem::CrashPolicy;
 
 fn caught(fault: Fault, threads: u64) -> usize {
+    caught_with(fault, threads, None)
+}
+
+fn caught_with(fault: Fault, threads: u64, wrap_slots: Option<u64>) -> usize {
     let o = CrashOptions {
         design: fault.design(),
         threads,
         inserts_per_thread: 30,
         fault: Some(fault),
+        wrap_slots,
     };
     let r = crash_many(&o, 300, &[CrashPolicy::Evict, CrashPolicy::Torn], 11, 50).unwrap();
     r.violations.len()
@@ -37,6 +42,13 @@ fn queue_holes_without_its_end_barrier_is_caught() {
     assert!(caught(Fault::HolesSkipEndBarrier, 1) > 0);
 }
 
+/// Without the wrap-around barrier an insert into a recycled slot can persist before the
+/// dequeue that freed it: recovery finds the new entry at the old one's place.
+#[test]
+fn cwl_without_its_tail_barrier_is_caught_across_a_wrap() {
+    assert!(caught_with(Fault::CwlSkipTailBarrier, 1, Some(4)) > 0);
+}
+
 #[test]
 fn the_persisted_policy_alone_misses_nothing_it_should_not() {
     // Only fenced lines survive under `persisted`: without a barrier, a fault may still be
@@ -47,6 +59,7 @@ fn the_persisted_policy_alone_misses_nothing_it_should_not() {
         threads: 1,
         inserts_per_thread: 30,
         fault: None,
+        wrap_slots: None,
     };
     let r = crash_many(&o, 100, &[CrashPolicy::Persisted], 3, 10).unwrap();
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
