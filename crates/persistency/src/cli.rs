@@ -69,7 +69,7 @@ pub struct SweepArgs {
     /// The spec's short setting (smaller traces and rate runs).
     #[arg(long)]
     pub quick: bool,
-    /// Also write DIR/<name>.jsonl (points) and DIR/<name>.txt.
+    /// Also write DIR/<name>.jsonl (points), .txt, .claims.json (verdicts) and .svg/.png.
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[arg(long)]
@@ -202,6 +202,20 @@ fn sweep(a: SweepArgs) -> anyhow::Result<ExitCode> {
         }
         std::fs::write(dir.join(format!("{}.jsonl", result.name)), jsonl)?;
         std::fs::write(dir.join(format!("{}.txt", result.name)), text)?;
+        std::fs::write(
+            dir.join(format!("{}.claims.json", result.name)),
+            serde_json::to_string_pretty(&result.claims)?,
+        )?;
+        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+        let subtitle = format!(
+            "ours: nvmdb persistency sweep{}, release build, {cpus} CPUs, round-robin traces; \
+             black: the thesis",
+            if result.quick { " --quick (QUICK: short runs)" } else { "" }
+        );
+        let fig = crate::plot::figure(&result, &subtitle);
+        let (svg, png) =
+            (dir.join(format!("{}.svg", result.name)), dir.join(format!("{}.png", result.name)));
+        experiments::plot::render(&fig, &svg, &png).map_err(|e| invalid("plot", e))?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -19,6 +19,7 @@ pub mod crash;
 pub mod engines;
 pub mod error;
 pub mod lock;
+pub mod plot;
 pub mod queue;
 pub mod rate;
 pub mod report;

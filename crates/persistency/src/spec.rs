@@ -1,7 +1,15 @@
-//! Experiment specs for Figs. 8.1–8.3 (`experiments/persistency/*.toml`): a base setting, one
-//! swept axis (persist latency, atomic persist size or tracking granularity) and the thesis's
-//! claims. They have their own schema (the queues are not `nvmdb bench` runs, so `nvmdb sweep`
-//! does not run them): `nvmdb persistency sweep SPEC` does, and prints each claim beside ours.
+//! Experiment specs for Table 8.1 and Figs. 8.1–8.3 of the thesis (§8.2; files in
+//! `experiments/persistency/*.toml`): a base setting, one swept axis (persist latency, atomic
+//! persist size or tracking granularity) and the thesis's claims. They have their own schema
+//! (the queues are not `nvmdb bench` runs, so `nvmdb sweep` does not run them):
+//! `nvmdb persistency sweep SPEC` does, and judges each claim beside ours.
+//!
+//! Verdicts follow issue 38's rules: a claim's bound says whose it is (`bound = "paper"`: the
+//! thesis's own number or threshold, quoted with its place; `"ours"`: a tolerance we chose,
+//! reported apart); ours is the range over `repeat` native-rate runs (the traces are
+//! deterministic); all of it inside the bound is *reproduced*, all outside *differs* (and the
+//! claim must state its `cause`, or the sweep fails), a range that straddles the bound is
+//! *inconclusive*.
 
 use crate::analyse::{analyse, Config, Model};
 use crate::error::invalid;
@@ -47,6 +55,13 @@ pub struct Base {
     pub tracking: u64,
     pub trace_inserts: u64,
     pub rate_inserts: u64,
+    /// Native-rate runs (the only noisy input): ours is their range.
+    #[serde(default = "one")]
+    pub repeat: u64,
+}
+
+fn one() -> u64 {
+    1
 }
 
 #[derive(Debug, Deserialize)]
@@ -72,14 +87,33 @@ pub struct Claim {
     pub queue: String,
     pub threads: u64,
     pub model: String,
-    /// `break_even_latency_ns` (Fig. 8.1) or `path_per_insert` at axis value `at`.
+    /// `break_even_latency_ns` (Fig. 8.1), `normalized` (Table 8.1) or `path_per_insert`, at
+    /// axis value `at` (the first point when absent).
     pub metric: String,
     #[serde(default)]
     pub at: Option<toml::Value>,
+    /// Divide by the same metric of another point: model `over_model` (default: this one) at
+    /// axis value `over_at` (default: `at`). Figs. 8.2–8.3 state shapes ("strict matches
+    /// epoch at 512 B"), judged as such ratios.
+    #[serde(default)]
+    pub over_model: Option<String>,
+    #[serde(default)]
+    pub over_at: Option<toml::Value>,
     /// The thesis's number, where its text gives one (Fig. 8.2 and 8.3 give only shapes).
     #[serde(default)]
     pub expected: Option<f64>,
+    /// The thesis's words and where they are.
     pub paper: String,
+    /// The bound ours must lie in (either end may be open).
+    #[serde(default)]
+    pub min: Option<f64>,
+    #[serde(default)]
+    pub max: Option<f64>,
+    /// Whose bound it is: `paper` or `ours`.
+    pub bound: String,
+    /// Why ours differs, where it does (a sweep whose claim differs without one fails).
+    #[serde(default)]
+    pub cause: Option<String>,
 }
 
 /// The swept parameter.
@@ -103,7 +137,10 @@ pub struct Point {
     pub persist_latency_ns: f64,
     pub atomic_persist_bytes: u64,
     pub tracking_bytes: u64,
+    /// The median native rate over the repetitions, and their range.
     pub native_per_s: f64,
+    pub native_min_per_s: f64,
+    pub native_max_per_s: f64,
     pub path_per_insert: f64,
     pub persist_bound_per_s: f64,
     pub achievable_per_s: f64,
@@ -111,13 +148,61 @@ pub struct Point {
     pub break_even_latency_ns: f64,
 }
 
+/// A claim's verdict (issue 38's rules).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Reproduced,
+    Differs,
+    Inconclusive,
+    /// The sweep has no point the claim names.
+    NotMeasured,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Reproduced => "reproduced",
+            Verdict::Differs => "differs",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::NotMeasured => "not measured",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct ClaimResult {
     pub id: String,
+    pub queue: Design,
+    pub threads: u64,
+    pub model: Model,
+    pub metric: String,
     pub text: String,
     pub paper: String,
     pub expected: Option<f64>,
+    /// Ours: the value at the median native rate, and the range over the repetitions.
     pub ours: Option<f64>,
+    pub ours_lo: Option<f64>,
+    pub ours_hi: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    /// `paper` or `ours`.
+    pub bound: String,
+    pub verdict: Verdict,
+    pub cause: Option<String>,
+}
+
+/// Judges `[lo, hi]` against `[min, max]`: inside, outside, or straddling (issue 38).
+pub fn judge(lo: f64, hi: f64, min: Option<f64>, max: Option<f64>) -> Verdict {
+    let below = |x: f64| min.is_some_and(|m| x < m);
+    let above = |x: f64| max.is_some_and(|m| x > m);
+    if !below(lo) && !above(hi) {
+        Verdict::Reproduced
+    } else if below(hi) || above(lo) {
+        Verdict::Differs
+    } else {
+        Verdict::Inconclusive
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -223,19 +308,32 @@ impl Spec {
         for v in &self.sweep.values {
             axis_value(axis, v)?;
         }
+        if self.base.repeat == 0 || self.base.repeat > 20 {
+            return Err(invalid("repeat", format!("{} (expected 1 to 20)", self.base.repeat)));
+        }
         for c in &self.claim {
             Design::parse(&c.queue).ok_or_else(|| invalid("claim queue", c.queue.clone()))?;
             Model::parse(&c.model).ok_or_else(|| invalid("claim model", c.model.clone()))?;
-            match c.metric.as_str() {
-                "break_even_latency_ns" => {}
-                "path_per_insert" => {
-                    axis_value(
-                        axis,
-                        c.at.as_ref()
-                            .ok_or_else(|| invalid("claim", "path_per_insert needs `at`"))?,
-                    )?;
-                }
-                m => return Err(invalid("claim metric", m.to_string())),
+            if let Some(m) = &c.over_model {
+                Model::parse(m).ok_or_else(|| invalid("claim over_model", m.clone()))?;
+            }
+            for v in c.at.iter().chain(&c.over_at) {
+                axis_value(axis, v)?;
+            }
+            if !matches!(
+                c.metric.as_str(),
+                "break_even_latency_ns" | "path_per_insert" | "normalized"
+            ) {
+                return Err(invalid("claim metric", c.metric.clone()));
+            }
+            if !matches!(c.bound.as_str(), "paper" | "ours") {
+                return Err(invalid(
+                    "claim bound",
+                    format!("{}: `{}` (paper or ours)", c.id, c.bound),
+                ));
+            }
+            if c.min.is_none() && c.max.is_none() {
+                return Err(invalid("claim", format!("{}: no `min` or `max` to judge by", c.id)));
             }
         }
         Ok(())
@@ -256,7 +354,13 @@ impl Spec {
         for design in self.designs()? {
             for &threads in &self.base.threads {
                 progress(&format!("{} on {threads} thread(s)", design.name()));
-                let native = native_rate(design, threads, rate_inserts)?;
+                let mut natives = Vec::new();
+                for _ in 0..self.base.repeat {
+                    natives.push(native_rate(design, threads, rate_inserts)?.inserts_per_s);
+                }
+                natives.sort_by(f64::total_cmp);
+                let native = natives[natives.len() / 2];
+                let (native_min, native_max) = (natives[0], natives[natives.len() - 1]);
                 let traced = traced_run(design, threads, trace_inserts, Schedule::RoundRobin)?;
                 let trace = &traced.events;
                 for &model in &models {
@@ -278,7 +382,7 @@ impl Spec {
                         // The analysis does not depend on latency: one per model on that axis.
                         let a = analyse(trace, traced.config(config))?;
                         let path = traced.path_per_insert(&a);
-                        let m = model_result(model, &a, path, native.inserts_per_s, latency);
+                        let m = model_result(model, &a, path, native, latency);
                         points.push(Point {
                             queue: design,
                             threads,
@@ -288,7 +392,9 @@ impl Spec {
                             persist_latency_ns: latency,
                             atomic_persist_bytes: atomic,
                             tracking_bytes: tracking,
-                            native_per_s: native.inserts_per_s,
+                            native_per_s: native,
+                            native_min_per_s: native_min,
+                            native_max_per_s: native_max,
                             path_per_insert: m.path_per_insert,
                             persist_bound_per_s: m.persist_bound_per_s,
                             achievable_per_s: m.achievable_per_s,
@@ -298,7 +404,7 @@ impl Spec {
                         if axis == Axis::PersistLatency {
                             // Same analysis for every latency: fill the rest from this one.
                             for &other in values.iter().filter(|v| **v != value) {
-                                let m2 = model_result(model, &a, path, native.inserts_per_s, other);
+                                let m2 = model_result(model, &a, path, native, other);
                                 let mut p = points.last().expect("pushed above").clone();
                                 p.value = other;
                                 p.persist_latency_ns = other;
@@ -338,28 +444,136 @@ impl Spec {
             let model =
                 Model::parse(&c.model).ok_or_else(|| invalid("claim model", c.model.clone()))?;
             let at = c.at.as_ref().map(|v| axis_value(axis, v)).transpose()?;
-            let ours = points
-                .iter()
-                .find(|p| {
+            let find = |model: Model, at: Option<f64>| {
+                points.iter().find(|p| {
                     p.queue == design
                         && p.threads == c.threads
                         && p.model == model
                         && at.is_none_or(|v| p.value == v)
                 })
-                .map(|p| match c.metric.as_str() {
-                    "break_even_latency_ns" => p.break_even_latency_ns,
-                    _ => p.path_per_insert,
-                });
+            };
+            let point = find(model, at);
+            let over = match (&c.over_model, &c.over_at) {
+                (None, None) => None,
+                (m, v) => {
+                    let m = match m {
+                        Some(m) => {
+                            Model::parse(m).ok_or_else(|| invalid("claim over_model", m.clone()))?
+                        }
+                        None => model,
+                    };
+                    let v = v.as_ref().map(|v| axis_value(axis, v)).transpose()?.or(at);
+                    Some(find(m, v))
+                }
+            };
+            let values = match (point, over) {
+                (Some(p), None) => Some(claim_values(&c.metric, p)),
+                (Some(p), Some(Some(q))) => {
+                    let (a, b) = (claim_values(&c.metric, p), claim_values(&c.metric, q));
+                    // A ratio of two points of one run: the native rate cancels (or is absent).
+                    Some([a[0] / b[0], a[1] / b[1], a[2] / b[2]])
+                }
+                _ => None,
+            };
+            let verdict = match values {
+                Some([_, lo, hi]) => {
+                    let (lo, hi) = (lo.min(hi), lo.max(hi));
+                    judge(lo, hi, c.min, c.max)
+                }
+                None => Verdict::NotMeasured,
+            };
+            if verdict == Verdict::Differs && c.cause.is_none() {
+                return Err(invalid(
+                    "claim",
+                    format!("{}: ours differs and the spec states no `cause`", c.id),
+                ));
+            }
             out.push(ClaimResult {
                 id: c.id.clone(),
+                queue: design,
+                threads: c.threads,
+                model,
+                metric: c.metric.clone(),
                 text: c.text.clone(),
                 paper: c.paper.clone(),
                 expected: c.expected,
-                ours,
+                ours: values.map(|v| v[0]),
+                ours_lo: values.map(|v| v[1].min(v[2])),
+                ours_hi: values.map(|v| v[1].max(v[2])),
+                min: c.min,
+                max: c.max,
+                bound: c.bound.clone(),
+                verdict,
+                cause: (verdict != Verdict::Reproduced).then(|| c.cause.clone()).flatten(),
             });
         }
         Ok(out)
     }
+}
+
+/// A claim's metric at a point: [at the median native rate, at the slowest, at the fastest].
+fn claim_values(metric: &str, p: &Point) -> [f64; 3] {
+    let path = p.path_per_insert;
+    match metric {
+        "break_even_latency_ns" => {
+            let at = |native: f64| if path > 0.0 { 1e9 / (path * native) } else { f64::INFINITY };
+            [at(p.native_per_s), at(p.native_min_per_s), at(p.native_max_per_s)]
+        }
+        "normalized" => {
+            let at = |native: f64| p.persist_bound_per_s / native;
+            [at(p.native_per_s), at(p.native_min_per_s), at(p.native_max_per_s)]
+        }
+        _ => [path; 3],
+    }
+}
+
+fn bound_text(c: &ClaimResult) -> String {
+    let f = |x: f64| format!("{x}");
+    let range = match (c.min, c.max) {
+        (Some(a), Some(b)) => format!("{} to {}", f(a), f(b)),
+        (Some(a), None) => format!("at least {}", f(a)),
+        (None, Some(b)) => format!("at most {}", f(b)),
+        (None, None) => "none".into(),
+    };
+    format!("{range} ({} bound)", c.bound)
+}
+
+/// A claim's value for the text: finite with 3 significant places, or "unbounded".
+pub fn value_text(x: f64) -> String {
+    if !x.is_finite() {
+        "unbounded".into()
+    } else if x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// One line per claim: the thesis, ours (range), the bound and whose, the verdict, the cause.
+pub fn claims_text(claims: &[ClaimResult]) -> String {
+    let mut s = String::new();
+    for c in claims {
+        let ours = match (c.ours, c.ours_lo, c.ours_hi) {
+            (Some(v), Some(lo), Some(hi)) if lo != hi => {
+                format!("{} ({} to {})", value_text(v), value_text(lo), value_text(hi))
+            }
+            (Some(v), _, _) => value_text(v),
+            _ => "not measured".into(),
+        };
+        s += &format!(
+            "  {}: {} — thesis {}; ours {}; bound {}: {}\n",
+            c.id,
+            c.text,
+            c.paper,
+            ours,
+            bound_text(c),
+            c.verdict.name().to_uppercase()
+        );
+        if let Some(cause) = &c.cause {
+            s += &format!("      why: {cause}\n");
+        }
+    }
+    s
 }
 
 /// The sweep as text: per queue and thread count, one line per axis value.
@@ -407,11 +621,8 @@ pub fn sweep_text(r: &SweepResult) -> String {
         }
     }
     if !r.claims.is_empty() {
-        s += "\nclaims (thesis vs ours)\n";
-        for c in &r.claims {
-            let ours = c.ours.map(|v| format!("{v:.3}")).unwrap_or_else(|| "not measured".into());
-            s += &format!("  {}: {} — thesis {}, ours {}\n", c.id, c.text, c.paper, ours);
-        }
+        s += "\nclaims (thesis vs ours; a bound marked ours is a tolerance we chose)\n";
+        s += &claims_text(&r.claims);
     }
     s
 }
