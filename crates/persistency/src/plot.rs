@@ -73,6 +73,15 @@ fn table_8_1(r: &SweepResult, fig: &mut Figure) {
             let mut series = Series { name: format!("ours: {}", m.name()), points: Vec::new() };
             for (i, d) in designs.iter().enumerate() {
                 let Some(p) = pts.iter().find(|p| p.model == m && p.queue == *d) else { continue };
+                // The thesis's value is drawn even where ours is unbounded and is not.
+                if let Some(v) = thesis_value(*d, t, m) {
+                    panel.references.push(Reference::Point {
+                        x: i as f64,
+                        ys: vec![log(v)],
+                        label: format!("{} (Table 8.1)", m.name()),
+                        short: format!("{v}"),
+                    });
+                }
                 if !p.normalized.is_finite() {
                     skipped.push(m);
                     continue;
@@ -85,14 +94,6 @@ fn table_8_1(r: &SweepResult, fig: &mut Figure) {
                     y_lo: log(lo),
                     y_hi: log(hi),
                 });
-                if let Some(v) = thesis_value(*d, t, m) {
-                    panel.references.push(Reference::Point {
-                        x: i as f64,
-                        ys: vec![log(v)],
-                        label: format!("paper: {} (Table 8.1)", m.name()),
-                        short: format!("{v}"),
-                    });
-                }
             }
             panel.series.push(series);
         }
@@ -144,7 +145,7 @@ fn fig_8_1(r: &SweepResult, fig: &mut Figure) {
             c.queue == design && c.threads == threads && c.metric == "break_even_latency_ns"
         }) {
             if let Some(x) = c.expected {
-                let label = format!("paper: {} break-even {}", c.model.name(), c.paper);
+                let label = format!("{} break-even {}", c.model.name(), c.paper);
                 panel.references.push(Reference::X { x: log(x), label });
             }
         }

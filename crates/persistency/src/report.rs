@@ -1,5 +1,7 @@
-//! Table 8.1 and Figs. 8.1–8.3 of the thesis from a native rate and a traced run: per design,
-//! thread count and model, the persist critical path per insert and the persist-bound insert
+//! Table 8.1 and Figs. 8.1–8.3 of the thesis (§8.2) from a native rate and a traced run: per
+//! design, thread count and model, the persist critical path per insert — its steady-state
+//! growth over the second half of the trace, so that a path that stops growing (strand's
+//! coalesced heads) does not make the rate depend on trace length — and the persist-bound insert
 //! rate at a persist latency, normalised to the native (instruction-execution) rate (§8.2.1:
 //! throughput is the lower of the two).
 
