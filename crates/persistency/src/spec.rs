@@ -626,3 +626,141 @@ pub fn sweep_text(r: &SweepResult) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    //! The verdict rules (issue 38) on hand-made points: no native runs, no traces.
+    use super::*;
+
+    const SPEC: &str = r#"
+[spec]
+name = "t"
+title = "t"
+source = "t"
+command = "t"
+
+[base]
+queues = ["cwl"]
+threads = [1]
+models = ["strict", "epoch"]
+persist_latency = "500ns"
+atomic_persist = 8
+tracking = 8
+trace_inserts = 10
+rate_inserts = 10
+
+[sweep]
+axis = "atomic_persist"
+values = [8, 512]
+
+[[claim]]
+id = "ratio"
+text = "strict / epoch at 512"
+queue = "cwl"
+threads = 1
+model = "strict"
+metric = "path_per_insert"
+at = 512
+over_model = "epoch"
+paper = "matches"
+min = 0.5
+max = 2.0
+bound = "ours"
+"#;
+
+    fn point(model: Model, value: f64, path: f64) -> Point {
+        Point {
+            queue: Design::CopyWhileLocked,
+            threads: 1,
+            model,
+            axis: Axis::AtomicPersist,
+            value,
+            persist_latency_ns: 500.0,
+            atomic_persist_bytes: value as u64,
+            tracking_bytes: 8,
+            native_per_s: 1e7,
+            native_min_per_s: 0.5e7,
+            native_max_per_s: 2e7,
+            path_per_insert: path,
+            persist_bound_per_s: 2e6 / path,
+            achievable_per_s: 0.0,
+            normalized: 0.0,
+            break_even_latency_ns: 0.0,
+        }
+    }
+
+    fn spec(text: &str) -> Spec {
+        let s: Spec = toml::from_str(text).unwrap();
+        s.validate().unwrap();
+        s
+    }
+
+    #[test]
+    fn judge_inside_outside_straddling() {
+        assert_eq!(judge(1.0, 1.5, Some(0.5), Some(2.0)), Verdict::Reproduced);
+        assert_eq!(judge(2.5, 3.0, Some(0.5), Some(2.0)), Verdict::Differs);
+        assert_eq!(judge(0.1, 0.2, Some(0.5), None), Verdict::Differs);
+        assert_eq!(judge(1.5, 2.5, Some(0.5), Some(2.0)), Verdict::Inconclusive);
+        assert_eq!(judge(f64::INFINITY, f64::INFINITY, Some(1.0), None), Verdict::Reproduced);
+        assert_eq!(judge(f64::INFINITY, f64::INFINITY, None, Some(24.0)), Verdict::Differs);
+    }
+
+    #[test]
+    fn a_ratio_claim_is_judged_and_a_difference_needs_its_cause() {
+        let pts = |strict512| {
+            vec![
+                point(Model::Strict, 8.0, 15.0),
+                point(Model::Strict, 512.0, strict512),
+                point(Model::Epoch, 8.0, 1.0),
+                point(Model::Epoch, 512.0, 1.0),
+            ]
+        };
+        let s = spec(SPEC);
+        let ok = s.claims(Axis::AtomicPersist, &pts(1.5)).unwrap();
+        assert_eq!((ok[0].ours, ok[0].verdict), (Some(1.5), Verdict::Reproduced));
+        // 3× epoch: differs, and the spec gives no cause, so the sweep must fail.
+        assert!(s.claims(Axis::AtomicPersist, &pts(3.0)).is_err());
+        let with_cause = spec(&format!("{SPEC}cause = \"the head is its own block\"\n"));
+        let r = with_cause.claims(Axis::AtomicPersist, &pts(3.0)).unwrap();
+        assert_eq!(r[0].verdict, Verdict::Differs);
+        assert!(claims_text(&r).contains("why: the head is its own block"));
+    }
+
+    #[test]
+    fn ours_is_the_range_over_the_native_runs() {
+        // Break-even at path 1: 100 ns at the median 1e7/s, 50 to 200 ns over the runs; a
+        // bound of 80 to 120 ns is straddled.
+        let text = SPEC
+            .replace("metric = \"path_per_insert\"", "metric = \"break_even_latency_ns\"")
+            .replace("over_model = \"epoch\"\n", "")
+            .replace("model = \"strict\"", "model = \"epoch\"")
+            .replace("min = 0.5\nmax = 2.0", "min = 80.0\nmax = 120.0");
+        let s = spec(&text);
+        let r = s.claims(Axis::AtomicPersist, &[point(Model::Epoch, 512.0, 1.0)]).unwrap();
+        assert_eq!((r[0].ours_lo, r[0].ours_hi), (Some(50.0), Some(200.0)));
+        assert_eq!(r[0].verdict, Verdict::Inconclusive);
+    }
+
+    #[test]
+    fn a_claim_without_a_known_bound_owner_is_rejected() {
+        let s: Spec =
+            toml::from_str(&SPEC.replace("bound = \"ours\"", "bound = \"mine\"")).unwrap();
+        assert!(s.validate().is_err());
+        let s: Spec = toml::from_str(&SPEC.replace("min = 0.5\nmax = 2.0\n", "")).unwrap();
+        assert!(s.validate().is_err(), "no bound at all");
+    }
+
+    #[test]
+    fn committed_specs_validate() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/persistency");
+        let mut n = 0;
+        for e in std::fs::read_dir(dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                Spec::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                n += 1;
+            }
+        }
+        assert_eq!(n, 4);
+    }
+}
