@@ -46,8 +46,18 @@ fn sweep_spec_runs_quick() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!v["points"].as_array().unwrap().is_empty());
-    assert!(v["claims"].as_array().unwrap().iter().all(|c| c["ours"].is_number()));
-    assert!(dir.join("thesis-fig8.2-atomic-persist.jsonl").exists());
+    let claims = v["claims"].as_array().unwrap();
+    assert!(claims.iter().all(|c| c["ours"].is_number()));
+    for c in claims {
+        assert!(matches!(c["bound"].as_str(), Some("paper" | "ours")), "{c}");
+        assert!(
+            matches!(c["verdict"].as_str(), Some("reproduced" | "differs" | "inconclusive")),
+            "{c}"
+        );
+    }
+    for ext in ["jsonl", "txt", "claims.json", "svg", "png"] {
+        assert!(dir.join(format!("thesis-fig8.2-atomic-persist.{ext}")).exists(), "{ext}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -72,6 +82,39 @@ fn crashtest_passes_and_catches_a_fault() {
     assert!(String::from_utf8_lossy(&bad.stdout).contains("violation"));
 }
 
+/// Guards the wrap-around crash test from the command line: clean across wraps, and the
+/// dropped wrap-around barrier is found.
+#[test]
+fn crashtest_across_wraps_passes_and_catches_the_tail_fault() {
+    let ok = nvmdb(&[
+        "persistency",
+        "crashtest",
+        "--queue",
+        "qh",
+        "--threads",
+        "2",
+        "--points",
+        "30",
+        "--wrap-slots",
+        "4",
+    ]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stdout));
+    let bad = nvmdb(&[
+        "persistency",
+        "crashtest",
+        "--fault",
+        "cwl-skip-tail-barrier",
+        "--threads",
+        "1",
+        "--points",
+        "300",
+        "--wrap-slots",
+        "4",
+    ]);
+    assert_eq!(bad.status.code(), Some(1), "{}", String::from_utf8_lossy(&bad.stdout));
+    assert!(String::from_utf8_lossy(&bad.stdout).contains("violation"));
+}
+
 #[test]
 fn bad_input_is_a_one_line_error() {
     for args in [
@@ -87,6 +130,7 @@ fn bad_input_is_a_one_line_error() {
         &["persistency", "crashtest", "--fault", "skip-everything"],
         &["persistency", "crashtest", "--policy", "gentle"],
         &["persistency", "crashtest", "--inserts", "0"],
+        &["persistency", "crashtest", "--wrap-slots", "1"],
         &["persistency", "engines", "--engine", "paper"],
     ] {
         let out = nvmdb(args);
