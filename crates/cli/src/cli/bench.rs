@@ -350,6 +350,25 @@ fn explain_run_error(e: bench::BenchError, plan: &Plan) -> anyhow::Error {
     e.into()
 }
 
+/// `nvmdb bench`'s flags alone, for [`refused_flags`].
+#[derive(clap::Parser, Debug)]
+#[command(name = "nvmdb bench")]
+struct FlagsOnly {
+    #[command(flatten)]
+    args: Args,
+}
+
+/// Why the bench would refuse a run with `flags` (bench arguments, no program name) before
+/// starting it, so that `sweep` can reject a spec up front instead of failing every run of a
+/// point. `None` when the flags pass or are for the run itself to judge: flags the bench does
+/// not have yet (a spec's `new_flags`) and unknown engines are recorded per run by the sweep.
+pub fn refused_flags(flags: &[String]) -> Option<String> {
+    let argv = std::iter::once("nvmdb-bench".to_string()).chain(flags.iter().cloned());
+    let args = <FlagsOnly as clap::Parser>::try_parse_from(argv).ok()?.args;
+    registry::lookup(args.engine.as_deref().unwrap_or_default())?;
+    plan(&args).err().map(|e| format!("{e:#}"))
+}
+
 fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
     let engine = args.engine.clone().unwrap_or_default();
     if registry::lookup(&engine).is_none() {
