@@ -83,6 +83,7 @@ pub const RUN_ONLY_FLAGS: &[&str] = &[
     "warmup",
     "txns",
     "persist_latency",
+    "write_latency",
     "write_bandwidth",
     "reservation",
     "read_latency",

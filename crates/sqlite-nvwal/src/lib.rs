@@ -19,6 +19,12 @@
 //!   `cs` commits are acknowledged asynchronously: a commit's token is durable once a later
 //!   [`storage::Engine::wait_durable`] (or a checkpoint) has flushed its records.
 //!
+//! **Latency model** (§5.3, Fig. 7): the paper charges its NVRAM write latency per cache line
+//! written back and a fixed 1 µs per persist barrier. The engine charges nothing itself: every
+//! flush and fence goes through the region, whose timing model charges `--write-latency` per
+//! line flushed (`pmem::TimingOptions::write_line_ns`) and `--persist-latency` per fence, so
+//! differential logging's fewer lines cost less, as in the paper.
+//!
 //! **Crash images hold the whole database.** The crash tester cuts images of one region, so the
 //! database file lives in the region too (through the same VFS, persisted at its `xSync`):
 //! unlike a file on the real file system, it is rolled back to the crash point with the log.

@@ -102,6 +102,10 @@ pub struct Args {
     /// Modelled persist-barrier latency (`500`, `1us`; a bare number is nanoseconds).
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub persist_latency: String,
+    /// Modelled NVRAM write latency per cache line flushed, charged at the fence that
+    /// completes it (`500ns`; NVWAL Fig. 7's x axis; the barrier is `--persist-latency`).
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    pub write_latency: String,
     /// Modelled device write bandwidth (`1.5GiB/s`, `500MB/s`; 0 = unlimited). GiB = 2^30 B,
     /// GB = 10^9 B; Pelley's "1.5GB/s" is `1.5GiB/s` (thesis: 35 ns a line = 1.7 GiB/s).
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
@@ -452,12 +456,13 @@ fn reject_unhonoured(args: &Args, engine: &str, region: &RegionOptions) -> Resul
         return Ok(());
     }
     let t = &region.timing;
-    let given: [(&'static str, bool); 12] = [
+    let given: [(&'static str, bool); 13] = [
         ("medium", args.medium.is_some()),
         ("size", args.size.is_some()),
         ("max-size", args.max_size.is_some()),
         ("sync", args.sync != "cache"),
         ("persist-latency", t.persist_barrier_ns != 0),
+        ("write-latency", t.write_line_ns != 0),
         ("write-bandwidth", t.write_bandwidth_bytes_per_s != 0),
         ("read-latency", t.read_ns != 0),
         ("cache-pages", args.cache_pages.is_some()),
@@ -663,6 +668,7 @@ fn timing_options(args: &Args) -> Result<TimingOptions, OptionError> {
         write_bandwidth_bytes_per_s: bandwidth,
         read_ns: latency("read-latency", &args.read_latency)?,
         reservation,
+        write_line_ns: latency("write-latency", &args.write_latency)?,
     })
 }
 
@@ -726,6 +732,7 @@ fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
         "image_built": plan.image.as_ref().map(|_| plan.image_built),
         "sync": on_region.then_some(r.sync),
         "persist_latency_ns": on_region.then_some(r.timing.persist_barrier_ns),
+        "write_latency_ns": on_region.then_some(r.timing.write_line_ns),
         "write_bandwidth_bytes_per_s": on_region.then_some(r.timing.write_bandwidth_bytes_per_s),
         "read_latency_ns": on_region.then_some(r.timing.read_ns),
         "reservation": on_region.then(|| r.timing.reservation.name()),
