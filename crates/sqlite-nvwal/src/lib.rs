@@ -176,6 +176,35 @@ impl NvwalOptions {
         Ok(())
     }
 
+    /// Every option as `--engine-opt` spells it, defaults included (`log_bytes` only when given:
+    /// otherwise it follows the region's size; `fault` only when set).
+    pub fn resolved(&self) -> Vec<(String, String)> {
+        let sync = match self.sync {
+            SyncMode::Lazy => "ls",
+            SyncMode::Eager => "e",
+            SyncMode::Checksum => "cs",
+        };
+        let diff = match self.diff {
+            DiffMode::Off => "off",
+            DiffMode::Range => "range",
+            DiffMode::On => "on",
+        };
+        let heap = match self.heap {
+            HeapMode::User => "user",
+            HeapMode::PerFrame => "per-frame",
+        };
+        let mut out = vec![
+            ("nvwal".to_string(), sync.to_string()),
+            ("diff".to_string(), diff.to_string()),
+            ("heap".to_string(), heap.to_string()),
+            ("block_bytes".to_string(), self.block_bytes.to_string()),
+        ];
+        if let Some(bytes) = self.log_bytes {
+            out.push(("log_bytes".to_string(), bytes.to_string()));
+        }
+        out
+    }
+
     /// The paper's name of this variant (`UH+LS+Diff`, ...); `diff=on`, ours, is
     /// `Diff(ranges)`.
     pub fn variant(&self) -> String {

@@ -306,12 +306,14 @@ fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow
             result.aborted
         );
     }
-    let report = Report::new(&result, recovery_ms, config_json(plan, workload));
+    let ran = Ran { region: engine.region(), pending_high_water: Some(result.pending_high_water) };
+    let report = Report::new(&result, recovery_ms, config_json(plan, workload, &ran));
     print_report(&report, plan.output)?;
-    if STOP.load(Ordering::Relaxed) {
+    let interrupted = STOP.load(Ordering::Relaxed);
+    if interrupted {
         eprintln!(
             "interrupted: the run stopped after {:.1} s of measurement; the results above cover \
-             what ran",
+             what ran (exit code 130: not the requested run)",
             result.measured.as_secs_f64()
         );
     }
@@ -322,10 +324,13 @@ fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow
             result.measured.as_secs_f64()
         );
     }
-    Ok(if result.checker.passed() || !options.check {
-        ExitCode::SUCCESS
-    } else {
+    Ok(if !result.checker.passed() && options.check {
         ExitCode::from(1)
+    } else if interrupted {
+        // A run cut short is not the run asked for: scripts and sweeps must not take it for one.
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -680,8 +685,69 @@ fn key_values(
     super::workload_flags::key_values(pairs).map_err(|reason| invalid(flag, reason))
 }
 
+/// What the run had that the flags alone do not say.
+#[derive(Default)]
+struct Ran<'a> {
+    /// The engine's live region (its flush instruction is the one that ran).
+    region: Option<&'a pmem::Region>,
+    /// Most commits the run held waiting for durability (`None`: not run yet).
+    pending_high_water: Option<usize>,
+}
+
+/// The flush that runs: `none` on `dram` without `--flush` (the region flushes nothing there)
+/// and under eADR (caches are persistent: `Region::flush` issues no instruction), `msync` with
+/// `--sync msync`, else the instruction the region chose (issue 39: dram rows said `clwb`).
+fn flush_in_effect(r: &RegionOptions, live: Option<&pmem::Region>) -> &'static str {
+    if r.eadr {
+        return FlushKind::None.name();
+    }
+    if r.sync == SyncMode::Msync && matches!(r.medium, Medium::Shm | Medium::File | Medium::Dax) {
+        return "msync";
+    }
+    match (live, r.medium, r.flush) {
+        (Some(region), _, _) => region.flush_kind().name(),
+        (None, Medium::Dram, None) => FlushKind::None.name(),
+        (None, _, requested) => requested.unwrap_or(pmem::CpuFlushSupport::detect().best()).name(),
+    }
+}
+
+/// The options the engine ran with, defaults included, keyed as `--engine-opt` takes them
+/// (issue 39: rows recorded only the options given). Peers report what was given.
+fn engine_opts_in_effect(plan: &Plan) -> BTreeMap<String, String> {
+    let mut opts = plan.engine_config.extra.clone();
+    let name = plan.engine.as_str();
+    if name == sqlite_nvwal::ENGINE_NAME {
+        let mut o = sqlite_nvwal::NvwalOptions::default();
+        if plan.engine_config.extra.iter().all(|(k, v)| k == "cache_bytes" || o.set(k, v).is_ok()) {
+            for (k, v) in o.resolved() {
+                opts.entry(k).or_insert(v);
+            }
+        }
+        return opts;
+    }
+    let Some(info) = registry::lookup(name).filter(|i| i.kind == registry::EngineKind::Region)
+    else {
+        return opts;
+    };
+    let Ok(resolved) = registry::region_engine_options(info.name, &plan.engine_config) else {
+        return opts;
+    };
+    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&resolved) else {
+        return opts;
+    };
+    for key in registry::accepted_options(name) {
+        let text = match fields.get(*key) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Null) | None => continue,
+            Some(other) => other.to_string(),
+        };
+        opts.entry((*key).to_string()).or_insert(text);
+    }
+    opts
+}
+
 /// Every option of the run, for the `config` object of the JSON and the CSV's config columns.
-fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
+fn config_json(plan: &Plan, workload: &dyn Workload, ran: &Ran<'_>) -> serde_json::Value {
     let (warmup_s, duration_s, txns) = match plan.run.length {
         RunLength::Timed { warmup, duration } => {
             (Some(warmup.as_secs_f64()), Some(duration.as_secs_f64()), None)
@@ -738,10 +804,12 @@ fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
         "reservation": on_region.then(|| r.timing.reservation.name()),
         "cache_pages": plan.engine_config.cache_pages,
         "cache_policy": on_region.then(|| plan.engine_config.cache_policy.name()),
-        "flush": on_region.then(|| r.flush.unwrap_or(cpu.best()).name()),
+        "flush": on_region.then(|| flush_in_effect(r, ran.region)),
         "eadr": on_region.then_some(r.eadr),
-        "engine_opts": plan.engine_config.extra,
-        "max_pending": plan.run.max_pending,
+        "engine_opts": engine_opts_in_effect(plan),
+        // Only where a commit ever waited for durability: an engine whose commits are durable
+        // on return (the peers, `inplace`) never consults it.
+        "max_pending": (ran.pending_high_water != Some(0)).then_some(plan.run.max_pending),
         "check": plan.run.check,
     })
 }
@@ -1014,9 +1082,10 @@ mod tests {
         assert_eq!(plan.engine_config.workers, 3);
         assert_eq!(plan.run.length, RunLength::Transactions { per_thread: 10 });
         let workload = build_workload(&plan.workload).unwrap();
-        let config = config_json(&plan, &*workload);
+        let config = config_json(&plan, &*workload, &Ran::default());
         assert_eq!(config["persist_latency_ns"], 1_000);
-        assert_eq!(config["flush"], "clflush");
+        // eADR: `Region::flush` issues no instruction, so the row says none (issue 39).
+        assert_eq!(config["flush"], "none");
     }
 
     #[test]
