@@ -108,7 +108,7 @@ fn wal_through_the_file_system_survives_process_kills() {
 fn wal_distributed_log_crashtest_runs_at_the_default_region_size() {
     let out = common::run(
         &["crashtest", "--engine=wal", "--engine-opt=log=txn:2"],
-        &["--crashes=20", "--seed=11"],
+        &["--crashes=60", "--seed=12"],
     );
     let json = assert_clean(&out);
     // More than the plain 8 MiB default: the engine's logs were added.
