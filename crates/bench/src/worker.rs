@@ -17,6 +17,7 @@ use crossbeam_utils::CachePadded;
 use hdrhistogram::Histogram;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::time::{Duration, Instant};
 use storage::{CommitToken, DbError, Engine};
 use workloads::{Ack, TxnDone, Worker};
 
@@ -44,6 +45,11 @@ pub(crate) struct Control {
     done: Box<[CachePadded<AtomicU64>]>,
     /// Workers that have left their loop (finished, failed or panicked).
     exited: AtomicU64,
+    /// What `finished_ns` counts from.
+    epoch: Instant,
+    /// Nanoseconds after `epoch` at which the last worker so far had its last transaction
+    /// durable (0: none yet). A `--txns` run ends there, not at the coordinator's next poll.
+    finished_ns: AtomicU64,
 }
 
 impl Control {
@@ -53,6 +59,23 @@ impl Control {
             seq: CachePadded::new(AtomicU64::new(0)),
             done: (0..workers).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
             exited: AtomicU64::new(0),
+            epoch: Instant::now(),
+            finished_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// A worker's last transaction became durable now.
+    fn finished(&self) {
+        // At least 1 ns, so that 0 keeps meaning "none yet".
+        let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.finished_ns.fetch_max(ns, Ordering::AcqRel);
+    }
+
+    /// When the last worker to finish had its last transaction durable, if any has.
+    pub(crate) fn last_finished(&self) -> Option<Instant> {
+        match self.finished_ns.load(Ordering::Acquire) {
+            0 => None,
+            ns => self.epoch.checked_add(Duration::from_nanos(ns)),
         }
     }
 
@@ -228,6 +251,7 @@ pub(crate) fn run_worker(
         state.deliver();
     }
     state.drain().map_err(WorkerError::Db)?;
+    control.finished();
     state.deliver();
     guard.ok = true;
     Ok(state.tally)

@@ -125,7 +125,9 @@ fn a_stop_request_ends_a_long_run() {
     let started = Instant::now();
     let result = std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(100));
+            // Long enough for the load, the clock's calibration (~20 ms, before the workers
+            // start) and the warm-up on a busy 2-core host, so the measured run has begun.
+            std::thread::sleep(Duration::from_millis(300));
             stop.store(true, Ordering::Relaxed);
         });
         run(&engine, &bank, &options, &hooks).unwrap()

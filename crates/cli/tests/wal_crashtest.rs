@@ -100,3 +100,17 @@ fn wal_through_the_file_system_survives_process_kills() {
     assert_eq!(json["violations"], 0, "{json}");
     assert!(json["acks_verified"].as_u64().unwrap() > 0, "{json}");
 }
+
+/// Regression (issue 36): `crashtest --engine wal --engine-opt log=txn:2` failed at the default
+/// region size (the per-transaction logs did not fit); the default region now holds
+/// the workload's default plus the engine's own logs (`registry::default_region_bytes`).
+#[test]
+fn wal_distributed_log_crashtest_runs_at_the_default_region_size() {
+    let out = common::run(
+        &["crashtest", "--engine=wal", "--engine-opt=log=txn:2"],
+        &["--crashes=60", "--seed=12"],
+    );
+    let json = assert_clean(&out);
+    // More than the plain 8 MiB default: the engine's logs were added.
+    assert!(json["size_bytes"].as_u64().unwrap_or(0) > 8 << 20, "{json}");
+}

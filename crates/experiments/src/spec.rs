@@ -37,6 +37,7 @@ pub const BENCH_FLAGS: &[&str] = &[
     "size",
     "sync",
     "persist_latency",
+    "write_latency",
     "write_bandwidth",
     "read_latency",
     "cache_pages",

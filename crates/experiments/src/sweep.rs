@@ -74,18 +74,21 @@ impl CheckReps {
 
 /// Bench flags that change only the measured run, not the database a load builds: runs whose
 /// flags differ only in these start from one saved image. Everything else (engine, its options,
-/// workload and its shape, scale, size, threads, seed, medium) is part of the image's key.
+/// workload and its shape, scale, records, size, threads, seed, medium) is part of the image's
+/// key. `txn` is not run-only: it picks what a load builds (Mobibench loads no rows for inserts,
+/// 1,000 for updates, 100,000 for deletes), so an update run on an insert run's image found
+/// none of its rows (issue 36).
 pub const RUN_ONLY_FLAGS: &[&str] = &[
     "duration",
     "warmup",
     "txns",
     "persist_latency",
+    "write_latency",
     "write_bandwidth",
     "reservation",
     "read_latency",
     "cache_pages",
     "cache_policy",
-    "txn",
     "wear",
     "wear_granularity",
     "max_pending",

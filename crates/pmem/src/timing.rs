@@ -9,6 +9,13 @@
 //! thread that flushes several lines under one fence therefore overlaps their transfers, as real
 //! write-combining hardware does.
 //!
+//! **Write latency per line** (`write_line_ns`, Kim et al. ASPLOS 2016 §5.3-5.4): NVWAL's Fig. 7
+//! varies the NVRAM *write* latency, which its emulations charge per cache line written back
+//! (Tuna's FPGA delays every write to the emulated NVRAM; on the Nexus 5 "`nop` instructions
+//! after each `clflush`"), next to a fixed 1 µs persist-barrier delay. A fence here charges, on
+//! top of the barrier latency, `write_line_ns` for each line this thread flushed since its
+//! previous fence: the same total as a delay after each flush, in one spin.
+//!
 //! **Reservation granularity** ([`Reservation`]). A reservation shorter than what a contended CAS
 //! costs leaves device time unreserved, so the modelled bandwidth comes out lower than asked:
 //! Pelley §4 finds reservations "above 85ns" accurate, thesis Table 5.2 needs 44–122 ns to
@@ -71,12 +78,19 @@ pub struct TimingOptions {
     /// How flushed lines are grouped into bandwidth reservations.
     #[serde(default)]
     pub reservation: Reservation,
+    /// Extra latency of every cache line written back (flushed), charged at the fence that
+    /// completes it, in nanoseconds (NVWAL §5.3's NVRAM write latency).
+    #[serde(default)]
+    pub write_line_ns: u64,
 }
 
 impl TimingOptions {
     /// No delay of any kind is modelled (the reservation policy alone changes nothing).
     pub fn is_off(&self) -> bool {
-        self.persist_barrier_ns == 0 && self.write_bandwidth_bytes_per_s == 0 && self.read_ns == 0
+        self.persist_barrier_ns == 0
+            && self.write_bandwidth_bytes_per_s == 0
+            && self.read_ns == 0
+            && self.write_line_ns == 0
     }
 
     /// Device time of one cache line at the configured bandwidth, in nanoseconds (0: unlimited).
@@ -93,10 +107,14 @@ impl TimingOptions {
     /// one line per second of modelled time).
     pub fn validate(&self) -> Result<(), crate::PmemError> {
         const LIMIT_NS: u64 = 1_000_000_000;
-        if self.persist_barrier_ns > LIMIT_NS || self.read_ns > LIMIT_NS {
+        if self.persist_barrier_ns > LIMIT_NS
+            || self.read_ns > LIMIT_NS
+            || self.write_line_ns > LIMIT_NS
+        {
             return Err(crate::PmemError::InvalidOption(format!(
-                "latency above 1 s is not a device (persist barrier {} ns, read {} ns)",
-                self.persist_barrier_ns, self.read_ns
+                "latency above 1 s is not a device (persist barrier {} ns, read {} ns, write {} \
+                 ns a line)",
+                self.persist_barrier_ns, self.read_ns, self.write_line_ns
             )));
         }
         if self.write_bandwidth_bytes_per_s != 0 && self.write_bandwidth_bytes_per_s < 64 {
@@ -284,6 +302,9 @@ thread_local! {
     /// address): lines pending for one region never ride on another region's reservation (a
     /// thread that moves to another timed region drops its at most 3 pending lines).
     static PENDING: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
+    /// Lines this thread flushed since its last fence, and the model they belong to: each
+    /// costs `write_line_ns` at that fence.
+    static UNFENCED: Cell<(usize, u64)> = const { Cell::new((0, 0)) };
 }
 
 /// The live model for one region.
@@ -294,6 +315,7 @@ pub struct TimingModel {
     barrier_ticks: u64,
     read_line_ticks: u64,
     line_ticks: u64,
+    write_line_ticks: u64,
     /// Thesis §5.1: the next TSC tick at which the device can accept a write.
     next_available: AtomicU64,
 }
@@ -313,6 +335,7 @@ impl TimingModel {
             barrier_ticks: tsc.ns_to_ticks(options.persist_barrier_ns),
             read_line_ticks: tsc.ns_to_ticks(options.read_ns),
             line_ticks,
+            write_line_ticks: tsc.ns_to_ticks(options.write_line_ns),
             next_available: AtomicU64::new(0),
         }
     }
@@ -337,6 +360,22 @@ impl TimingModel {
         })
     }
 
+    /// This thread's lines of this model flushed since its last fence (then none).
+    fn take_unfenced(&self) -> u64 {
+        if self.write_line_ticks == 0 {
+            return 0;
+        }
+        let key = self.key();
+        UNFENCED.with(|u| {
+            let (k, n) = u.replace((key, 0));
+            if k == key {
+                n
+            } else {
+                0
+            }
+        })
+    }
+
     fn take_pending(&self) -> u64 {
         let key = self.key();
         PENDING.with(|p| {
@@ -354,6 +393,13 @@ impl TimingModel {
     /// reservations made (0 or 1).
     #[inline]
     pub fn on_flush(&self, lines: u64) -> u64 {
+        if self.write_line_ticks > 0 && lines > 0 {
+            let key = self.key();
+            UNFENCED.with(|u| {
+                let (k, n) = u.get();
+                u.set((key, if k == key { n + lines } else { lines }));
+            });
+        }
         if self.line_ticks == 0 || lines == 0 {
             return 0;
         }
@@ -432,14 +478,16 @@ impl TimingModel {
     #[inline]
     pub fn on_fence(&self) -> u64 {
         let until = RESERVED_UNTIL.with(|r| r.replace(0));
-        if until == 0 && self.barrier_ticks == 0 {
+        let written = self.take_unfenced().saturating_mul(self.write_line_ticks);
+        let fixed = self.barrier_ticks.saturating_add(written);
+        if until == 0 && fixed == 0 {
             return 0;
         }
         let start = rdtsc();
         // The wait ends when the reservation does, less the delay's own fixed cost (see
         // `Tsc::overhead_ticks`), so a thread can reserve again just as its reservation ends.
-        let deadline = if self.barrier_ticks > 0 {
-            self.tsc.deadline(until.max(start), self.barrier_ticks)
+        let deadline = if fixed > 0 {
+            self.tsc.deadline(until.max(start), fixed)
         } else {
             until.saturating_sub(self.tsc.overhead_ticks)
         };

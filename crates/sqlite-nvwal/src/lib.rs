@@ -19,6 +19,12 @@
 //!   `cs` commits are acknowledged asynchronously: a commit's token is durable once a later
 //!   [`storage::Engine::wait_durable`] (or a checkpoint) has flushed its records.
 //!
+//! **Latency model** (§5.3, Fig. 7): the paper charges its NVRAM write latency per cache line
+//! written back and a fixed 1 µs per persist barrier. The engine charges nothing itself: every
+//! flush and fence goes through the region, whose timing model charges `--write-latency` per
+//! line flushed (`pmem::TimingOptions::write_line_ns`) and `--persist-latency` per fence, so
+//! differential logging's fewer lines cost less, as in the paper.
+//!
 //! **Crash images hold the whole database.** The crash tester cuts images of one region, so the
 //! database file lives in the region too (through the same VFS, persisted at its `xSync`):
 //! unlike a file on the real file system, it is rolled back to the crash point with the log.
@@ -168,6 +174,35 @@ impl NvwalOptions {
             _ => return bad(&format!("unknown option (known: {})", OPTION_KEYS.join(", "))),
         }
         Ok(())
+    }
+
+    /// Every option as `--engine-opt` spells it, defaults included (`log_bytes` only when given:
+    /// otherwise it follows the region's size; `fault` only when set).
+    pub fn resolved(&self) -> Vec<(String, String)> {
+        let sync = match self.sync {
+            SyncMode::Lazy => "ls",
+            SyncMode::Eager => "e",
+            SyncMode::Checksum => "cs",
+        };
+        let diff = match self.diff {
+            DiffMode::Off => "off",
+            DiffMode::Range => "range",
+            DiffMode::On => "on",
+        };
+        let heap = match self.heap {
+            HeapMode::User => "user",
+            HeapMode::PerFrame => "per-frame",
+        };
+        let mut out = vec![
+            ("nvwal".to_string(), sync.to_string()),
+            ("diff".to_string(), diff.to_string()),
+            ("heap".to_string(), heap.to_string()),
+            ("block_bytes".to_string(), self.block_bytes.to_string()),
+        ];
+        if let Some(bytes) = self.log_bytes {
+            out.push(("log_bytes".to_string(), bytes.to_string()));
+        }
+        out
     }
 
     /// The paper's name of this variant (`UH+LS+Diff`, ...); `diff=on`, ours, is

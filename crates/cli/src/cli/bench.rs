@@ -102,6 +102,10 @@ pub struct Args {
     /// Modelled persist-barrier latency (`500`, `1us`; a bare number is nanoseconds).
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub persist_latency: String,
+    /// Modelled NVRAM write latency per cache line flushed, charged at the fence that
+    /// completes it (`500ns`; NVWAL Fig. 7's x axis; the barrier is `--persist-latency`).
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    pub write_latency: String,
     /// Modelled device write bandwidth (`1.5GiB/s`, `500MB/s`; 0 = unlimited). GiB = 2^30 B,
     /// GB = 10^9 B; Pelley's "1.5GB/s" is `1.5GiB/s` (thesis: 35 ns a line = 1.7 GiB/s).
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
@@ -302,12 +306,14 @@ fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow
             result.aborted
         );
     }
-    let report = Report::new(&result, recovery_ms, config_json(plan, workload));
+    let ran = Ran { region: engine.region(), pending_high_water: Some(result.pending_high_water) };
+    let report = Report::new(&result, recovery_ms, config_json(plan, workload, &ran));
     print_report(&report, plan.output)?;
-    if STOP.load(Ordering::Relaxed) {
+    let interrupted = STOP.load(Ordering::Relaxed);
+    if interrupted {
         eprintln!(
             "interrupted: the run stopped after {:.1} s of measurement; the results above cover \
-             what ran",
+             what ran (exit code 130: not the requested run)",
             result.measured.as_secs_f64()
         );
     }
@@ -318,10 +324,13 @@ fn run_plan(plan: &Plan, engine: &dyn Engine, workload: &dyn Workload) -> anyhow
             result.measured.as_secs_f64()
         );
     }
-    Ok(if result.checker.passed() || !options.check {
-        ExitCode::SUCCESS
-    } else {
+    Ok(if !result.checker.passed() && options.check {
         ExitCode::from(1)
+    } else if interrupted {
+        // A run cut short is not the run asked for: scripts and sweeps must not take it for one.
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 
@@ -348,6 +357,25 @@ fn explain_run_error(e: bench::BenchError, plan: &Plan) -> anyhow::Error {
         );
     }
     e.into()
+}
+
+/// `nvmdb bench`'s flags alone, for [`refused_flags`].
+#[derive(clap::Parser, Debug)]
+#[command(name = "nvmdb bench")]
+struct FlagsOnly {
+    #[command(flatten)]
+    args: Args,
+}
+
+/// Why the bench would refuse a run with `flags` (bench arguments, no program name) before
+/// starting it, so that `sweep` can reject a spec up front instead of failing every run of a
+/// point. `None` when the flags pass or are for the run itself to judge: flags the bench does
+/// not have yet (a spec's `new_flags`) and unknown engines are recorded per run by the sweep.
+pub fn refused_flags(flags: &[String]) -> Option<String> {
+    let argv = std::iter::once("nvmdb-bench".to_string()).chain(flags.iter().cloned());
+    let args = <FlagsOnly as clap::Parser>::try_parse_from(argv).ok()?.args;
+    registry::lookup(args.engine.as_deref().unwrap_or_default())?;
+    plan(&args).err().map(|e| format!("{e:#}"))
 }
 
 fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
@@ -433,12 +461,13 @@ fn reject_unhonoured(args: &Args, engine: &str, region: &RegionOptions) -> Resul
         return Ok(());
     }
     let t = &region.timing;
-    let given: [(&'static str, bool); 12] = [
+    let given: [(&'static str, bool); 13] = [
         ("medium", args.medium.is_some()),
         ("size", args.size.is_some()),
         ("max-size", args.max_size.is_some()),
         ("sync", args.sync != "cache"),
         ("persist-latency", t.persist_barrier_ns != 0),
+        ("write-latency", t.write_line_ns != 0),
         ("write-bandwidth", t.write_bandwidth_bytes_per_s != 0),
         ("read-latency", t.read_ns != 0),
         ("cache-pages", args.cache_pages.is_some()),
@@ -644,6 +673,7 @@ fn timing_options(args: &Args) -> Result<TimingOptions, OptionError> {
         write_bandwidth_bytes_per_s: bandwidth,
         read_ns: latency("read-latency", &args.read_latency)?,
         reservation,
+        write_line_ns: latency("write-latency", &args.write_latency)?,
     })
 }
 
@@ -655,8 +685,69 @@ fn key_values(
     super::workload_flags::key_values(pairs).map_err(|reason| invalid(flag, reason))
 }
 
+/// What the run had that the flags alone do not say.
+#[derive(Default)]
+struct Ran<'a> {
+    /// The engine's live region (its flush instruction is the one that ran).
+    region: Option<&'a pmem::Region>,
+    /// Most commits the run held waiting for durability (`None`: not run yet).
+    pending_high_water: Option<usize>,
+}
+
+/// The flush that runs: `none` on `dram` without `--flush` (the region flushes nothing there)
+/// and under eADR (caches are persistent: `Region::flush` issues no instruction), `msync` with
+/// `--sync msync`, else the instruction the region chose (issue 39: dram rows said `clwb`).
+fn flush_in_effect(r: &RegionOptions, live: Option<&pmem::Region>) -> &'static str {
+    if r.eadr {
+        return FlushKind::None.name();
+    }
+    if r.sync == SyncMode::Msync && matches!(r.medium, Medium::Shm | Medium::File | Medium::Dax) {
+        return "msync";
+    }
+    match (live, r.medium, r.flush) {
+        (Some(region), _, _) => region.flush_kind().name(),
+        (None, Medium::Dram, None) => FlushKind::None.name(),
+        (None, _, requested) => requested.unwrap_or(pmem::CpuFlushSupport::detect().best()).name(),
+    }
+}
+
+/// The options the engine ran with, defaults included, keyed as `--engine-opt` takes them
+/// (issue 39: rows recorded only the options given). Peers report what was given.
+fn engine_opts_in_effect(plan: &Plan) -> BTreeMap<String, String> {
+    let mut opts = plan.engine_config.extra.clone();
+    let name = plan.engine.as_str();
+    if name == sqlite_nvwal::ENGINE_NAME {
+        let mut o = sqlite_nvwal::NvwalOptions::default();
+        if plan.engine_config.extra.iter().all(|(k, v)| k == "cache_bytes" || o.set(k, v).is_ok()) {
+            for (k, v) in o.resolved() {
+                opts.entry(k).or_insert(v);
+            }
+        }
+        return opts;
+    }
+    let Some(info) = registry::lookup(name).filter(|i| i.kind == registry::EngineKind::Region)
+    else {
+        return opts;
+    };
+    let Ok(resolved) = registry::region_engine_options(info.name, &plan.engine_config) else {
+        return opts;
+    };
+    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&resolved) else {
+        return opts;
+    };
+    for key in registry::accepted_options(name) {
+        let text = match fields.get(*key) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Null) | None => continue,
+            Some(other) => other.to_string(),
+        };
+        opts.entry((*key).to_string()).or_insert(text);
+    }
+    opts
+}
+
 /// Every option of the run, for the `config` object of the JSON and the CSV's config columns.
-fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
+fn config_json(plan: &Plan, workload: &dyn Workload, ran: &Ran<'_>) -> serde_json::Value {
     let (warmup_s, duration_s, txns) = match plan.run.length {
         RunLength::Timed { warmup, duration } => {
             (Some(warmup.as_secs_f64()), Some(duration.as_secs_f64()), None)
@@ -707,15 +798,18 @@ fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
         "image_built": plan.image.as_ref().map(|_| plan.image_built),
         "sync": on_region.then_some(r.sync),
         "persist_latency_ns": on_region.then_some(r.timing.persist_barrier_ns),
+        "write_latency_ns": on_region.then_some(r.timing.write_line_ns),
         "write_bandwidth_bytes_per_s": on_region.then_some(r.timing.write_bandwidth_bytes_per_s),
         "read_latency_ns": on_region.then_some(r.timing.read_ns),
         "reservation": on_region.then(|| r.timing.reservation.name()),
         "cache_pages": plan.engine_config.cache_pages,
         "cache_policy": on_region.then(|| plan.engine_config.cache_policy.name()),
-        "flush": on_region.then(|| r.flush.unwrap_or(cpu.best()).name()),
+        "flush": on_region.then(|| flush_in_effect(r, ran.region)),
         "eadr": on_region.then_some(r.eadr),
-        "engine_opts": plan.engine_config.extra,
-        "max_pending": plan.run.max_pending,
+        "engine_opts": engine_opts_in_effect(plan),
+        // Only where a commit ever waited for durability: an engine whose commits are durable
+        // on return (the peers, `inplace`) never consults it.
+        "max_pending": (ran.pending_high_water != Some(0)).then_some(plan.run.max_pending),
         "check": plan.run.check,
     })
 }
@@ -988,9 +1082,10 @@ mod tests {
         assert_eq!(plan.engine_config.workers, 3);
         assert_eq!(plan.run.length, RunLength::Transactions { per_thread: 10 });
         let workload = build_workload(&plan.workload).unwrap();
-        let config = config_json(&plan, &*workload);
+        let config = config_json(&plan, &*workload, &Ran::default());
         assert_eq!(config["persist_latency_ns"], 1_000);
-        assert_eq!(config["flush"], "clflush");
+        // eADR: `Region::flush` issues no instruction, so the row says none (issue 39).
+        assert_eq!(config["flush"], "none");
     }
 
     #[test]

@@ -98,6 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
     };
     let plan = sweep::plan(specs, &options)?;
+    refuse_what_the_bench_refuses(&plan)?;
     if args.dry_run {
         print_plan(&plan, shard);
         return Ok(ExitCode::SUCCESS);
@@ -114,6 +115,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let summary = sweep::run(&plan, &options, &display)?;
     print_summary(&summary, plan.done());
     Ok(if summary.has_failures() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// A point whose flags the bench refuses (a peer engine given `--medium`, a size below the
+/// engine's minimum, ...) would fail every repetition after the sweep has started: such a spec is
+/// an error before anything runs (issue 36: nvwal-fig7's stock SQLite inherited `medium = dram`).
+fn refuse_what_the_bench_refuses(plan: &sweep::Plan) -> anyhow::Result<()> {
+    for s in &plan.specs {
+        let mut todo: Vec<usize> = s.todo.iter().map(|&(i, _)| i).collect();
+        todo.dedup();
+        for point in todo.iter().filter_map(|&i| s.points.get(i)) {
+            if point.mode != experiments::spec::Mode::Run {
+                continue;
+            }
+            if let Some(why) = super::bench::refused_flags(&point.args()) {
+                anyhow::bail!(
+                    "spec `{}`, point {}: the bench refuses its flags: {why}; fix the spec",
+                    s.spec.name,
+                    point.id
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 fn print_plan(plan: &sweep::Plan, shard: Option<Shard>) {
