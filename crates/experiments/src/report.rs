@@ -6,8 +6,8 @@
 //! runnable: engine wal missing", with the paper's claims listed, so the page is the to-do list
 //! of the reproduction as well as its result.
 
-use crate::analysis::{self, ClaimResult, Verdict, QUICK_VERDICT};
-use crate::data::{Dataset, PointData};
+use crate::analysis::{self, ClaimResult, Class, Verdict, QUICK_VERDICT};
+use crate::data::{Dataset, PointData, HARNESS_LIMIT};
 use crate::plot::{self, Figure, Panel, Reference, Series, XY};
 use crate::provenance::Provenance;
 use crate::results::{self, Row, StoreError};
@@ -169,17 +169,23 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
              show that the pipeline works, not what the paper measured"
         ));
     }
-    if spec.runs == crate::spec::Runs::Fastest {
-        let reps: Vec<usize> = data.points.iter().map(|p| p.repetitions).collect();
-        let (lo, hi) = (reps.iter().min().copied(), reps.iter().max().copied());
-        let range = match (lo, hi) {
-            (Some(lo), Some(hi)) if lo == hi => format!("{hi}"),
-            (Some(lo), Some(hi)) => format!("{lo}-{hi}"),
-            _ => "0".into(),
-        };
+    let reps: Vec<usize> = data.points.iter().map(|p| p.repetitions).filter(|&n| n > 0).collect();
+    if let (Some(lo), Some(hi)) = (reps.iter().min(), reps.iter().max()) {
+        let range = if lo == hi { format!("{hi}") } else { format!("{lo}-{hi}") };
         notes.push(format!(
-            "runs = fastest: each point's plots and claims use its fastest repetition (of \
-             {range} successful), all metrics of that run, not the mean of the repetitions"
+            "{range} successful repetition(s) per point; each point's number is its fastest \
+             repetition, error bars its spread over all of them"
+        ));
+    }
+    let (limited, limited_points) = data.harness_limited();
+    if limited > 0 {
+        let n = limited_points.len();
+        let shown: Vec<&str> = limited_points.iter().take(4).copied().collect();
+        let more = if n > 4 { format!(", … {} more", n - 4) } else { String::new() };
+        notes.push(format!(
+            "{HARNESS_LIMIT}: {limited} run(s) at {n} point(s) hit the driver's pending-commit \
+             cap (pending_full_waits > 0) and are excluded from the figures and verdicts: {}{more}",
+            shown.join("; ")
         ));
     }
     if data.superseded > 0 {
@@ -215,8 +221,12 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
             figures.push((format!("figures/{svg}"), format!("figures/{png}"), dims));
         }
     }
-    let mut claims: Vec<ClaimResult> =
-        spec.claims.iter().map(|c| analysis::evaluate(c, &data)).collect();
+    let rep_data: Vec<Dataset> = (0..data.max_repetitions()).map(|i| data.repetition(i)).collect();
+    let mut claims: Vec<ClaimResult> = spec
+        .claims
+        .iter()
+        .map(|c| analysis::evaluate_with_repetitions(c, &data, &rep_data))
+        .collect();
     if quick {
         for c in &mut claims {
             c.verdict = c.verdict.clone().for_quick();
@@ -336,9 +346,11 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
             x *= plot.x_scale;
         }
         let k = plot.y_scale / norm;
+        // The point is its fastest repetition; its bars are the spread over all of them.
+        let spread = p.spread(&plot.y).unwrap_or(stats);
         let (lo, hi) = match plot.error {
-            ErrorBars::Minmax => (stats.min, stats.max),
-            ErrorBars::Stddev => (stats.mean - stats.stddev, stats.mean + stats.stddev),
+            ErrorBars::Minmax => (spread.min.min(stats.mean), spread.max.max(stats.mean)),
+            ErrorBars::Stddev => (stats.mean - spread.stddev, stats.mean + spread.stddev),
             ErrorBars::None => (stats.mean, stats.mean),
         };
         let mut xy = XY { x, y: stats.mean * k, y_lo: lo * k, y_hi: hi * k };
@@ -550,24 +562,57 @@ fn verdict_class(v: &Verdict) -> &'static str {
     match v {
         Verdict::Reproduced => "ok",
         Verdict::Differs => "differs",
+        Verdict::Inconclusive(_) => "inconclusive",
         Verdict::NotRunnable(_) => "blocked",
         Verdict::NoData(_) => "nodata",
         Verdict::Quick(_) => "quick",
     }
 }
 
-/// The verdict counts: reproduced, differs, not runnable, no data, quick (not a reproduction).
-pub fn tally(report: &Report) -> [usize; 5] {
-    let mut t = [0; 5];
+/// Verdict counts of one class of claims.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub agree: usize,
+    pub differ: usize,
+    pub inconclusive: usize,
+    pub not_runnable: usize,
+    pub no_data: usize,
+    pub quick: usize,
+}
+
+impl Counts {
+    fn add(&mut self, v: &Verdict) {
+        match v {
+            Verdict::Reproduced => self.agree += 1,
+            Verdict::Differs => self.differ += 1,
+            Verdict::Inconclusive(_) => self.inconclusive += 1,
+            Verdict::NotRunnable(_) => self.not_runnable += 1,
+            Verdict::NoData(_) => self.no_data += 1,
+            Verdict::Quick(_) => self.quick += 1,
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.agree + self.differ + self.inconclusive + self.not_runnable + self.no_data + self.quick
+    }
+}
+
+/// The verdict counts by class: only `paper.agree` is the number of reproductions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub paper: Counts,
+    pub our_tolerance: Counts,
+    pub checks: Counts,
+}
+
+pub fn tally(report: &Report) -> Tally {
+    let mut t = Tally::default();
     for c in report.specs.iter().flat_map(|s| &s.claims) {
-        let i = match c.verdict {
-            Verdict::Reproduced => 0,
-            Verdict::Differs => 1,
-            Verdict::NotRunnable(_) => 2,
-            Verdict::NoData(_) => 3,
-            Verdict::Quick(_) => 4,
-        };
-        t[i] += 1;
+        match c.class {
+            Class::Paper => t.paper.add(&c.verdict),
+            Class::OurTolerance => t.our_tolerance.add(&c.verdict),
+            Class::Check => t.checks.add(&c.verdict),
+        }
     }
     t
 }
@@ -578,31 +623,89 @@ const STYLE: &str = "body{font-family:sans-serif;max-width:1180px;margin:2em aut
 color:#222}h2{border-top:1px solid #ccc;padding-top:1em}table{border-collapse:collapse;\
 margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}\
 .ok{background:#d9f2d9}.differs{background:#fde0c8}.blocked{background:#e8e8e8}\
-.nodata{background:#f4f4f4;color:#666}.quick{background:#fff3b0}.status{font-style:italic}\
+.nodata{background:#f4f4f4;color:#666}.inconclusive{background:#e6e6fa}\
+.quick{background:#fff3b0}.status{font-style:italic}\
 .fig{overflow-x:auto;margin:1em 0}.fig img{max-width:none;display:block}\
 .src{color:#555;font-size:90%}.banner{border:2px solid #b00;background:#fff0f0;color:#900;\
 padding:.6em 1em;font-weight:bold}.mark{color:#900;font-size:70%;font-weight:normal}\
 footer{border-top:1px solid #ccc;margin-top:2em;padding-top:.5em;color:#444;font-size:90%}";
 
-/// The verdict counts in words. With quick runs, only the counts that are not zero: a quick
-/// report should not open with "0 reproduced" either.
-fn summary(report: &Report) -> String {
-    let [ok, differs, blocked, nodata, quick] = tally(report);
-    let quick_text = format!("judged on quick runs ({QUICK_VERDICT})");
-    let counts = [
-        (ok, "reproduced"),
-        (differs, "differ"),
-        (blocked, "not yet runnable"),
-        (nodata, "without data"),
-        (quick, quick_text.as_str()),
-    ];
-    let parts: Vec<String> = counts
-        .iter()
-        .filter(|(n, what)| *n > 0 || (quick == 0 && *what != quick_text))
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
-    format!("{}.", parts.join(", "))
+fn counts_text(c: &Counts, agree: &str, differ: &str) -> String {
+    let mut parts = vec![format!("{} {agree}", c.agree), format!("{} {differ}", c.differ)];
+    parts.push(format!("{} inconclusive", c.inconclusive));
+    if c.not_runnable > 0 {
+        parts.push(format!("{} not yet runnable", c.not_runnable));
+    }
+    parts.push(format!("{} without data", c.no_data));
+    if c.quick > 0 {
+        parts.push(format!("{} judged on quick runs ({QUICK_VERDICT})", c.quick));
+    }
+    parts.join(", ")
 }
+
+/// The verdict counts in words: the paper's claims against the paper's numbers first (the
+/// only ones that can be reproductions), then our tolerances and the implementation checks.
+fn summary(report: &Report) -> String {
+    let t = tally(report);
+    let quick = t.paper.quick + t.our_tolerance.quick + t.checks.quick;
+    if quick > 0 {
+        // A quick report should not open with "0 reproduced" either.
+        let all = [t.paper, t.our_tolerance, t.checks];
+        let sum = |f: fn(&Counts) -> usize| all.iter().map(f).sum::<usize>();
+        let parts = [
+            (quick, format!("judged on quick runs ({QUICK_VERDICT})")),
+            (sum(|c| c.not_runnable), "not yet runnable".to_string()),
+            (sum(|c| c.no_data), "without data".to_string()),
+            (sum(|c| c.agree + c.differ + c.inconclusive), "judged on full runs".to_string()),
+        ];
+        let text: Vec<String> =
+            parts.iter().filter(|(n, _)| *n > 0).map(|(n, w)| format!("{n} {w}")).collect();
+        return format!("{}.", text.join(", "));
+    }
+    let p = &t.paper;
+    let mut paper = vec![
+        format!("{} reproduced", p.agree),
+        format!("{} differ (each with its cause)", p.differ),
+        format!("{} inconclusive", p.inconclusive),
+    ];
+    if p.not_runnable > 0 {
+        paper.push(format!("{} not yet runnable", p.not_runnable));
+    }
+    paper.push(format!("{} without data", p.no_data));
+    if p.quick > 0 {
+        paper.push(format!("{} judged on quick runs ({QUICK_VERDICT})", p.quick));
+    }
+    format!(
+        "Paper claims against the paper's bounds: {}. Apart, not counted as reproductions: {} \
+         against our tolerance ({}); {} implementation checks ({}).",
+        paper.join(", "),
+        t.our_tolerance.total(),
+        counts_text(&t.our_tolerance, "within", "outside"),
+        t.checks.total(),
+        counts_text(&t.checks, "pass", "fail"),
+    )
+}
+
+/// The rules every verdict follows, stated once at the top of the report.
+pub const RULES: &[&str] = &[
+    "A reproduction is a paper claim judged against the paper's own number; a claim whose \
+     bound we chose (`bound = \"ours\"`) is listed under \"Our tolerance\" and a claim that \
+     is not the paper's (`role = \"check\"`) under \"Implementation checks\"; neither counts \
+     as a reproduction.",
+    "The VM runs a configuration at two speeds about 2× apart from one process to the next: \
+     every point's number is its fastest repetition (highest throughput, all metrics of that \
+     run), in every spec; error bars and the repetitions column show the spread over all \
+     repetitions.",
+    "Inconclusive: the claim computed on each repetition alone agrees with the bound on some \
+     repetitions and not on others, or a crossing lies outside the measured range where the \
+     bound partly lies.",
+    "Break-evens and thresholds by linear interpolation between measured points only: no \
+     crossing within the measured range is never agreement.",
+    "Aggregates show every group's value and its own verdict (✓ within, ✗ outside, ? \
+     inconclusive); a claim about every workload or the worst case requires every group.",
+    "Runs that hit a harness limit (the driver's pending-commit cap, pending_full_waits > 0) \
+     are flagged and excluded from figures and verdicts.",
+];
 
 /// What the page says at the top of a report with quick runs in it.
 fn quick_banner(report: &Report) -> Option<String> {
@@ -637,11 +740,11 @@ pub fn html(report: &Report) -> String {
     if let Some(banner) = quick_banner(report) {
         let _ = write!(h, "<p class=\"banner\">{}</p>", escape(&banner));
     }
-    let _ = write!(
-        h,
-        "<p>{}</p><table><tr><th>experiment</th><th>status</th><th>claims</th></tr>",
-        escape(&summary(report))
-    );
+    let _ = write!(h, "<p>{}</p><ul>", escape(&summary(report)));
+    for rule in RULES {
+        let _ = write!(h, "<li>{}</li>", escape(rule));
+    }
+    h.push_str("</ul><table><tr><th>experiment</th><th>status</th><th>claims</th></tr>");
     for s in &report.specs {
         let mark = if s.quick {
             format!(" <span class=\"mark\">{QUICK_VERDICT}</span>")
@@ -701,21 +804,25 @@ fn spec_html(h: &mut String, s: &SpecReport) {
     }
     if !s.claims.is_empty() {
         h.push_str(
-            "<table><tr><th>claim</th><th>source</th><th>paper</th><th>measured</th>\
-             <th>verdict</th></tr>",
+            "<table><tr><th>claim</th><th>kind</th><th>source</th><th>paper</th>\
+             <th>accepted</th><th>measured</th><th>repetitions</th><th>verdict</th></tr>",
         );
         for c in &s.claims {
+            let kind = SECTIONS.iter().find(|x| x.0 == c.class).map_or("", |x| x.1);
             let _ = write!(
                 h,
-                "<tr><td>{} <span class=\"src\">({})</span></td><td class=\"src\">{}</td>\
-                 <td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                "<tr><td>{} <span class=\"src\">({})</span></td><td class=\"src\">{kind}</td>\
+                 <td class=\"src\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td class=\"{}\">{}</td></tr>",
                 escape(&c.text),
                 escape(&c.id),
                 escape(&c.source),
                 escape(&c.paper_with_bound()),
+                escape(&c.accepted),
                 escape(&c.measured),
+                escape(&repetitions_cell(c)),
                 verdict_class(&c.verdict),
-                escape(&c.verdict.label())
+                escape(&c.verdict_text())
             );
         }
         h.push_str("</table>");
@@ -729,32 +836,71 @@ fn md_cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-/// `report.md`: the verdict table, for terminals.
+/// The report's three sections of claims, in order, with their headings.
+pub const SECTIONS: [(Class, &str, &str); 3] = [
+    (
+        Class::Paper,
+        "Paper claims",
+        "The paper's claims against the paper's numbers: the only ones that can reproduce.",
+    ),
+    (
+        Class::OurTolerance,
+        "Our tolerance",
+        "The paper's claims where the paper gives no number we can check directly: the \
+         interval is ours (its reason beside the paper's words). Never counted as a \
+         reproduction.",
+    ),
+    (
+        Class::Check,
+        "Implementation checks",
+        "Not paper claims: our protocols against Pelley's, self-consistency checks.",
+    ),
+];
+
+/// The cell of a claim's repetitions.
+fn repetitions_cell(c: &ClaimResult) -> String {
+    c.repetitions.clone().unwrap_or_else(|| "–".into())
+}
+
+/// `report.md`: the verdict tables, for terminals.
 pub fn markdown(report: &Report) -> String {
     let mut m = String::from("# nvmdb: the papers' figures\n\n");
     if let Some(banner) = quick_banner(report) {
         let _ = writeln!(m, "**{banner}**\n");
     }
     let _ = writeln!(m, "{}\n", summary(report));
-    m.push_str("| experiment | claim | paper | measured | verdict |\n|---|---|---|---|---|\n");
-    for s in &report.specs {
-        if s.claims.is_empty() {
-            let (name, status) = (md_cell(&s.name), md_cell(&s.status));
-            let _ = writeln!(m, "| {name} | – | – | – | {status} |");
-        }
-        for c in &s.claims {
-            let _ = writeln!(
-                m,
-                "| {} | {} | {} | {} | {} |",
-                md_cell(&s.name),
-                md_cell(&c.text),
-                md_cell(&c.paper_with_bound()),
-                md_cell(&c.measured),
-                md_cell(&c.verdict.label())
-            );
-        }
+    for rule in RULES {
+        let _ = writeln!(m, "- {rule}");
     }
     m.push('\n');
+    for (class, heading, what) in SECTIONS {
+        let _ = writeln!(m, "## {heading}\n\n{what}\n");
+        m.push_str(
+            "| experiment | claim | paper | accepted | measured | repetitions | verdict |\n\
+             |---|---|---|---|---|---|---|\n",
+        );
+        for s in &report.specs {
+            if class == Class::Paper && s.claims.is_empty() {
+                let (name, status) = (md_cell(&s.name), md_cell(&s.status));
+                let _ = writeln!(m, "| {name} | – | – | – | – | – | {status} |");
+            }
+            for c in s.claims.iter().filter(|c| c.class == class) {
+                let _ = writeln!(
+                    m,
+                    "| {} | {} | {} | {} | {} | {} | {} |",
+                    md_cell(&s.name),
+                    md_cell(&c.text),
+                    md_cell(&c.paper_with_bound()),
+                    md_cell(&c.accepted),
+                    md_cell(&c.measured),
+                    md_cell(&repetitions_cell(c)),
+                    md_cell(&c.verdict_text())
+                );
+            }
+        }
+        m.push('\n');
+    }
+    m.push_str("## Experiments\n\n");
     for s in &report.specs {
         let _ = writeln!(m, "- **{}** ({}): {}", s.name, s.source, s.status);
         for n in &s.notes {
@@ -795,7 +941,7 @@ mod tests {
         name = "t"
         title = "Throughput vs persist latency"
         source = "s"
-        reps = 1
+        reps = 3
         [base]
         workload = "tpcb"
         [grid]
