@@ -155,7 +155,11 @@ impl PointData {
             return Missing::NoData("its runs failed the consistency checker".into());
         }
         if self.harness_limited > 0 && self.failed == 0 {
-            return Missing::NoData(format!("{HARNESS_LIMIT}: {HARNESS_LIMIT_WHY}"));
+            return Missing::NoData(format!(
+                "{HARNESS_LIMIT}: every run of {} hit the driver's pending-commit cap \
+                 (pending_full_waits > 0) and is excluded",
+                self.id
+            ));
         }
         Missing::NoData("its runs failed".into())
     }
@@ -163,9 +167,6 @@ impl PointData {
 
 /// How the report names a run excluded because it hit a limit of the harness.
 pub const HARNESS_LIMIT: &str = "harness limit";
-/// What the harness limit is.
-pub const HARNESS_LIMIT_WHY: &str =
-    "every run hit the driver's pending-commit cap (pending_full_waits > 0) and is excluded";
 
 /// Whether a row's run hit the driver's pending-commit cap: its commits waited for room in the
 /// queue, so its throughput and latency are the harness's, not the method's.

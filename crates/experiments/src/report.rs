@@ -112,34 +112,38 @@ pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
 }
 
 /// Specs named on the command line win over the copies in `DIR/specs/`; copies are used for
-/// every spec that has rows.
+/// every other spec that has rows. A copy that a given spec replaces is never read: it may
+/// predate a rule the given one meets (fewer repetitions than a reproduction now needs).
 fn load_specs(options: &ReportOptions, rows: &[Row]) -> Result<Vec<Spec>, ReportError> {
-    let mut by_name: BTreeMap<String, Spec> = BTreeMap::new();
-    let mut order: Vec<String> = Vec::new();
-    let mut add = |spec: Spec, by_name: &mut BTreeMap<String, Spec>| {
-        if !by_name.contains_key(&spec.name) {
-            order.push(spec.name.clone());
-        }
-        by_name.insert(spec.name.clone(), spec);
-    };
-    let saved = options.dir.join(results::SPECS_DIR);
-    let mut names: Vec<&str> = rows.iter().map(Row::spec).collect();
-    names.dedup();
-    let mut seen = std::collections::BTreeSet::new();
-    for name in names {
-        if seen.insert(name) {
-            let path = saved.join(format!("{name}.toml"));
-            if path.exists() {
-                add(Spec::load(&path)?, &mut by_name);
+    let mut given: BTreeMap<String, Spec> = BTreeMap::new();
+    let mut given_order: Vec<String> = Vec::new();
+    for path in options.specs.iter().map(|p| spec_files(p)).collect::<Result<Vec<_>, _>>()? {
+        for path in path {
+            let spec = Spec::load(&path)?;
+            if !given.contains_key(&spec.name) {
+                given_order.push(spec.name.clone());
             }
+            given.insert(spec.name.clone(), spec);
         }
     }
-    for given in &options.specs {
-        for path in spec_files(given)? {
-            add(Spec::load(&path)?, &mut by_name);
+    let saved = options.dir.join(results::SPECS_DIR);
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for name in rows.iter().map(Row::spec) {
+        if !seen.insert(name.to_string()) {
+            continue;
+        }
+        if let Some(spec) = given.remove(name) {
+            out.push(spec);
+            continue;
+        }
+        let path = saved.join(format!("{name}.toml"));
+        if path.exists() {
+            out.push(Spec::load(&path)?);
         }
     }
-    Ok(order.into_iter().filter_map(|n| by_name.remove(&n)).collect())
+    out.extend(given_order.into_iter().filter_map(|n| given.remove(&n)));
+    Ok(out)
 }
 
 /// `path` itself, or the `*.toml` files of a directory in name order.
