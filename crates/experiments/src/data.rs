@@ -57,6 +57,9 @@ pub struct PointData {
     /// Successful runs left out because they hit a harness limit (the driver's pending-commit
     /// cap: `pending_full_waits > 0`), so the harness, not the method, shaped their numbers.
     pub harness_limited: usize,
+    /// Successful runs refused because their binary was built from another commit than the
+    /// checkout their sweep ran in (`provenance::commit_mismatch`).
+    pub wrong_build: usize,
     pub check_failed: usize,
     pub failed: usize,
     /// Why the bench could not run it, if it could not.
@@ -153,6 +156,13 @@ impl PointData {
         }
         if self.check_failed > 0 {
             return Missing::NoData("its runs failed the consistency checker".into());
+        }
+        if self.wrong_build > 0 && self.harness_limited == 0 && self.failed == 0 {
+            return Missing::NoData(format!(
+                "every run of {} was refused: its binary was built from another commit than \
+                 the checkout it names",
+                self.id
+            ));
         }
         if self.harness_limited > 0 && self.failed == 0 {
             return Missing::NoData(format!(
@@ -271,6 +281,7 @@ impl Dataset {
                     repetitions: ok.len(),
                     all_ok: ok,
                     harness_limited: p.harness_limited,
+                    wrong_build: p.wrong_build,
                     check_failed: p.check_failed,
                     failed: p.failed,
                     unsupported: p.unsupported.clone(),
@@ -280,6 +291,11 @@ impl Dataset {
             })
             .collect();
         Dataset { points, superseded: 0 }
+    }
+
+    /// Runs refused because their binary was built from another commit than they name.
+    pub fn wrong_builds(&self) -> usize {
+        self.points.iter().map(|p| p.wrong_build).sum()
     }
 
     /// Runs excluded because they hit a harness limit, and the points they belong to.
@@ -305,6 +321,9 @@ impl Dataset {
         let mut point = PointData { id, values, ran: !rows.is_empty(), ..PointData::default() };
         for r in chosen {
             match r.status() {
+                Status::Ok if crate::provenance::commit_mismatch(r).is_some() => {
+                    point.wrong_build += 1
+                }
                 Status::Ok if hit_harness_limit(r) => point.harness_limited += 1,
                 Status::Ok => point.ok.push(r.clone()),
                 Status::CheckFailed => point.check_failed += 1,

@@ -166,6 +166,62 @@ fn short_commit(c: &str) -> String {
     }
 }
 
+/// The commit of the checkout a sweep runs in (`<commit>` or `<commit>-dirty` when the code,
+/// `crates/`, `Cargo.toml`, `Cargo.lock`, has uncommitted changes: the rule of the CLI's
+/// build.rs), recorded in every row as `code_commit`. Beside the bench binary's own build
+/// commit (`config.git_commit`) it shows a binary that was not rebuilt after the code moved
+/// (issue 38: rows labelled 24ef3e8 ran 5595ad7's code). `None` outside a git checkout.
+pub fn checkout_commit() -> Option<String> {
+    static COMMIT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    COMMIT
+        .get_or_init(|| {
+            let git = |args: &[&str]| {
+                let out = std::process::Command::new("git").args(args).output().ok()?;
+                out.status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+            };
+            let commit = git(&["rev-parse", "HEAD"]).filter(|c| !c.is_empty())?;
+            let top = git(&["rev-parse", "--show-toplevel"])?;
+            let mut args = vec!["-C", top.as_str(), "status", "--porcelain"];
+            args.extend(["--untracked-files=no", "--", "crates", "Cargo.toml", "Cargo.lock"]);
+            let dirty = git(&args).is_some_and(|s| !s.is_empty());
+            Some(if dirty { format!("{commit}-dirty") } else { commit })
+        })
+        .clone()
+}
+
+/// The bench binary's build commit of a row (`config.git_commit`).
+pub fn build_commit(row: &Row) -> Option<String> {
+    config_str(row, "git_commit")
+}
+
+/// Whether a row's binary was built from another commit than the checkout its sweep ran in:
+/// its numbers cannot be attributed to the commit it names. Rows without both say nothing.
+pub fn commit_mismatch(row: &Row) -> Option<(String, String)> {
+    let named = row.str(crate::results::keys::CODE_COMMIT)?.to_string();
+    let built = build_commit(row)?;
+    (named != built).then_some((named, built))
+}
+
+/// The rows (by index) of builds older than the newest: the build commit of the latest-started
+/// row is the spec's newest; rows of any other commit are flagged with theirs.
+pub fn older_builds(rows: &[&Row]) -> Option<(String, Vec<(String, usize)>)> {
+    let newest = rows
+        .iter()
+        .filter(|r| build_commit(r).is_some())
+        .max_by(|a, b| a.started().total_cmp(&b.started()))
+        .and_then(|r| build_commit(r))?;
+    let mut older: std::collections::BTreeMap<String, usize> = Default::default();
+    for r in rows {
+        match build_commit(r) {
+            Some(c) if c != newest => *older.entry(short_commit(&c)).or_default() += 1,
+            _ => {}
+        }
+    }
+    (!older.is_empty()).then(|| (short_commit(&newest), older.into_iter().collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -181,6 +181,23 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
              repetition, error bars its spread over all of them"
         ));
     }
+    let wrong = data.wrong_builds();
+    if wrong > 0 {
+        notes.push(format!(
+            "{wrong} run(s) refused: their binary was built from another commit \
+             (config.git_commit) than the checkout their sweep ran in (code_commit)"
+        ));
+    }
+    let spec_rows: Vec<&Row> = rows.iter().filter(|r| r.spec() == spec.name).collect();
+    if let Some((newest, older)) = crate::provenance::older_builds(&spec_rows) {
+        let list: Vec<String> = older.iter().map(|(c, n)| format!("{n} of commit {c}")).collect();
+        notes.push(format!(
+            "older builds: {} row(s) ran another build than the spec's latest runs (commit \
+             {newest}): {}",
+            older.iter().map(|(_, n)| n).sum::<usize>(),
+            list.join(", ")
+        ));
+    }
     let (limited, limited_points) = data.harness_limited();
     if limited > 0 {
         let n = limited_points.len();

@@ -360,6 +360,7 @@ pub fn make_row(
         (keys::WALL_S, json!(outcome.wall.as_secs_f64())),
         (keys::STARTED_UNIX_S, json!(started_unix_s)),
         (keys::HOST, json!(host)),
+        (keys::CODE_COMMIT, json!(crate::provenance::checkout_commit())),
     ];
     for (k, v) in sweep {
         map.insert(k.to_string(), v);

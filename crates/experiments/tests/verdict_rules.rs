@@ -267,3 +267,31 @@ fn a_reproduction_needs_three_repetitions() {
     let unset = format!("{GRID}{RATIO}").replace("reps = 3\n", "");
     assert_eq!(Spec::parse(&unset, Path::new("r.toml")).unwrap().reps, 3);
 }
+
+/// Guards issue 38's provenance: rows labelled with one commit ran another's code. A row whose
+/// binary was built from another commit (`config.git_commit`) than the checkout its sweep ran
+/// in (`code_commit`) is refused; rows of a build other than the latest are flagged.
+#[test]
+fn a_row_whose_binary_is_not_its_checkout_is_refused() {
+    let spec = parse(RATIO);
+    let mut rows = rows(&spec, steady, no_waits);
+    for r in &mut rows {
+        let wal = r.0["grid"]["engine"] == "wal";
+        // WAL's rows ran a stale binary; In-Place's an older build than the latest rows.
+        let (code, built) = if wal { ("bbbb", "aaaa") } else { ("aaaa", "aaaa") };
+        r.0.insert("code_commit".into(), json!(code));
+        r.0.insert("config".into(), json!({ "git_commit": built }));
+    }
+    let data = Dataset::build(&spec, &rows);
+    assert_eq!(data.wrong_builds(), 9);
+    let v = analysis::evaluate(&spec.claims[0], &data);
+    let Verdict::NoData(why) = &v.verdict else { panic!("{v:?}") };
+    assert!(why.contains("refused") && why.contains("another commit"), "{why}");
+    // Flagged, not refused: rows of a build other than the latest run's.
+    rows[0].0.insert("config".into(), json!({ "git_commit": "cccc" }));
+    rows[0].0.insert("code_commit".into(), json!("cccc"));
+    let refs: Vec<&Row> = rows.iter().collect();
+    let (newest, older) = experiments::provenance::older_builds(&refs).unwrap();
+    assert_eq!(newest, "aaaa");
+    assert_eq!(older, [("cccc".to_string(), 1)]);
+}
