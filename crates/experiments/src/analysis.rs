@@ -338,7 +338,28 @@ pub fn paper_numbers(claim: &ClaimSpec) -> Vec<(f64, String)> {
 /// measured denominator ("1.5× NVRAM Disk-Replacement" drawn at 1.5× our wal point). Empty for
 /// other kinds, for groups of several points (a max over configurations) and without data.
 pub fn paper_points(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Vec<f64>)> {
-    let numbers = paper_numbers(claim);
+    let numbers: Vec<f64> = paper_numbers(claim).into_iter().map(|(v, _)| v).collect();
+    points_at(claim, data, &numbers)
+}
+
+/// The accepted interval of a ratio or value claim on its metric's own scale, at the same
+/// points as [`paper_points`]: `(point id, [low, high])`, ends possibly infinite.
+pub fn accepted_points(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Vec<f64>)> {
+    let (lo, hi) = accepted(claim);
+    if lo.is_nan() || hi.is_nan() {
+        return Vec::new();
+    }
+    points_at(claim, data, &[lo, hi])
+}
+
+/// The accepted interval of a claim, `(low, high)` (NaN when it has none).
+pub fn accepted_interval(claim: &ClaimSpec) -> (f64, f64) {
+    accepted(claim)
+}
+
+/// `numbers` (in the claim's units) mapped onto the metric's scale at each group's single
+/// numerator point.
+fn points_at(claim: &ClaimSpec, data: &Dataset, numbers: &[f64]) -> Vec<(String, Vec<f64>)> {
     if numbers.is_empty() || claim.scale == 0.0 {
         return Vec::new();
     }
@@ -357,7 +378,7 @@ pub fn paper_points(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Vec<f64>)
         };
         let points = data.select(&[&target]);
         let (Ok(base), [point]) = (base, points.as_slice()) else { continue };
-        let ys = numbers.iter().map(|(v, _)| v / claim.scale * base).collect();
+        let ys = numbers.iter().map(|v| v / claim.scale * base).collect();
         out.push((point.id.clone(), ys));
     }
     out

@@ -435,6 +435,7 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
         log_y: plot.log_y,
         y_from_zero: plot.y_from_zero,
         categories,
+        panel_key: plot.panels.clone(),
         panels,
     };
     (fig, notes)
@@ -491,6 +492,20 @@ fn paper_lines(spec: &Spec, plot: &PlotSpec, panels: &mut [Panel]) {
             && (c.x_scale - plot.x_scale).abs() < 1e-12
     };
     for claim in spec.claims.iter().filter(|c| along_x(c)) {
+        let (lo, hi) = analysis::accepted_interval(claim);
+        let on_axis = |v: f64| match (plot.log_x, v > 0.0) {
+            (true, false) => f64::NEG_INFINITY,
+            (true, true) => v.log10(),
+            (false, _) => v,
+        };
+        if !lo.is_nan() && !hi.is_nan() {
+            for panel in panels.iter_mut() {
+                if claim_fits_panel(&claim.filter, plot.panels.as_ref(), &panel.title) {
+                    let band = Reference::Accepted { x: None, lo: on_axis(lo), hi: on_axis(hi) };
+                    panel.references.push(band);
+                }
+            }
+        }
         for (x, text) in analysis::paper_numbers(claim) {
             let plotted = match (plot.log_x, x > 0.0) {
                 (true, false) => continue,
@@ -556,6 +571,23 @@ fn paper_markers(
     for claim in spec.claims.iter().filter(|c| c.metric.trim() == plot.y.trim()) {
         let texts: Vec<String> =
             analysis::paper_numbers(claim).into_iter().map(|(_, t)| t).collect();
+        for (id, ends) in analysis::accepted_points(claim, data) {
+            let Some(point) = data.points.iter().find(|p| p.id == id) else { continue };
+            if point.ok.is_empty() || !plot.filter.matches(&point.lookup()) {
+                continue;
+            }
+            let Some(&(x, _)) = place(plot, data, categories, point, 1.0).as_ref() else {
+                continue;
+            };
+            // An end that has no place on the axis (0 on a log axis) reaches the panel's edge.
+            let at =
+                |y: f64, edge: f64| place(plot, data, categories, point, y).map_or(edge, |p| p.1);
+            let (lo, hi) = (at(ends[0], f64::NEG_INFINITY), at(ends[1], f64::INFINITY));
+            let panel_name = plot.panels.as_ref().and_then(|k| point.value(k)).unwrap_or_default();
+            if let Some(panel) = panels.iter_mut().find(|p| p.title == panel_name) {
+                panel.references.push(Reference::Accepted { x: Some(x), lo, hi });
+            }
+        }
         for (id, ys) in analysis::paper_points(claim, data) {
             let Some(point) = data.points.iter().find(|p| p.id == id) else { continue };
             if point.ok.is_empty() || !plot.filter.matches(&point.lookup()) {
@@ -819,7 +851,7 @@ fn spec_html(h: &mut String, s: &SpecReport) {
             "<div class=\"fig\"><img src=\"{svg}\" width=\"{w}\" height=\"{height}\" alt=\"{}\">\
              </div><p class=\"src\">{w}×{height} px: <a href=\"{svg}\">SVG</a> · \
              <a href=\"{png}\">PNG</a>. Black dashed lines and diamonds are the paper's \
-             values.</p>",
+             values, grey bands the intervals the claims accept.</p>",
             escape(&s.title)
         );
     }
@@ -1103,8 +1135,64 @@ mod tests {
         // 1.5 × the WAL's 100 TPS, drawn at the In-Place point at x = 0.
         let point = refs.iter().find_map(|r| match r {
             Reference::Point { x, ys, .. } => Some((*x, ys.clone())),
-            Reference::X { .. } => None,
+            _ => None,
         });
         assert_eq!(point, Some((0.0, vec![150.0])));
+        // Beside each marker, the interval the claim accepts: 1.5× ± 25% of WAL's 100 TPS at the
+        // In-Place point; the break-even's 3.5 µs ± 25% as a band along x.
+        assert!(refs.contains(&Reference::Accepted { x: Some(0.0), lo: 112.5, hi: 187.5 }));
+        assert!(refs.contains(&Reference::Accepted { x: None, lo: 2.625, hi: 4.375 }), "{refs:?}");
+    }
+
+    /// Guards issue 38's figures: a panel titled `2` (the value alone), workloads joined by
+    /// lines that suggest a trend, and one label printed twice (`≈ 1.5×≈ 1.5×`).
+    #[test]
+    fn panels_say_their_key_and_categories_are_not_joined() {
+        let text = "[spec]\ntitle = \"t\"\nsource = \"s\"\n[grid]\n\
+                    engine = [\"inplace\", \"wal\"]\nthreads = [\"2\"]\n\
+                    [[plot]]\nx = \"engine\"\ny = \"tps\"\npanels = \"threads\"\n";
+        let spec = Spec::parse(text, Path::new("t.toml")).unwrap();
+        let data = Dataset::build(&spec, &[]);
+        let (fig, _) = figure(&spec, &spec.plots[0], &data);
+        assert_eq!(fig.panel_key.as_deref(), Some("threads"));
+        assert!(fig.categories.is_some());
+        let mut fig = fig;
+        let ys = vec![10.0];
+        let marker = |label: &str| Reference::Point {
+            x: 0.0,
+            ys: ys.clone(),
+            label: label.into(),
+            short: "≈ 1.5×".into(),
+        };
+        let series = vec![plot::Series {
+            name: "a".into(),
+            points: vec![
+                XY { x: 0.0, y: 9.0, y_lo: 9.0, y_hi: 9.0 },
+                XY { x: 1.0, y: 8.0, y_lo: 8.0, y_hi: 8.0 },
+            ],
+        }];
+        fig.panels = vec![Panel {
+            title: "2".into(),
+            series,
+            marks: vec![],
+            references: vec![marker("one ≈ 1.5×"), marker("two ≈ 1.5×")],
+        }];
+        let dir = tempfile::tempdir().unwrap();
+        let (svg, png) = (dir.path().join("f.svg"), dir.path().join("f.png"));
+        plot::render(&fig, &svg, &png).unwrap();
+        let svg = std::fs::read_to_string(svg).unwrap();
+        assert!(svg.contains("threads = 2"), "{svg}");
+        assert_eq!(svg.lines().filter(|l| l.trim() == "≈ 1.5×").count(), 1, "{svg}");
+        let line = format!("stroke=\"#{:02X}{:02X}{:02X}\"", 0x00, 0x72, 0xB2);
+        // The legend's sample is a level line; a line joining the two points would slope.
+        let slopes = |l: &str| {
+            let pts = l.split("points=\"").nth(1).unwrap_or_default();
+            let ys: Vec<&str> =
+                pts.split_whitespace().filter_map(|p| p.split(',').nth(1)).collect();
+            ys.windows(2).any(|w| w[0] != w[1])
+        };
+        let joined =
+            svg.lines().any(|l| l.starts_with("<polyline") && l.contains(&line) && slopes(l));
+        assert!(!joined, "categories joined by a line: {svg}");
     }
 }
