@@ -58,7 +58,7 @@ pub struct PointData {
     /// cap: `pending_full_waits > 0`), so the harness, not the method, shaped their numbers.
     pub harness_limited: usize,
     /// Successful runs refused because their binary was built from another commit than the
-    /// checkout their sweep ran in (`provenance::commit_mismatch`).
+    /// code their sweep ran (`provenance::commit_mismatch`).
     pub wrong_build: usize,
     pub check_failed: usize,
     pub failed: usize,
@@ -160,7 +160,7 @@ impl PointData {
         if self.wrong_build > 0 && self.harness_limited == 0 && self.failed == 0 {
             return Missing::NoData(format!(
                 "every run of {} was refused: its binary was built from another commit than \
-                 the checkout it names",
+                 the code it names",
                 self.id
             ));
         }

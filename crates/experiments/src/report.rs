@@ -185,7 +185,7 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
     if wrong > 0 {
         notes.push(format!(
             "{wrong} run(s) refused: their binary was built from another commit \
-             (config.git_commit) than the checkout their sweep ran in (code_commit)"
+             (config.git_commit) than the code their sweep ran (code_commit)"
         ));
     }
     let spec_rows: Vec<&Row> = rows.iter().filter(|r| r.spec() == spec.name).collect();
