@@ -8,7 +8,7 @@
 
 use crate::data::{Dataset, Missing, PointData};
 use crate::spec::{
-    Aggregate, Bound, ClaimKind, ClaimSpec, Conditions, PointAgg, DEFAULT_TOLERANCE,
+    Aggregate, Bound, ClaimKind, ClaimSpec, Conditions, PointAgg, Role, DEFAULT_TOLERANCE,
 };
 use crate::units::format_number;
 use serde::Serialize;
@@ -73,6 +73,9 @@ pub fn reach(points: &[(f64, f64)], target: f64) -> Option<Reach> {
 pub enum Verdict {
     Reproduced,
     Differs,
+    /// The measurements do not settle the claim; the reason says why (the repetitions straddle
+    /// the bound, or the crossing lies outside the measured range where the bound partly lies).
+    Inconclusive(String),
     NotRunnable(String),
     NoData(String),
     /// Judged on `--quick` runs (short, reduced grid, one repetition): never a reproduction,
@@ -83,6 +86,10 @@ pub enum Verdict {
 /// The verdict text of every claim judged on `--quick` runs.
 pub const QUICK_VERDICT: &str = "quick: not a reproduction";
 
+/// The cause printed beside a "differs" that neither the spec's `why` nor the measurement
+/// explains: said plainly rather than left blank.
+pub const CAUSE_UNKNOWN: &str = "cause not established";
+
 impl Verdict {
     /// The verdict of a claim whose numbers come from `--quick` runs: agreeing or not, it is
     /// not a reproduction. Claims that could not be computed keep saying why.
@@ -90,6 +97,7 @@ impl Verdict {
         match self {
             Verdict::Reproduced => Verdict::Quick("in the paper's range".into()),
             Verdict::Differs => Verdict::Quick("outside the paper's range".into()),
+            Verdict::Inconclusive(r) => Verdict::Quick(format!("inconclusive: {r}")),
             other => other,
         }
     }
@@ -98,6 +106,7 @@ impl Verdict {
         match self {
             Verdict::Reproduced => "reproduced".into(),
             Verdict::Differs => "differs".into(),
+            Verdict::Inconclusive(_) => "inconclusive".into(),
             Verdict::Quick(r) => format!("{QUICK_VERDICT} ({r})"),
             Verdict::NotRunnable(r) => format!("not yet runnable: {r}"),
             Verdict::NoData(r) => format!("no data: {r}"),
@@ -108,6 +117,33 @@ impl Verdict {
         match m {
             Missing::NotRunnable(r) => Verdict::NotRunnable(r),
             Missing::NoData(r) => Verdict::NoData(r),
+        }
+    }
+
+    /// Whether the numbers were judged against the bound (agreeing or not).
+    fn judged(&self) -> bool {
+        matches!(self, Verdict::Reproduced | Verdict::Differs)
+    }
+}
+
+/// Where a claim is reported: only a paper claim with the paper's bound can be a reproduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// The paper's claim against the paper's number.
+    Paper,
+    /// The paper's claim against an interval we chose (`bound = "ours"`): reported apart.
+    OurTolerance,
+    /// Not a paper claim (`role = "check"`): an implementation check.
+    Check,
+}
+
+impl Class {
+    pub fn of(claim: &ClaimSpec) -> Class {
+        match (claim.role, claim.bound) {
+            (Role::Check, _) => Class::Check,
+            (Role::Reproduction, Bound::Ours) => Class::OurTolerance,
+            (Role::Reproduction, Bound::Paper) => Class::Paper,
         }
     }
 }
@@ -126,6 +162,15 @@ pub struct ClaimResult {
     /// Whether the accepted interval is the paper's number or ours, and why ours.
     pub bound: Bound,
     pub bound_reason: Option<String>,
+    /// Paper claim, our tolerance, or implementation check.
+    pub class: Class,
+    /// The interval a value must fall in to agree (`1.13–1.88×`, `≥ 5 µs`).
+    pub accepted: String,
+    /// Why the claim differs or is inconclusive: the measured reason, else the spec's `why`.
+    pub cause: Option<String>,
+    /// The claim's statistic computed on each repetition alone (`0.48–1.26× over 3
+    /// repetitions`), when there are several.
+    pub repetitions: Option<String>,
 }
 
 impl ClaimResult {
@@ -137,6 +182,32 @@ impl ClaimResult {
             (Bound::Paper, _) => self.paper.clone(),
         }
     }
+
+    /// The verdict in the words of the claim's class: only a paper claim "reproduces"; ours
+    /// is "within our tolerance", a check "passes".
+    pub fn verdict_label(&self) -> String {
+        match (self.class, &self.verdict) {
+            (Class::OurTolerance, Verdict::Reproduced) => "within our tolerance".into(),
+            (Class::OurTolerance, Verdict::Differs) => "outside our tolerance".into(),
+            (Class::Check, Verdict::Reproduced) => "check passes".into(),
+            (Class::Check, Verdict::Differs) => "check fails".into(),
+            (_, v) => v.label(),
+        }
+    }
+
+    /// The verdict, the accepted interval and, for a "differs" or "inconclusive", the cause:
+    /// `differs (accepted 1.13–1.88×) — cause: ...`.
+    pub fn verdict_text(&self) -> String {
+        let mut t = self.verdict_label();
+        if matches!(self.verdict, Verdict::Reproduced | Verdict::Differs | Verdict::Inconclusive(_))
+        {
+            t.push_str(&format!(" (accepted {})", self.accepted));
+        }
+        if let Some(c) = &self.cause {
+            t.push_str(&format!(" — cause: {c}"));
+        }
+        t
+    }
 }
 
 /// One group's outcome.
@@ -147,25 +218,84 @@ enum GroupValue {
     Reach(Reach),
 }
 
-/// Evaluates `claim` on `data`.
+/// Evaluates `claim` on `data`, with its per-repetition interval from `data`'s repetitions.
 pub fn evaluate(claim: &ClaimSpec, data: &Dataset) -> ClaimResult {
-    let groups = groups(claim, data);
-    let mut values: Vec<(String, Result<GroupValue, Missing>)> = Vec::new();
-    for (label, conds) in &groups {
-        values.push((label.clone(), group_value(claim, data, conds)));
+    let reps: Vec<Dataset> = (0..data.max_repetitions()).map(|i| data.repetition(i)).collect();
+    evaluate_with_repetitions(claim, data, &reps)
+}
+
+/// Evaluates `claim` on `data` (each point's fastest run); `reps` are the datasets of each
+/// repetition alone ([`Dataset::repetition`]): when the claim's statistic agrees with the
+/// bound on some and not on others, the verdict is inconclusive.
+pub fn evaluate_with_repetitions(
+    claim: &ClaimSpec,
+    data: &Dataset,
+    reps: &[Dataset],
+) -> ClaimResult {
+    let judged_on = |d: &Dataset| {
+        let values: Vec<(String, Result<GroupValue, Missing>)> = groups(claim, d)
+            .into_iter()
+            .map(|(label, conds)| {
+                let v = group_value(claim, d, &conds);
+                (label, v)
+            })
+            .collect();
+        judge(claim, &values)
+    };
+    let Judged { measured, value, mut verdict, mut cause } = judged_on(data);
+    let mut repetitions = None;
+    if reps.len() > 1 && verdict.judged() {
+        let per_rep: Vec<Judged> = reps.iter().map(judged_on).collect();
+        let verdicts: Vec<&Verdict> =
+            per_rep.iter().map(|j| &j.verdict).filter(|v| v.judged()).collect();
+        let agree = verdicts.iter().filter(|v| ***v == Verdict::Reproduced).count();
+        let nums: Vec<f64> = per_rep.iter().filter_map(|j| j.value).collect();
+        let n = verdicts.len();
+        let interval = match (nums.len() == n && n > 0, &claim.unit) {
+            (true, u) => {
+                let lo = nums.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = nums.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                format!("{}–{}", format_number(lo), with_unit(hi, u))
+            }
+            (false, _) => String::new(),
+        };
+        let agreeing = format!("{agree} of {n} repetitions agree");
+        repetitions = (n > 1).then(|| {
+            if interval.is_empty() {
+                agreeing.clone()
+            } else {
+                format!("{interval} over {n} repetitions ({agreeing})")
+            }
+        });
+        let straddles =
+            agree > 0 && agree < n || (n > 0 && (agree == n) != (verdict == Verdict::Reproduced));
+        if straddles {
+            let shown = if interval.is_empty() { agreeing } else { interval };
+            let why = format!(
+                "the repetitions straddle the bound: {shown} against the accepted {}",
+                accepted_text(claim)
+            );
+            verdict = Verdict::Inconclusive(why.clone());
+            cause = Some(why);
+        }
     }
-    let paper = paper_text(claim);
-    let (measured, value, verdict) = judge(claim, &values);
+    if verdict == Verdict::Differs && cause.is_none() {
+        cause = Some(claim.why.clone().unwrap_or_else(|| CAUSE_UNKNOWN.into()));
+    }
     ClaimResult {
         id: claim.id.clone(),
         text: claim.text.clone(),
         source: claim.source.clone(),
-        paper,
+        paper: paper_text(claim),
         measured,
         value,
         verdict,
         bound: claim.bound,
         bound_reason: claim.bound_reason.clone(),
+        class: Class::of(claim),
+        accepted: accepted_text(claim),
+        cause,
+        repetitions,
     }
 }
 
@@ -208,7 +338,28 @@ pub fn paper_numbers(claim: &ClaimSpec) -> Vec<(f64, String)> {
 /// measured denominator ("1.5× NVRAM Disk-Replacement" drawn at 1.5× our wal point). Empty for
 /// other kinds, for groups of several points (a max over configurations) and without data.
 pub fn paper_points(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Vec<f64>)> {
-    let numbers = paper_numbers(claim);
+    let numbers: Vec<f64> = paper_numbers(claim).into_iter().map(|(v, _)| v).collect();
+    points_at(claim, data, &numbers)
+}
+
+/// The accepted interval of a ratio or value claim on its metric's own scale, at the same
+/// points as [`paper_points`]: `(point id, [low, high])`, ends possibly infinite.
+pub fn accepted_points(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Vec<f64>)> {
+    let (lo, hi) = accepted(claim);
+    if lo.is_nan() || hi.is_nan() {
+        return Vec::new();
+    }
+    points_at(claim, data, &[lo, hi])
+}
+
+/// The accepted interval of a claim, `(low, high)` (NaN when it has none).
+pub fn accepted_interval(claim: &ClaimSpec) -> (f64, f64) {
+    accepted(claim)
+}
+
+/// `numbers` (in the claim's units) mapped onto the metric's scale at each group's single
+/// numerator point.
+fn points_at(claim: &ClaimSpec, data: &Dataset, numbers: &[f64]) -> Vec<(String, Vec<f64>)> {
     if numbers.is_empty() || claim.scale == 0.0 {
         return Vec::new();
     }
@@ -227,7 +378,7 @@ pub fn paper_points(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Vec<f64>)
         };
         let points = data.select(&[&target]);
         let (Ok(base), [point]) = (base, points.as_slice()) else { continue };
-        let ys = numbers.iter().map(|(v, _)| v / claim.scale * base).collect();
+        let ys = numbers.iter().map(|v| v / claim.scale * base).collect();
         out.push((point.id.clone(), ys));
     }
     out
@@ -433,21 +584,6 @@ pub fn agrees(claim: &ClaimSpec, v: f64) -> bool {
     lo <= v && v <= hi
 }
 
-/// Whether a crossing or a reach beyond the measured range agrees with the paper: the paper's
-/// value must lie on the same side of the range.
-fn agrees_beyond(claim: &ClaimSpec, above: Option<f64>, below: Option<f64>) -> bool {
-    let (lo, hi) = match (claim.range, claim.expected) {
-        (Some([lo, hi]), _) => (lo, hi),
-        (None, Some(e)) => (e, e),
-        (None, None) => return false,
-    };
-    match (above, below) {
-        (Some(max_x), _) => lo >= max_x,
-        (_, Some(min_x)) => hi <= min_x,
-        _ => false,
-    }
-}
-
 fn group_text(claim: &ClaimSpec, v: &GroupValue) -> String {
     let u = claim.unit.as_str();
     match v {
@@ -460,27 +596,78 @@ fn group_text(claim: &ClaimSpec, v: &GroupValue) -> String {
         GroupValue::Crossing(Crossing::None { a_above: false, lo, .. }) => {
             format!("< {} (no crossing)", with_unit(*lo, u))
         }
-        GroupValue::Reach(Reach::AtOrBelow(x)) => format!("≤ {}", with_unit(*x, u)),
+        GroupValue::Reach(Reach::AtOrBelow(x)) => {
+            format!("≤ {} (at the first point)", with_unit(*x, u))
+        }
         GroupValue::Reach(Reach::Never(x)) => format!("> {} (never reached)", with_unit(*x, u)),
     }
 }
 
-fn group_agrees(claim: &ClaimSpec, v: &GroupValue) -> bool {
+/// One group's outcome against the bound.
+#[derive(Clone, Debug, PartialEq)]
+enum Call {
+    Agrees,
+    /// Outside the bound; with the measured reason when it is not a plain number.
+    Differs(Option<String>),
+    Inconclusive(String),
+}
+
+impl Call {
+    /// `✓`, `✗`, `?`: each group's verdict beside its value.
+    fn mark(&self) -> &'static str {
+        match self {
+            Call::Agrees => "✓",
+            Call::Differs(_) => "✗",
+            Call::Inconclusive(_) => "?",
+        }
+    }
+}
+
+/// A crossing or a reach outside the measured range is never agreement: the bound is judged
+/// by interpolation only. It differs when every value on its side of the range lies outside
+/// the bound, and is inconclusive otherwise.
+fn one_sided(claim: &ClaimSpec, above: bool, x: f64) -> Call {
+    let (lo, hi) = accepted(claim);
+    let at = with_unit(x, &claim.unit);
+    let (cause, outside) = if above {
+        (
+            format!("no crossing within the measured range (none up to its last point, {at})"),
+            hi <= x,
+        )
+    } else {
+        (
+            format!(
+                "no crossing within the measured range (already past at its first point, {at})"
+            ),
+            lo > x,
+        )
+    };
+    if outside {
+        Call::Differs(Some(cause))
+    } else {
+        Call::Inconclusive(cause)
+    }
+}
+
+fn group_call(claim: &ClaimSpec, v: &GroupValue) -> Call {
     match *v {
         GroupValue::Number(n)
         | GroupValue::Crossing(Crossing::At(n))
-        | GroupValue::Reach(Reach::At(n)) => agrees(claim, n),
+        | GroupValue::Reach(Reach::At(n)) => {
+            if agrees(claim, n) {
+                Call::Agrees
+            } else {
+                Call::Differs(None)
+            }
+        }
         GroupValue::Crossing(Crossing::None { a_above: true, hi, .. }) => {
-            agrees_beyond(claim, Some(hi), None)
+            one_sided(claim, true, hi)
         }
+        GroupValue::Reach(Reach::Never(x)) => one_sided(claim, true, x),
         GroupValue::Crossing(Crossing::None { a_above: false, lo, .. }) => {
-            agrees_beyond(claim, None, Some(lo))
+            one_sided(claim, false, lo)
         }
-        // At or below the first x: agrees if the paper's value is there too.
-        GroupValue::Reach(Reach::AtOrBelow(x)) => {
-            agrees(claim, x) || agrees_beyond(claim, None, Some(x))
-        }
-        GroupValue::Reach(Reach::Never(x)) => agrees_beyond(claim, Some(x), None),
+        GroupValue::Reach(Reach::AtOrBelow(x)) => one_sided(claim, false, x),
     }
 }
 
@@ -530,10 +717,29 @@ fn accepted(claim: &ClaimSpec) -> (f64, f64) {
     (e - tol, e + tol)
 }
 
-type Judged = (String, Option<f64>, Verdict);
+/// The accepted interval in words: `1.13–1.88×`, `≥ 5 µs`, `≤ 1,000 ms`.
+pub fn accepted_text(claim: &ClaimSpec) -> String {
+    let (lo, hi) = accepted(claim);
+    let u = claim.unit.as_str();
+    match (lo.is_finite(), hi.is_finite()) {
+        _ if lo.is_nan() || hi.is_nan() => "none".into(),
+        (true, true) => format!("{}–{}", format_number(lo), with_unit(hi, u)),
+        (true, false) => format!("≥ {}", with_unit(lo, u)),
+        (false, true) => format!("≤ {}", with_unit(hi, u)),
+        (false, false) => "any".into(),
+    }
+}
 
-/// Groups listed by name in a measured value; beyond that, only the telling ones.
-const MAX_GROUPS_SHOWN: usize = 6;
+/// What [`judge`] makes of a claim's groups.
+struct Judged {
+    measured: String,
+    value: Option<f64>,
+    verdict: Verdict,
+    cause: Option<String>,
+}
+
+/// Groups listed by name in a measured value; beyond that, the disagreeing ones first.
+const MAX_GROUPS_SHOWN: usize = 12;
 
 fn labelled(label: &str, text: String) -> String {
     if label.is_empty() {
@@ -552,107 +758,132 @@ fn listing(parts: &[String]) -> String {
     format!("{}, … {more} more", parts[..MAX_GROUPS_SHOWN].join(", "))
 }
 
+/// The verdict of an `all` claim from its groups' calls: one group outside settles it; else
+/// one inconclusive group makes it inconclusive.
+fn all_verdict(calls: &[Call]) -> (Verdict, Option<String>) {
+    if calls.iter().any(|c| matches!(c, Call::Differs(_))) {
+        let cause = calls.iter().find_map(|c| match c {
+            Call::Differs(Some(why)) => Some(why.clone()),
+            _ => None,
+        });
+        return (Verdict::Differs, cause);
+    }
+    match calls.iter().find_map(|c| match c {
+        Call::Inconclusive(why) => Some(why.clone()),
+        _ => None,
+    }) {
+        Some(why) => (Verdict::Inconclusive(why.clone()), Some(why)),
+        None => (Verdict::Reproduced, None),
+    }
+}
+
 fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) -> Judged {
+    // Each group's value with its own verdict: an aggregate never hides a group.
     let text_of = |(label, v): &(String, Result<GroupValue, Missing>)| {
-        labelled(label, v.as_ref().map_or_else(|_| "–".into(), |v| group_text(claim, v)))
+        let shown = match v {
+            Ok(g) if values.len() > 1 => {
+                format!("{} {}", group_text(claim, g), group_call(claim, g).mark())
+            }
+            Ok(g) => group_text(claim, g),
+            Err(_) => "–".into(),
+        };
+        labelled(label, shown)
     };
     let parts: Vec<String> = values.iter().map(text_of).collect();
     let missing = Missing::worst(values.iter().filter_map(|(_, v)| v.as_ref().err().cloned()));
     let present: Vec<&GroupValue> = values.iter().filter_map(|(_, v)| v.as_ref().ok()).collect();
+    let calls: Vec<Call> = present.iter().map(|g| group_call(claim, g)).collect();
     if let Some(m) = missing {
         let shown = if present.is_empty() { "–".to_string() } else { listing(&parts) };
-        return (shown, None, Verdict::from_missing(m));
+        let verdict = Verdict::from_missing(m);
+        return Judged { measured: shown, value: None, verdict, cause: None };
     }
-    let verdict = |ok: bool| if ok { Verdict::Reproduced } else { Verdict::Differs };
-    match claim.aggregate {
-        Aggregate::All => {
-            let ok = present.iter().all(|v| group_agrees(claim, v));
-            let value =
-                if present.len() == 1 { present.first().and_then(|v| number(v)) } else { None };
-            // The groups that disagree come first: they are the news.
-            let (bad, good): (Vec<_>, Vec<_>) =
-                values.iter().partition(|(_, v)| v.as_ref().is_ok_and(|g| !group_agrees(claim, g)));
-            let ordered: Vec<String> = bad.into_iter().chain(good).map(text_of).collect();
-            let text =
-                if parts.len() <= MAX_GROUPS_SHOWN { parts.join(", ") } else { listing(&ordered) };
-            (text, value, verdict(ok))
+    // The groups that disagree come first: they are the news.
+    let ordered = || -> String {
+        if parts.len() <= MAX_GROUPS_SHOWN {
+            return parts.join(", ");
         }
-        agg => {
-            let nums: Vec<(&str, f64)> = values
-                .iter()
-                .filter_map(|(l, v)| v.as_ref().ok().and_then(number).map(|n| (l.as_str(), n)))
-                .collect();
-            let Some(&first) = nums.first() else {
-                let no = Verdict::NoData("no numeric value to aggregate".into());
-                return (listing(&parts), None, no);
-            };
-            // A group without a number (a crossing never reached in the range) would make a
-            // max, min or mean of the others a claim about part of the data: never "reproduced".
-            let unnumbered = present.len() - nums.len();
-            let pick = |better: fn(f64, f64) -> bool| {
-                nums.iter()
-                    .copied()
-                    .fold(first, |best, x| if better(x.1, best.1) { x } else { best })
-            };
-            let (name, at, v) = match agg {
-                Aggregate::Max => ("max", Some(pick(|a, b| a > b).0), pick(|a, b| a > b).1),
-                Aggregate::Min => ("min", Some(pick(|a, b| a < b).0), pick(|a, b| a < b).1),
-                _ => ("mean", None, nums.iter().map(|x| x.1).sum::<f64>() / nums.len() as f64),
-            };
-            let shown = with_unit(v, &claim.unit);
-            let text = match (values.len(), at) {
-                (1, _) => listing(&parts),
-                (n, Some(at)) if n > MAX_GROUPS_SHOWN => format!("{name} {shown} at {at} (of {n})"),
-                (n, None) if n > MAX_GROUPS_SHOWN => format!("{name} {shown} over {n} groups"),
-                _ => format!("{name} {shown} ({})", parts.join(", ")),
-            };
-            // A one-sided group ("> 3 GiB/s, never reached") bounds a max from below (a min
-            // from above): shown when it moves the aggregate, and it settles a claim when no
-            // value beyond it agrees with the paper, whatever the unmeasured value is.
-            let beyond = match agg {
-                Aggregate::Max => present
-                    .iter()
-                    .filter_map(|g| lower_bound(g))
-                    .fold(None::<f64>, |m, x| Some(m.map_or(x, |m| m.max(x))))
-                    .filter(|&b| b > v),
-                Aggregate::Min => present
-                    .iter()
-                    .filter_map(|g| upper_bound(g))
-                    .fold(None::<f64>, |m, x| Some(m.map_or(x, |m| m.min(x))))
-                    .filter(|&b| b < v),
+        let (bad, good): (Vec<_>, Vec<_>) = values
+            .iter()
+            .partition(|(_, v)| v.as_ref().is_ok_and(|g| group_call(claim, g) != Call::Agrees));
+        let ordered: Vec<String> = bad.into_iter().chain(good).map(text_of).collect();
+        let agree = calls.iter().filter(|c| **c == Call::Agrees).count();
+        format!("{agree} of {} groups ✓: {}", calls.len(), listing(&ordered))
+    };
+    if claim.aggregate == Aggregate::All {
+        let value = if present.len() == 1 { present.first().and_then(|v| number(v)) } else { None };
+        let (verdict, cause) = all_verdict(&calls);
+        return Judged { measured: ordered(), value, verdict, cause };
+    }
+    let agg = claim.aggregate;
+    let nums: Vec<(&str, f64)> = values
+        .iter()
+        .filter_map(|(l, v)| v.as_ref().ok().and_then(number).map(|n| (l.as_str(), n)))
+        .collect();
+    let Some(&first) = nums.first() else {
+        let (verdict, cause) = all_verdict(&calls);
+        let verdict = match verdict {
+            Verdict::Reproduced => Verdict::NoData("no numeric value to aggregate".into()),
+            v => v,
+        };
+        return Judged { measured: ordered(), value: None, verdict, cause };
+    };
+    let pick = |better: fn(f64, f64) -> bool| {
+        nums.iter().copied().fold(first, |best, x| if better(x.1, best.1) { x } else { best })
+    };
+    let (name, v) = match agg {
+        Aggregate::Max => ("max", pick(|a, b| a > b).1),
+        Aggregate::Min => ("min", pick(|a, b| a < b).1),
+        _ => ("mean", nums.iter().map(|x| x.1).sum::<f64>() / nums.len() as f64),
+    };
+    // A one-sided group ("> 3 GiB/s, never reached") bounds a max from below (a min from
+    // above): it settles the claim when no value beyond it agrees with the paper, whatever
+    // the unmeasured value is; otherwise the aggregate of the others is about part of the
+    // data, and the claim is inconclusive.
+    let beyond = match agg {
+        Aggregate::Max => present
+            .iter()
+            .filter_map(|g| lower_bound(g))
+            .fold(None::<f64>, |m, x| Some(m.map_or(x, |m| m.max(x))))
+            .filter(|&b| b > v),
+        Aggregate::Min => present
+            .iter()
+            .filter_map(|g| upper_bound(g))
+            .fold(None::<f64>, |m, x| Some(m.map_or(x, |m| m.min(x))))
+            .filter(|&b| b < v),
+        _ => None,
+    };
+    let head = match beyond {
+        Some(b) => {
+            let side = if agg == Aggregate::Max { ">" } else { "<" };
+            format!("{name} {side} {}", with_unit(b, &claim.unit))
+        }
+        None => format!("{name} {}", with_unit(v, &claim.unit)),
+    };
+    let text = if values.len() == 1 { parts.join(", ") } else { format!("{head} ({})", ordered()) };
+    let unnumbered = present.len() - nums.len();
+    if unnumbered > 0 {
+        let (lo_ok, hi_ok) = accepted(claim);
+        let settled = beyond.is_some_and(|b| match agg {
+            Aggregate::Max => b >= hi_ok,
+            _ => b <= lo_ok,
+        });
+        if settled {
+            let why = calls.iter().find_map(|c| match c {
+                Call::Differs(Some(w)) | Call::Inconclusive(w) => Some(w.clone()),
                 _ => None,
-            };
-            let text = match beyond {
-                Some(b) => {
-                    let side = if agg == Aggregate::Max { ">" } else { "<" };
-                    let shown = format!("{name} {side} {}", with_unit(b, &claim.unit));
-                    if values.len() > MAX_GROUPS_SHOWN {
-                        format!("{shown} (of {})", values.len())
-                    } else {
-                        format!("{shown} ({})", parts.join(", "))
-                    }
-                }
-                None => text,
-            };
-            if unnumbered > 0 && agrees(claim, v) {
-                let (lo_ok, hi_ok) = accepted(claim);
-                let settled = beyond.is_some_and(|b| match agg {
-                    Aggregate::Max => b >= hi_ok,
-                    _ => b <= lo_ok,
-                });
-                if settled {
-                    return (text, None, Verdict::Differs);
-                }
-                let why = format!(
-                    "{unnumbered} of {} groups have no numeric value to aggregate",
-                    present.len()
-                );
-                return (format!("{text} ({why})"), Some(v), Verdict::NoData(why));
-            }
-            // The number is the aggregate only when no bound lies beyond it.
-            (text, beyond.map_or(Some(v), |_| None), verdict(agrees(claim, v)))
+            });
+            return Judged { measured: text, value: None, verdict: Verdict::Differs, cause: why };
         }
+        let why = format!(
+            "{unnumbered} of {} groups have no crossing within the measured range",
+            present.len()
+        );
+        let verdict = Verdict::Inconclusive(why.clone());
+        return Judged { measured: text, value: None, verdict, cause: Some(why) };
     }
+    let verdict = if agrees(claim, v) { Verdict::Reproduced } else { Verdict::Differs };
+    Judged { measured: text, value: Some(v), verdict, cause: None }
 }
 
 #[cfg(test)]

@@ -51,6 +51,15 @@ pub struct PointData {
     pub ok: Vec<Row>,
     /// Successful repetitions before [`PointData::keep_fastest`] chose one (0: it did not run).
     pub repetitions: usize,
+    /// Every successful repetition, in repetition order: the spread a point's fastest run is
+    /// drawn from, and what a claim's per-repetition interval is computed on.
+    pub all_ok: Vec<Row>,
+    /// Successful runs left out because they hit a harness limit (the driver's pending-commit
+    /// cap: `pending_full_waits > 0`), so the harness, not the method, shaped their numbers.
+    pub harness_limited: usize,
+    /// Successful runs refused because their binary was built from another commit than the
+    /// code their sweep ran (`provenance::commit_mismatch`).
+    pub wrong_build: usize,
     pub check_failed: usize,
     pub failed: usize,
     /// Why the bench could not run it, if it could not.
@@ -83,10 +92,20 @@ impl PointData {
         Stats::of(&values)
     }
 
+    /// `expr` over every successful repetition (not only the fastest): the point's spread.
+    pub fn spread(&self, expr: &str) -> Option<Stats> {
+        let values: Vec<f64> = self.all_ok.iter().filter_map(|r| self.eval(r, expr)).collect();
+        if values.len() < self.all_ok.len() {
+            return None;
+        }
+        Stats::of(&values)
+    }
+
     /// Keeps only the successful repetition with the highest throughput (`runs = "fastest"`);
     /// how many there were stays in `repetitions`. A row without a throughput counts as 0.
     pub fn keep_fastest(&mut self) {
         self.repetitions = self.ok.len();
+        self.all_ok = self.ok.clone();
         let tps = |r: &Row| r.number("tps").filter(|t| t.is_finite()).unwrap_or(0.0);
         let best = self
             .ok
@@ -138,8 +157,31 @@ impl PointData {
         if self.check_failed > 0 {
             return Missing::NoData("its runs failed the consistency checker".into());
         }
+        if self.wrong_build > 0 && self.harness_limited == 0 && self.failed == 0 {
+            return Missing::NoData(format!(
+                "every run of {} was refused: its binary was built from another commit than \
+                 the code it names",
+                self.id
+            ));
+        }
+        if self.harness_limited > 0 && self.failed == 0 {
+            return Missing::NoData(format!(
+                "{HARNESS_LIMIT}: every run of {} hit the driver's pending-commit cap \
+                 (pending_full_waits > 0) and is excluded",
+                self.id
+            ));
+        }
         Missing::NoData("its runs failed".into())
     }
+}
+
+/// How the report names a run excluded because it hit a limit of the harness.
+pub const HARNESS_LIMIT: &str = "harness limit";
+
+/// Whether a row's run hit the driver's pending-commit cap: its commits waited for room in the
+/// queue, so its throughput and latency are the harness's, not the method's.
+pub fn hit_harness_limit(row: &Row) -> bool {
+    row.number("pending_full_waits").is_some_and(|w| w > 0.0)
 }
 
 /// Why a number could not be computed.
@@ -213,12 +255,53 @@ impl Dataset {
         for id in order.into_iter().filter(|id| !seen.contains(*id)) {
             data.push(id.to_string(), BTreeMap::new(), &by_point[id]);
         }
-        if spec.runs == Runs::Fastest {
-            for p in &mut data.points {
-                p.keep_fastest();
-            }
+        match spec.runs {
+            Runs::Fastest => data.points.iter_mut().for_each(PointData::keep_fastest),
         }
         data
+    }
+
+    /// Most successful repetitions any point has.
+    pub fn max_repetitions(&self) -> usize {
+        self.points.iter().map(|p| p.all_ok.len()).max().unwrap_or(0)
+    }
+
+    /// The dataset of repetition `i` alone: each point keeps its `i`-th successful run (in
+    /// repetition order), or none. A claim computed on each gives its per-repetition interval.
+    pub fn repetition(&self, i: usize) -> Dataset {
+        let points = self
+            .points
+            .iter()
+            .map(|p| {
+                let ok: Vec<Row> = p.all_ok.get(i).cloned().into_iter().collect();
+                PointData {
+                    id: p.id.clone(),
+                    values: p.values.clone(),
+                    ok: ok.clone(),
+                    repetitions: ok.len(),
+                    all_ok: ok,
+                    harness_limited: p.harness_limited,
+                    wrong_build: p.wrong_build,
+                    check_failed: p.check_failed,
+                    failed: p.failed,
+                    unsupported: p.unsupported.clone(),
+                    quick: p.quick,
+                    ran: p.ran,
+                }
+            })
+            .collect();
+        Dataset { points, superseded: 0 }
+    }
+
+    /// Runs refused because their binary was built from another commit than they name.
+    pub fn wrong_builds(&self) -> usize {
+        self.points.iter().map(|p| p.wrong_build).sum()
+    }
+
+    /// Runs excluded because they hit a harness limit, and the points they belong to.
+    pub fn harness_limited(&self) -> (usize, Vec<&str>) {
+        let hit: Vec<&PointData> = self.points.iter().filter(|p| p.harness_limited > 0).collect();
+        (hit.iter().map(|p| p.harness_limited).sum(), hit.iter().map(|p| p.id.as_str()).collect())
     }
 
     fn push(&mut self, id: String, mut values: BTreeMap<String, String>, rows: &[&Row]) {
@@ -238,6 +321,10 @@ impl Dataset {
         let mut point = PointData { id, values, ran: !rows.is_empty(), ..PointData::default() };
         for r in chosen {
             match r.status() {
+                Status::Ok if crate::provenance::commit_mismatch(r).is_some() => {
+                    point.wrong_build += 1
+                }
+                Status::Ok if hit_harness_limit(r) => point.harness_limited += 1,
                 Status::Ok => point.ok.push(r.clone()),
                 Status::CheckFailed => point.check_failed += 1,
                 Status::Unsupported => {
@@ -355,12 +442,19 @@ mod tests {
         assert_eq!((p.ok.len(), p.repetitions), (1, 3));
         assert_eq!(p.metric("tps").unwrap().mean, 110_000.0);
         assert_eq!(p.metric("latency_us.p95").unwrap().mean, 15.0);
-        // The default uses every repetition.
+        // Fastest is the one rule: a spec that does not say so gets it too, and the spread
+        // over every repetition stays visible.
         let all = Spec::parse(&text.replace("runs = \"fastest\"", ""), "x.toml".as_ref()).unwrap();
         let p = &Dataset::build(&all, &rows).points[0];
-        assert_eq!(p.ok.len(), 3);
-        assert!((p.metric("tps").unwrap().mean - 248_000.0 / 3.0).abs() < 1e-6);
-        // Anything else is an error naming the key.
+        assert_eq!(p.ok.len(), 1);
+        let spread = p.spread("tps").unwrap();
+        assert_eq!((spread.min, spread.max, spread.n), (48_000.0, 110_000.0, 3));
+        // Repetition 1 alone is the fast one.
+        let one = Dataset::build(&all, &rows).repetition(1);
+        assert_eq!(one.points[0].metric("tps").unwrap().mean, 110_000.0);
+        // Anything else, `all` included, is an error naming the key.
+        let e = Spec::parse(&text.replace("fastest", "all"), "x.toml".as_ref()).unwrap_err();
+        assert!(e.to_string().contains("spec.runs"), "{e}");
         let bad = text.replace("fastest", "best");
         let e = Spec::parse(&bad, "x.toml".as_ref()).unwrap_err().to_string();
         assert!(e.contains("spec.runs") && e.contains("best"), "{e}");

@@ -40,6 +40,10 @@ pub enum Reference {
     /// The paper's value at one plotted point: a hollow diamond per value (two for a range,
     /// joined by a dashed line), `short` beside it (`≈ 1.5×`) and `label` in the legend.
     Point { x: f64, ys: Vec<f64>, label: String, short: String },
+    /// The interval a claim accepts, drawn as a grey band beside the paper's marker: along y at
+    /// `x` (a ratio or value claim's point), or along x over the whole panel (`x: None`, a
+    /// break-even or threshold). Infinite ends reach the panel's edge.
+    Accepted { x: Option<f64>, lo: f64, hi: f64 },
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -63,8 +67,11 @@ pub struct Figure {
     pub log_x: bool,
     pub log_y: bool,
     pub y_from_zero: bool,
-    /// Category names when x is categorical (x = index).
+    /// Category names when x is categorical (x = index): drawn as points, not joined by lines
+    /// that would suggest a trend between workloads or configurations.
     pub categories: Option<Vec<String>>,
+    /// What the panels are split by (`threads`): a panel is titled `threads = 2`, not `2`.
+    pub panel_key: Option<String>,
     pub panels: Vec<Panel>,
 }
 
@@ -191,6 +198,8 @@ fn bounds(fig: &Figure, panel: &Panel) -> ((f64, f64), (f64, f64)) {
         let (x, ys) = match r {
             Reference::X { x, .. } => (*x, &[][..]),
             Reference::Point { x, ys, .. } => (*x, ys.as_slice()),
+            // An interval widens nothing: it is drawn within the panel's data.
+            Reference::Accepted { .. } => continue,
         };
         x0 = x0.min(x);
         x1 = x1.max(x);
@@ -245,6 +254,7 @@ fn legend(panel: &Panel) -> Vec<(Key, String)> {
         let row = match r {
             Reference::X { label, .. } => (Key::PaperLine, format!("paper: {label}")),
             Reference::Point { label, .. } => (Key::PaperPoint, format!("paper: {label}")),
+            Reference::Accepted { .. } => continue,
         };
         if !rows.contains(&row) {
             rows.push(row);
@@ -312,8 +322,12 @@ fn draw_panel<DB: DrawingBackend>(
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let ((x0, x1), (y0, y1)) = bounds(fig, panel);
+    let caption = match (&fig.panel_key, panel.title.is_empty()) {
+        (Some(key), false) => format!("{key} = {}", panel.title),
+        _ => panel.title.clone(),
+    };
     let mut chart = ChartBuilder::on(area)
-        .caption(&panel.title, ("sans-serif", CAPTION_SIZE))
+        .caption(&caption, ("sans-serif", CAPTION_SIZE))
         .margin(12)
         .x_label_area_size(52)
         .y_label_area_size(76)
@@ -353,7 +367,9 @@ fn draw_panel<DB: DrawingBackend>(
         let color = PALETTE[i % PALETTE.len()];
         let style = ShapeStyle::from(&color).stroke_width(2);
         let pts: Vec<(f64, f64)> = s.points.iter().map(|p| (p.x, p.y)).collect();
-        chart.draw_series(LineSeries::new(pts.clone(), style)).map_err(e)?;
+        if fig.categories.is_none() {
+            chart.draw_series(LineSeries::new(pts.clone(), style)).map_err(e)?;
+        }
         chart
             .draw_series(pts.iter().map(|&(x, y)| Circle::new((x, y), 3, color.filled())))
             .map_err(e)?;
@@ -384,8 +400,25 @@ fn draw_references<'a, DB: DrawingBackend + 'a>(
 ) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let line = ShapeStyle::from(&PAPER_COLOR).stroke_width(2);
+    let band = ShapeStyle::from(&PAPER_COLOR.mix(0.12)).filled();
+    let clip = |v: f64, lo: f64, hi: f64| if v.is_nan() { lo } else { v.clamp(lo, hi) };
+    // Labels already drawn, by where they sit: two claims on one point (or one claim's groups)
+    // would print `≈ 1.5×≈ 1.5×`; the same text is drawn once, another one row lower.
+    let mut drawn: Vec<(f64, f64, String)> = Vec::new();
+    let near = (y1 - y0) * 0.04;
     for r in &panel.references {
         match r {
+            Reference::Accepted { x: None, lo, hi } => {
+                let (a, b) = (clip(*lo, x0, x1), clip(*hi, x0, x1));
+                let rect = Rectangle::new([(a, y0), (b, y1)], band);
+                chart.draw_series(std::iter::once(rect)).map_err(e)?;
+            }
+            Reference::Accepted { x: Some(x), lo, hi } => {
+                let (a, b) = (clip(*lo, y0, y1), clip(*hi, y0, y1));
+                let wide = ShapeStyle::from(&PAPER_COLOR.mix(0.25)).stroke_width(8);
+                let path = PathElement::new(vec![(*x, a), (*x, b)], wide);
+                chart.draw_series(std::iter::once(path)).map_err(e)?;
+            }
             Reference::X { x, .. } => {
                 chart
                     .draw_series(DashedLineSeries::new(vec![(*x, y0), (*x, y1)], 8, 5, line))
@@ -402,6 +435,12 @@ fn draw_references<'a, DB: DrawingBackend + 'a>(
                 }
                 chart.draw_series(ys.iter().map(|&y| diamond((*x, y), line))).map_err(e)?;
                 let top = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let here = |d: &&(f64, f64, String)| d.0 == *x && (d.1 - top).abs() < near;
+                if drawn.iter().filter(here).any(|d| d.2 == *short) {
+                    continue;
+                }
+                let row = drawn.iter().filter(here).count() as i32;
+                drawn.push((*x, top, short.clone()));
                 let right_half = *x > (x0 + x1) / 2.0;
                 let (h, dx) = if right_half {
                     (text_anchor::HPos::Right, -10)
@@ -412,7 +451,8 @@ fn draw_references<'a, DB: DrawingBackend + 'a>(
                     .into_font()
                     .color(&PAPER_COLOR)
                     .pos(text_anchor::Pos::new(h, text_anchor::VPos::Bottom));
-                let text = EmptyElement::at((*x, top)) + Text::new(short.clone(), (dx, -4), font);
+                let dy = -4 + row * (LABEL_SIZE as i32 + 2);
+                let text = EmptyElement::at((*x, top)) + Text::new(short.clone(), (dx, dy), font);
                 chart.draw_series(std::iter::once(text)).map_err(e)?;
             }
         }

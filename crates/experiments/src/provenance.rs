@@ -166,6 +166,84 @@ fn short_commit(c: &str) -> String {
     }
 }
 
+/// The commit of the code a run used, as the sweep sees it: the bench binary's build commit
+/// `built` when the checkout's code (`crates/`, `Cargo.toml`, `Cargo.lock`) is the same as at
+/// that commit (later commits changed only results or docs), else the checkout's own commit
+/// (`<commit>-dirty` with uncommitted code changes: the rule of the CLI's build.rs). Recorded in
+/// every row as `code_commit`; a row whose binary commit differs from it ran other code than
+/// the commit it names (issue 38: rows labelled 24ef3e8 ran 5595ad7's code). `None` outside a
+/// git checkout.
+pub fn code_commit(built: Option<&str>) -> Option<String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashMap<Option<String>, Option<String>>>> = OnceLock::new();
+    let key = built.map(str::to_string);
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(known) = seen.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return known;
+    }
+    let found = find_code_commit(built);
+    if let Ok(mut m) = seen.lock() {
+        m.insert(key, found.clone());
+    }
+    found
+}
+
+const CODE: [&str; 3] = ["crates", "Cargo.toml", "Cargo.lock"];
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git").args(args).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn find_code_commit(built: Option<&str>) -> Option<String> {
+    let head = git(&["rev-parse", "HEAD"]).filter(|c| !c.is_empty())?;
+    let top = git(&["rev-parse", "--show-toplevel"])?;
+    let mut status =
+        vec!["-C", top.as_str(), "status", "--porcelain", "--untracked-files=no", "--"];
+    status.extend(CODE);
+    if git(&status).is_some_and(|s| !s.is_empty()) {
+        return Some(format!("{head}-dirty"));
+    }
+    let Some(built) = built.filter(|b| !b.ends_with("-dirty")) else { return Some(head) };
+    let mut diff = vec!["-C", top.as_str(), "diff", "--quiet", built, head.as_str(), "--"];
+    diff.extend(CODE);
+    // `git diff --quiet` exits 0 when the code is the same, 1 when it differs.
+    let same = std::process::Command::new("git").args(&diff).output().ok()?.status.success();
+    Some(if same { built.to_string() } else { head })
+}
+
+/// The bench binary's build commit of a row (`config.git_commit`).
+pub fn build_commit(row: &Row) -> Option<String> {
+    config_str(row, "git_commit")
+}
+
+/// Whether a row's binary was built from another commit than the code its sweep ran:
+/// its numbers cannot be attributed to the commit it names. Rows without both say nothing.
+pub fn commit_mismatch(row: &Row) -> Option<(String, String)> {
+    let named = row.str(crate::results::keys::CODE_COMMIT)?.to_string();
+    let built = build_commit(row)?;
+    (named != built).then_some((named, built))
+}
+
+/// The rows (by index) of builds older than the newest: the build commit of the latest-started
+/// row is the spec's newest; rows of any other commit are flagged with theirs.
+pub fn older_builds(rows: &[&Row]) -> Option<(String, Vec<(String, usize)>)> {
+    let newest = rows
+        .iter()
+        .filter(|r| build_commit(r).is_some())
+        .max_by(|a, b| a.started().total_cmp(&b.started()))
+        .and_then(|r| build_commit(r))?;
+    let mut older: std::collections::BTreeMap<String, usize> = Default::default();
+    for r in rows {
+        match build_commit(r) {
+            Some(c) if c != newest => *older.entry(short_commit(&c)).or_default() += 1,
+            _ => {}
+        }
+    }
+    (!older.is_empty()).then(|| (short_commit(&newest), older.into_iter().collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +264,18 @@ mod tests {
             "829029a3c36b-dirty"
         );
         assert_eq!(short_commit("unknown"), "unknown");
+    }
+
+    /// Guards the provenance rule: a binary is attributed its own commit only when the code is
+    /// the checkout's; an unknown or other build gets the checkout's commit, so the report sees
+    /// the mismatch.
+    #[test]
+    fn a_binary_is_credited_only_with_the_code_of_its_checkout() {
+        let Some(head) = git(&["rev-parse", "HEAD"]) else { return };
+        let named = code_commit(Some("not-a-commit")).unwrap();
+        assert!(named.starts_with(&head), "{named}");
+        let same = code_commit(Some(&head)).unwrap();
+        assert!(same == head || same == format!("{head}-dirty"), "{same}");
     }
 
     #[test]

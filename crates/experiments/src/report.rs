@@ -6,8 +6,8 @@
 //! runnable: engine wal missing", with the paper's claims listed, so the page is the to-do list
 //! of the reproduction as well as its result.
 
-use crate::analysis::{self, ClaimResult, Verdict, QUICK_VERDICT};
-use crate::data::{Dataset, PointData};
+use crate::analysis::{self, ClaimResult, Class, Verdict, QUICK_VERDICT};
+use crate::data::{Dataset, PointData, HARNESS_LIMIT};
 use crate::plot::{self, Figure, Panel, Reference, Series, XY};
 use crate::provenance::Provenance;
 use crate::results::{self, Row, StoreError};
@@ -112,34 +112,38 @@ pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
 }
 
 /// Specs named on the command line win over the copies in `DIR/specs/`; copies are used for
-/// every spec that has rows.
+/// every other spec that has rows. A copy that a given spec replaces is never read: it may
+/// predate a rule the given one meets (fewer repetitions than a reproduction now needs).
 fn load_specs(options: &ReportOptions, rows: &[Row]) -> Result<Vec<Spec>, ReportError> {
-    let mut by_name: BTreeMap<String, Spec> = BTreeMap::new();
-    let mut order: Vec<String> = Vec::new();
-    let mut add = |spec: Spec, by_name: &mut BTreeMap<String, Spec>| {
-        if !by_name.contains_key(&spec.name) {
-            order.push(spec.name.clone());
-        }
-        by_name.insert(spec.name.clone(), spec);
-    };
-    let saved = options.dir.join(results::SPECS_DIR);
-    let mut names: Vec<&str> = rows.iter().map(Row::spec).collect();
-    names.dedup();
-    let mut seen = std::collections::BTreeSet::new();
-    for name in names {
-        if seen.insert(name) {
-            let path = saved.join(format!("{name}.toml"));
-            if path.exists() {
-                add(Spec::load(&path)?, &mut by_name);
+    let mut given: BTreeMap<String, Spec> = BTreeMap::new();
+    let mut given_order: Vec<String> = Vec::new();
+    for path in options.specs.iter().map(|p| spec_files(p)).collect::<Result<Vec<_>, _>>()? {
+        for path in path {
+            let spec = Spec::load(&path)?;
+            if !given.contains_key(&spec.name) {
+                given_order.push(spec.name.clone());
             }
+            given.insert(spec.name.clone(), spec);
         }
     }
-    for given in &options.specs {
-        for path in spec_files(given)? {
-            add(Spec::load(&path)?, &mut by_name);
+    let saved = options.dir.join(results::SPECS_DIR);
+    let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for name in rows.iter().map(Row::spec) {
+        if !seen.insert(name.to_string()) {
+            continue;
+        }
+        if let Some(spec) = given.remove(name) {
+            out.push(spec);
+            continue;
+        }
+        let path = saved.join(format!("{name}.toml"));
+        if path.exists() {
+            out.push(Spec::load(&path)?);
         }
     }
-    Ok(order.into_iter().filter_map(|n| by_name.remove(&n)).collect())
+    out.extend(given_order.into_iter().filter_map(|n| given.remove(&n)));
+    Ok(out)
 }
 
 /// `path` itself, or the `*.toml` files of a directory in name order.
@@ -169,17 +173,40 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
              show that the pipeline works, not what the paper measured"
         ));
     }
-    if spec.runs == crate::spec::Runs::Fastest {
-        let reps: Vec<usize> = data.points.iter().map(|p| p.repetitions).collect();
-        let (lo, hi) = (reps.iter().min().copied(), reps.iter().max().copied());
-        let range = match (lo, hi) {
-            (Some(lo), Some(hi)) if lo == hi => format!("{hi}"),
-            (Some(lo), Some(hi)) => format!("{lo}-{hi}"),
-            _ => "0".into(),
-        };
+    let reps: Vec<usize> = data.points.iter().map(|p| p.repetitions).filter(|&n| n > 0).collect();
+    if let (Some(lo), Some(hi)) = (reps.iter().min(), reps.iter().max()) {
+        let range = if lo == hi { format!("{hi}") } else { format!("{lo}-{hi}") };
         notes.push(format!(
-            "runs = fastest: each point's plots and claims use its fastest repetition (of \
-             {range} successful), all metrics of that run, not the mean of the repetitions"
+            "{range} successful repetition(s) per point; each point's number is its fastest \
+             repetition, error bars its spread over all of them"
+        ));
+    }
+    let wrong = data.wrong_builds();
+    if wrong > 0 {
+        notes.push(format!(
+            "{wrong} run(s) refused: their binary was built from another commit \
+             (config.git_commit) than the code their sweep ran (code_commit)"
+        ));
+    }
+    let spec_rows: Vec<&Row> = rows.iter().filter(|r| r.spec() == spec.name).collect();
+    if let Some((newest, older)) = crate::provenance::older_builds(&spec_rows) {
+        let list: Vec<String> = older.iter().map(|(c, n)| format!("{n} of commit {c}")).collect();
+        notes.push(format!(
+            "older builds: {} row(s) ran another build than the spec's latest runs (commit \
+             {newest}): {}",
+            older.iter().map(|(_, n)| n).sum::<usize>(),
+            list.join(", ")
+        ));
+    }
+    let (limited, limited_points) = data.harness_limited();
+    if limited > 0 {
+        let n = limited_points.len();
+        let shown: Vec<&str> = limited_points.iter().take(4).copied().collect();
+        let more = if n > 4 { format!(", … {} more", n - 4) } else { String::new() };
+        notes.push(format!(
+            "{HARNESS_LIMIT}: {limited} run(s) at {n} point(s) hit the driver's pending-commit \
+             cap (pending_full_waits > 0) and are excluded from the figures and verdicts: {}{more}",
+            shown.join("; ")
         ));
     }
     if data.superseded > 0 {
@@ -215,8 +242,12 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
             figures.push((format!("figures/{svg}"), format!("figures/{png}"), dims));
         }
     }
-    let mut claims: Vec<ClaimResult> =
-        spec.claims.iter().map(|c| analysis::evaluate(c, &data)).collect();
+    let rep_data: Vec<Dataset> = (0..data.max_repetitions()).map(|i| data.repetition(i)).collect();
+    let mut claims: Vec<ClaimResult> = spec
+        .claims
+        .iter()
+        .map(|c| analysis::evaluate_with_repetitions(c, &data, &rep_data))
+        .collect();
     if quick {
         for c in &mut claims {
             c.verdict = c.verdict.clone().for_quick();
@@ -336,9 +367,11 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
             x *= plot.x_scale;
         }
         let k = plot.y_scale / norm;
+        // The point is its fastest repetition; its bars are the spread over all of them.
+        let spread = p.spread(&plot.y).unwrap_or(stats);
         let (lo, hi) = match plot.error {
-            ErrorBars::Minmax => (stats.min, stats.max),
-            ErrorBars::Stddev => (stats.mean - stats.stddev, stats.mean + stats.stddev),
+            ErrorBars::Minmax => (spread.min.min(stats.mean), spread.max.max(stats.mean)),
+            ErrorBars::Stddev => (stats.mean - spread.stddev, stats.mean + spread.stddev),
             ErrorBars::None => (stats.mean, stats.mean),
         };
         let mut xy = XY { x, y: stats.mean * k, y_lo: lo * k, y_hi: hi * k };
@@ -402,6 +435,7 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
         log_y: plot.log_y,
         y_from_zero: plot.y_from_zero,
         categories,
+        panel_key: plot.panels.clone(),
         panels,
     };
     (fig, notes)
@@ -458,6 +492,20 @@ fn paper_lines(spec: &Spec, plot: &PlotSpec, panels: &mut [Panel]) {
             && (c.x_scale - plot.x_scale).abs() < 1e-12
     };
     for claim in spec.claims.iter().filter(|c| along_x(c)) {
+        let (lo, hi) = analysis::accepted_interval(claim);
+        let on_axis = |v: f64| match (plot.log_x, v > 0.0) {
+            (true, false) => f64::NEG_INFINITY,
+            (true, true) => v.log10(),
+            (false, _) => v,
+        };
+        if !lo.is_nan() && !hi.is_nan() {
+            for panel in panels.iter_mut() {
+                if claim_fits_panel(&claim.filter, plot.panels.as_ref(), &panel.title) {
+                    let band = Reference::Accepted { x: None, lo: on_axis(lo), hi: on_axis(hi) };
+                    panel.references.push(band);
+                }
+            }
+        }
         for (x, text) in analysis::paper_numbers(claim) {
             let plotted = match (plot.log_x, x > 0.0) {
                 (true, false) => continue,
@@ -523,6 +571,23 @@ fn paper_markers(
     for claim in spec.claims.iter().filter(|c| c.metric.trim() == plot.y.trim()) {
         let texts: Vec<String> =
             analysis::paper_numbers(claim).into_iter().map(|(_, t)| t).collect();
+        for (id, ends) in analysis::accepted_points(claim, data) {
+            let Some(point) = data.points.iter().find(|p| p.id == id) else { continue };
+            if point.ok.is_empty() || !plot.filter.matches(&point.lookup()) {
+                continue;
+            }
+            let Some(&(x, _)) = place(plot, data, categories, point, 1.0).as_ref() else {
+                continue;
+            };
+            // An end that has no place on the axis (0 on a log axis) reaches the panel's edge.
+            let at =
+                |y: f64, edge: f64| place(plot, data, categories, point, y).map_or(edge, |p| p.1);
+            let (lo, hi) = (at(ends[0], f64::NEG_INFINITY), at(ends[1], f64::INFINITY));
+            let panel_name = plot.panels.as_ref().and_then(|k| point.value(k)).unwrap_or_default();
+            if let Some(panel) = panels.iter_mut().find(|p| p.title == panel_name) {
+                panel.references.push(Reference::Accepted { x: Some(x), lo, hi });
+            }
+        }
         for (id, ys) in analysis::paper_points(claim, data) {
             let Some(point) = data.points.iter().find(|p| p.id == id) else { continue };
             if point.ok.is_empty() || !plot.filter.matches(&point.lookup()) {
@@ -550,24 +615,57 @@ fn verdict_class(v: &Verdict) -> &'static str {
     match v {
         Verdict::Reproduced => "ok",
         Verdict::Differs => "differs",
+        Verdict::Inconclusive(_) => "inconclusive",
         Verdict::NotRunnable(_) => "blocked",
         Verdict::NoData(_) => "nodata",
         Verdict::Quick(_) => "quick",
     }
 }
 
-/// The verdict counts: reproduced, differs, not runnable, no data, quick (not a reproduction).
-pub fn tally(report: &Report) -> [usize; 5] {
-    let mut t = [0; 5];
+/// Verdict counts of one class of claims.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub agree: usize,
+    pub differ: usize,
+    pub inconclusive: usize,
+    pub not_runnable: usize,
+    pub no_data: usize,
+    pub quick: usize,
+}
+
+impl Counts {
+    fn add(&mut self, v: &Verdict) {
+        match v {
+            Verdict::Reproduced => self.agree += 1,
+            Verdict::Differs => self.differ += 1,
+            Verdict::Inconclusive(_) => self.inconclusive += 1,
+            Verdict::NotRunnable(_) => self.not_runnable += 1,
+            Verdict::NoData(_) => self.no_data += 1,
+            Verdict::Quick(_) => self.quick += 1,
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.agree + self.differ + self.inconclusive + self.not_runnable + self.no_data + self.quick
+    }
+}
+
+/// The verdict counts by class: only `paper.agree` is the number of reproductions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    pub paper: Counts,
+    pub our_tolerance: Counts,
+    pub checks: Counts,
+}
+
+pub fn tally(report: &Report) -> Tally {
+    let mut t = Tally::default();
     for c in report.specs.iter().flat_map(|s| &s.claims) {
-        let i = match c.verdict {
-            Verdict::Reproduced => 0,
-            Verdict::Differs => 1,
-            Verdict::NotRunnable(_) => 2,
-            Verdict::NoData(_) => 3,
-            Verdict::Quick(_) => 4,
-        };
-        t[i] += 1;
+        match c.class {
+            Class::Paper => t.paper.add(&c.verdict),
+            Class::OurTolerance => t.our_tolerance.add(&c.verdict),
+            Class::Check => t.checks.add(&c.verdict),
+        }
     }
     t
 }
@@ -578,31 +676,89 @@ const STYLE: &str = "body{font-family:sans-serif;max-width:1180px;margin:2em aut
 color:#222}h2{border-top:1px solid #ccc;padding-top:1em}table{border-collapse:collapse;\
 margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}\
 .ok{background:#d9f2d9}.differs{background:#fde0c8}.blocked{background:#e8e8e8}\
-.nodata{background:#f4f4f4;color:#666}.quick{background:#fff3b0}.status{font-style:italic}\
+.nodata{background:#f4f4f4;color:#666}.inconclusive{background:#e6e6fa}\
+.quick{background:#fff3b0}.status{font-style:italic}\
 .fig{overflow-x:auto;margin:1em 0}.fig img{max-width:none;display:block}\
 .src{color:#555;font-size:90%}.banner{border:2px solid #b00;background:#fff0f0;color:#900;\
 padding:.6em 1em;font-weight:bold}.mark{color:#900;font-size:70%;font-weight:normal}\
 footer{border-top:1px solid #ccc;margin-top:2em;padding-top:.5em;color:#444;font-size:90%}";
 
-/// The verdict counts in words. With quick runs, only the counts that are not zero: a quick
-/// report should not open with "0 reproduced" either.
-fn summary(report: &Report) -> String {
-    let [ok, differs, blocked, nodata, quick] = tally(report);
-    let quick_text = format!("judged on quick runs ({QUICK_VERDICT})");
-    let counts = [
-        (ok, "reproduced"),
-        (differs, "differ"),
-        (blocked, "not yet runnable"),
-        (nodata, "without data"),
-        (quick, quick_text.as_str()),
-    ];
-    let parts: Vec<String> = counts
-        .iter()
-        .filter(|(n, what)| *n > 0 || (quick == 0 && *what != quick_text))
-        .map(|(n, what)| format!("{n} {what}"))
-        .collect();
-    format!("{}.", parts.join(", "))
+fn counts_text(c: &Counts, agree: &str, differ: &str) -> String {
+    let mut parts = vec![format!("{} {agree}", c.agree), format!("{} {differ}", c.differ)];
+    parts.push(format!("{} inconclusive", c.inconclusive));
+    if c.not_runnable > 0 {
+        parts.push(format!("{} not yet runnable", c.not_runnable));
+    }
+    parts.push(format!("{} without data", c.no_data));
+    if c.quick > 0 {
+        parts.push(format!("{} judged on quick runs ({QUICK_VERDICT})", c.quick));
+    }
+    parts.join(", ")
 }
+
+/// The verdict counts in words: the paper's claims against the paper's numbers first (the
+/// only ones that can be reproductions), then our tolerances and the implementation checks.
+fn summary(report: &Report) -> String {
+    let t = tally(report);
+    let quick = t.paper.quick + t.our_tolerance.quick + t.checks.quick;
+    if quick > 0 {
+        // A quick report should not open with "0 reproduced" either.
+        let all = [t.paper, t.our_tolerance, t.checks];
+        let sum = |f: fn(&Counts) -> usize| all.iter().map(f).sum::<usize>();
+        let parts = [
+            (quick, format!("judged on quick runs ({QUICK_VERDICT})")),
+            (sum(|c| c.not_runnable), "not yet runnable".to_string()),
+            (sum(|c| c.no_data), "without data".to_string()),
+            (sum(|c| c.agree + c.differ + c.inconclusive), "judged on full runs".to_string()),
+        ];
+        let text: Vec<String> =
+            parts.iter().filter(|(n, _)| *n > 0).map(|(n, w)| format!("{n} {w}")).collect();
+        return format!("{}.", text.join(", "));
+    }
+    let p = &t.paper;
+    let mut paper = vec![
+        format!("{} reproduced", p.agree),
+        format!("{} differ (each with its cause)", p.differ),
+        format!("{} inconclusive", p.inconclusive),
+    ];
+    if p.not_runnable > 0 {
+        paper.push(format!("{} not yet runnable", p.not_runnable));
+    }
+    paper.push(format!("{} without data", p.no_data));
+    if p.quick > 0 {
+        paper.push(format!("{} judged on quick runs ({QUICK_VERDICT})", p.quick));
+    }
+    format!(
+        "Paper claims against the paper's bounds: {}. Apart, not counted as reproductions: {} \
+         against our tolerance ({}); {} implementation checks ({}).",
+        paper.join(", "),
+        t.our_tolerance.total(),
+        counts_text(&t.our_tolerance, "within", "outside"),
+        t.checks.total(),
+        counts_text(&t.checks, "pass", "fail"),
+    )
+}
+
+/// The rules every verdict follows, stated once at the top of the report.
+pub const RULES: &[&str] = &[
+    "A reproduction is a paper claim judged against the paper's own number; a claim whose \
+     bound we chose (`bound = \"ours\"`) is listed under \"Our tolerance\" and a claim that \
+     is not the paper's (`role = \"check\"`) under \"Implementation checks\"; neither counts \
+     as a reproduction.",
+    "The VM runs a configuration at two speeds about 2× apart from one process to the next: \
+     every point's number is its fastest repetition (highest throughput, all metrics of that \
+     run), in every spec; error bars and the repetitions column show the spread over all \
+     repetitions.",
+    "Inconclusive: the claim computed on each repetition alone agrees with the bound on some \
+     repetitions and not on others, or a crossing lies outside the measured range where the \
+     bound partly lies.",
+    "Break-evens and thresholds by linear interpolation between measured points only: no \
+     crossing within the measured range is never agreement.",
+    "Aggregates show every group's value and its own verdict (✓ within, ✗ outside, ? \
+     inconclusive); a claim about every workload or the worst case requires every group.",
+    "Runs that hit a harness limit (the driver's pending-commit cap, pending_full_waits > 0) \
+     are flagged and excluded from figures and verdicts.",
+];
 
 /// What the page says at the top of a report with quick runs in it.
 fn quick_banner(report: &Report) -> Option<String> {
@@ -637,11 +793,11 @@ pub fn html(report: &Report) -> String {
     if let Some(banner) = quick_banner(report) {
         let _ = write!(h, "<p class=\"banner\">{}</p>", escape(&banner));
     }
-    let _ = write!(
-        h,
-        "<p>{}</p><table><tr><th>experiment</th><th>status</th><th>claims</th></tr>",
-        escape(&summary(report))
-    );
+    let _ = write!(h, "<p>{}</p><ul>", escape(&summary(report)));
+    for rule in RULES {
+        let _ = write!(h, "<li>{}</li>", escape(rule));
+    }
+    h.push_str("</ul><table><tr><th>experiment</th><th>status</th><th>claims</th></tr>");
     for s in &report.specs {
         let mark = if s.quick {
             format!(" <span class=\"mark\">{QUICK_VERDICT}</span>")
@@ -695,27 +851,31 @@ fn spec_html(h: &mut String, s: &SpecReport) {
             "<div class=\"fig\"><img src=\"{svg}\" width=\"{w}\" height=\"{height}\" alt=\"{}\">\
              </div><p class=\"src\">{w}×{height} px: <a href=\"{svg}\">SVG</a> · \
              <a href=\"{png}\">PNG</a>. Black dashed lines and diamonds are the paper's \
-             values.</p>",
+             values, grey bands the intervals the claims accept.</p>",
             escape(&s.title)
         );
     }
     if !s.claims.is_empty() {
         h.push_str(
-            "<table><tr><th>claim</th><th>source</th><th>paper</th><th>measured</th>\
-             <th>verdict</th></tr>",
+            "<table><tr><th>claim</th><th>kind</th><th>source</th><th>paper</th>\
+             <th>accepted</th><th>measured</th><th>repetitions</th><th>verdict</th></tr>",
         );
         for c in &s.claims {
+            let kind = SECTIONS.iter().find(|x| x.0 == c.class).map_or("", |x| x.1);
             let _ = write!(
                 h,
-                "<tr><td>{} <span class=\"src\">({})</span></td><td class=\"src\">{}</td>\
-                 <td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
+                "<tr><td>{} <span class=\"src\">({})</span></td><td class=\"src\">{kind}</td>\
+                 <td class=\"src\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td class=\"{}\">{}</td></tr>",
                 escape(&c.text),
                 escape(&c.id),
                 escape(&c.source),
                 escape(&c.paper_with_bound()),
+                escape(&c.accepted),
                 escape(&c.measured),
+                escape(&repetitions_cell(c)),
                 verdict_class(&c.verdict),
-                escape(&c.verdict.label())
+                escape(&c.verdict_text())
             );
         }
         h.push_str("</table>");
@@ -729,32 +889,71 @@ fn md_cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-/// `report.md`: the verdict table, for terminals.
+/// The report's three sections of claims, in order, with their headings.
+pub const SECTIONS: [(Class, &str, &str); 3] = [
+    (
+        Class::Paper,
+        "Paper claims",
+        "The paper's claims against the paper's numbers: the only ones that can reproduce.",
+    ),
+    (
+        Class::OurTolerance,
+        "Our tolerance",
+        "The paper's claims where the paper gives no number we can check directly: the \
+         interval is ours (its reason beside the paper's words). Never counted as a \
+         reproduction.",
+    ),
+    (
+        Class::Check,
+        "Implementation checks",
+        "Not paper claims: our protocols against Pelley's, self-consistency checks.",
+    ),
+];
+
+/// The cell of a claim's repetitions.
+fn repetitions_cell(c: &ClaimResult) -> String {
+    c.repetitions.clone().unwrap_or_else(|| "–".into())
+}
+
+/// `report.md`: the verdict tables, for terminals.
 pub fn markdown(report: &Report) -> String {
     let mut m = String::from("# nvmdb: the papers' figures\n\n");
     if let Some(banner) = quick_banner(report) {
         let _ = writeln!(m, "**{banner}**\n");
     }
     let _ = writeln!(m, "{}\n", summary(report));
-    m.push_str("| experiment | claim | paper | measured | verdict |\n|---|---|---|---|---|\n");
-    for s in &report.specs {
-        if s.claims.is_empty() {
-            let (name, status) = (md_cell(&s.name), md_cell(&s.status));
-            let _ = writeln!(m, "| {name} | – | – | – | {status} |");
-        }
-        for c in &s.claims {
-            let _ = writeln!(
-                m,
-                "| {} | {} | {} | {} | {} |",
-                md_cell(&s.name),
-                md_cell(&c.text),
-                md_cell(&c.paper_with_bound()),
-                md_cell(&c.measured),
-                md_cell(&c.verdict.label())
-            );
-        }
+    for rule in RULES {
+        let _ = writeln!(m, "- {rule}");
     }
     m.push('\n');
+    for (class, heading, what) in SECTIONS {
+        let _ = writeln!(m, "## {heading}\n\n{what}\n");
+        m.push_str(
+            "| experiment | claim | paper | accepted | measured | repetitions | verdict |\n\
+             |---|---|---|---|---|---|---|\n",
+        );
+        for s in &report.specs {
+            if class == Class::Paper && s.claims.is_empty() {
+                let (name, status) = (md_cell(&s.name), md_cell(&s.status));
+                let _ = writeln!(m, "| {name} | – | – | – | – | – | {status} |");
+            }
+            for c in s.claims.iter().filter(|c| c.class == class) {
+                let _ = writeln!(
+                    m,
+                    "| {} | {} | {} | {} | {} | {} | {} |",
+                    md_cell(&s.name),
+                    md_cell(&c.text),
+                    md_cell(&c.paper_with_bound()),
+                    md_cell(&c.accepted),
+                    md_cell(&c.measured),
+                    md_cell(&repetitions_cell(c)),
+                    md_cell(&c.verdict_text())
+                );
+            }
+        }
+        m.push('\n');
+    }
+    m.push_str("## Experiments\n\n");
     for s in &report.specs {
         let _ = writeln!(m, "- **{}** ({}): {}", s.name, s.source, s.status);
         for n in &s.notes {
@@ -795,7 +994,7 @@ mod tests {
         name = "t"
         title = "Throughput vs persist latency"
         source = "s"
-        reps = 1
+        reps = 3
         [base]
         workload = "tpcb"
         [grid]
@@ -936,8 +1135,64 @@ mod tests {
         // 1.5 × the WAL's 100 TPS, drawn at the In-Place point at x = 0.
         let point = refs.iter().find_map(|r| match r {
             Reference::Point { x, ys, .. } => Some((*x, ys.clone())),
-            Reference::X { .. } => None,
+            _ => None,
         });
         assert_eq!(point, Some((0.0, vec![150.0])));
+        // Beside each marker, the interval the claim accepts: 1.5× ± 25% of WAL's 100 TPS at the
+        // In-Place point; the break-even's 3.5 µs ± 25% as a band along x.
+        assert!(refs.contains(&Reference::Accepted { x: Some(0.0), lo: 112.5, hi: 187.5 }));
+        assert!(refs.contains(&Reference::Accepted { x: None, lo: 2.625, hi: 4.375 }), "{refs:?}");
+    }
+
+    /// Guards issue 38's figures: a panel titled `2` (the value alone), workloads joined by
+    /// lines that suggest a trend, and one label printed twice (`≈ 1.5×≈ 1.5×`).
+    #[test]
+    fn panels_say_their_key_and_categories_are_not_joined() {
+        let text = "[spec]\ntitle = \"t\"\nsource = \"s\"\n[grid]\n\
+                    engine = [\"inplace\", \"wal\"]\nthreads = [\"2\"]\n\
+                    [[plot]]\nx = \"engine\"\ny = \"tps\"\npanels = \"threads\"\n";
+        let spec = Spec::parse(text, Path::new("t.toml")).unwrap();
+        let data = Dataset::build(&spec, &[]);
+        let (fig, _) = figure(&spec, &spec.plots[0], &data);
+        assert_eq!(fig.panel_key.as_deref(), Some("threads"));
+        assert!(fig.categories.is_some());
+        let mut fig = fig;
+        let ys = vec![10.0];
+        let marker = |label: &str| Reference::Point {
+            x: 0.0,
+            ys: ys.clone(),
+            label: label.into(),
+            short: "≈ 1.5×".into(),
+        };
+        let series = vec![plot::Series {
+            name: "a".into(),
+            points: vec![
+                XY { x: 0.0, y: 9.0, y_lo: 9.0, y_hi: 9.0 },
+                XY { x: 1.0, y: 8.0, y_lo: 8.0, y_hi: 8.0 },
+            ],
+        }];
+        fig.panels = vec![Panel {
+            title: "2".into(),
+            series,
+            marks: vec![],
+            references: vec![marker("one ≈ 1.5×"), marker("two ≈ 1.5×")],
+        }];
+        let dir = tempfile::tempdir().unwrap();
+        let (svg, png) = (dir.path().join("f.svg"), dir.path().join("f.png"));
+        plot::render(&fig, &svg, &png).unwrap();
+        let svg = std::fs::read_to_string(svg).unwrap();
+        assert!(svg.contains("threads = 2"), "{svg}");
+        assert_eq!(svg.lines().filter(|l| l.trim() == "≈ 1.5×").count(), 1, "{svg}");
+        let line = format!("stroke=\"#{:02X}{:02X}{:02X}\"", 0x00, 0x72, 0xB2);
+        // The legend's sample is a level line; a line joining the two points would slope.
+        let slopes = |l: &str| {
+            let pts = l.split("points=\"").nth(1).unwrap_or_default();
+            let ys: Vec<&str> =
+                pts.split_whitespace().filter_map(|p| p.split(',').nth(1)).collect();
+            ys.windows(2).any(|w| w[0] != w[1])
+        };
+        let joined =
+            svg.lines().any(|l| l.starts_with("<polyline") && l.contains(&line) && slopes(l));
+        assert!(!joined, "categories joined by a line: {svg}");
     }
 }

@@ -38,6 +38,8 @@ pub mod keys {
     pub const STARTED_UNIX_S: &str = "started_unix_s";
     pub const HOST: &str = "host";
     pub const CRASH_AFTER_S: &str = "crash_after_s";
+    /// The commit of the code a run used (`provenance::code_commit`).
+    pub const CODE_COMMIT: &str = "code_commit";
 }
 
 /// How a run ended.

@@ -334,6 +334,8 @@ pub fn make_row(
     host: &str,
 ) -> Row {
     let mut map = outcome.row.clone().unwrap_or_default();
+    let built = map.get("config").and_then(|c| c.get("git_commit")).and_then(Value::as_str);
+    let built = built.map(str::to_string);
     let grid: Map<String, Value> =
         point.axes.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
     let flags: Map<String, Value> = point
@@ -363,6 +365,7 @@ pub fn make_row(
         (keys::WALL_S, json!(outcome.wall.as_secs_f64())),
         (keys::STARTED_UNIX_S, json!(started_unix_s)),
         (keys::HOST, json!(host)),
+        (keys::CODE_COMMIT, json!(crate::provenance::code_commit(built.as_deref()))),
     ];
     for (k, v) in sweep {
         map.insert(k.to_string(), v);

@@ -117,3 +117,29 @@ fn reproductions_use_the_papers_method() {
         }
     }
 }
+
+/// Guards issue 38's provenance finding: two specs cited specs that do not exist
+/// (`product-read-latency`, `product-persist-latency`). Every `pelley-…`, `thesis-…`,
+/// `product-…`, `nstore-…`, `nvwal-…` name a spec's comments mention is a spec's name or file.
+#[test]
+fn specs_cite_only_specs_that_exist() {
+    let files = spec_files();
+    let mut known = std::collections::HashSet::new();
+    for path in &files {
+        known.insert(Spec::load(path).unwrap().name);
+        known.insert(path.file_stem().unwrap().to_string_lossy().into_owned());
+    }
+    let prefixes = ["pelley-", "thesis-", "product-", "nstore-", "nvwal-"];
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        let comments: String = text.lines().filter(|l| l.trim_start().starts_with('#')).collect();
+        let words = comments.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'));
+        for word in words.map(|w| w.trim_end_matches(".toml").trim_end_matches('.')) {
+            if prefixes.iter().any(|p| word.starts_with(p)) && word.len() > 8 {
+                // `nstore-skew` is a key distribution, not a spec.
+                let base = known.contains(word) || word == "nstore-skew";
+                assert!(base, "{}: cites `{word}`, which is no spec", path.display());
+            }
+        }
+    }
+}

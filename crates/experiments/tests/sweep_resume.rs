@@ -43,6 +43,8 @@ echo "some human text"
 echo "{\"engine\":\"$engine\",\"tps\":$tps,\"checker\":\"pass\",\"latency_us\":{\"p95\":5.0}}"
 "#;
 
+/// The claims are `role = "check"`: a reproduction needs 3 repetitions, and these tests count
+/// the runs of 2.
 const SPEC: &str = r#"
 [spec]
 name = "fake"
@@ -68,6 +70,7 @@ where = { engine = "inplace" }
 numerator = { persist_latency = "2us" }
 denominator = { persist_latency = "0" }
 range = [0.0, 0.9]
+role = "check"
 [[claim]]
 id = "vs-wal"
 text = "In-Place ÷ WAL at 0 µs"
@@ -77,6 +80,7 @@ where = { persist_latency = "0" }
 numerator = { engine = "inplace" }
 denominator = { engine = "wal" }
 expected = 1.5
+role = "check"
 "#;
 
 struct Fixture {
