@@ -140,6 +140,11 @@ pub struct Args {
     /// Per-thread bound on commits waiting for durability (group commit).
     #[arg(long, default_value_t = bench::driver::DEFAULT_MAX_PENDING)]
     pub max_pending: usize,
+    /// Cap the commit rate at this many transactions per second, all threads together (each
+    /// worker paced at its share): thesis Fig. 5.7 runs every method at In-Place Updates'
+    /// throughput. Default: flat out.
+    #[arg(long, value_name = "TPS")]
+    pub target_tps: Option<f64>,
     /// Skip the workload's consistency checker and the engine's integrity check.
     #[arg(long)]
     pub no_check: bool,
@@ -511,6 +516,12 @@ fn run_options(args: &Args) -> Result<RunOptions, OptionError> {
         setup: Setup::Load,
         max_pending: args.max_pending,
         check: !args.no_check,
+        target_tps: match args.target_tps {
+            Some(tps) if !(tps.is_finite() && tps >= 1.0) => {
+                return Err(invalid("target-tps", format!("must be at least 1, got {tps}")))
+            }
+            t => t,
+        },
     })
 }
 
@@ -716,6 +727,7 @@ fn config_json(plan: &Plan, workload: &dyn Workload) -> serde_json::Value {
         "eadr": on_region.then_some(r.eadr),
         "engine_opts": plan.engine_config.extra,
         "max_pending": plan.run.max_pending,
+        "target_tps": plan.run.target_tps,
         "check": plan.run.check,
     })
 }

@@ -925,6 +925,14 @@ impl Engine for Wal {
         Some(logs)
     }
 
+    /// The control page: the checkpoint's redo point (every checkpoint or Pelley flusher
+    /// round), the page log's state word (twice per page flushed), the distributed logs' redo
+    /// points and horizon.
+    fn log_control_words(&self) -> Option<Vec<std::ops::Range<u64>>> {
+        let at = page_offset(CONTROL_PAGE);
+        Some(std::iter::once(at..at + PAGE_SIZE_U64).collect())
+    }
+
     fn shutdown(&self) -> Result<()> {
         self.inner.shutdown()?;
         self.shared.checkpoint()
