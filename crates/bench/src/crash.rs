@@ -552,6 +552,7 @@ impl CrashOptions {
             setup: Setup::Attach,
             max_pending: self.max_pending,
             check,
+            target_tps: None,
         }
     }
 

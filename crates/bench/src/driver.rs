@@ -65,6 +65,10 @@ pub struct RunOptions {
     pub max_pending: usize,
     /// Run the workload's checker and the engine's integrity check afterwards.
     pub check: bool,
+    /// Cap on the commit rate, all threads together (each worker starts its transactions
+    /// `threads / target_tps` apart, catching up after a stall): how thesis Fig. 5.7 runs every
+    /// method at In-Place Updates' throughput. `None`: flat out.
+    pub target_tps: Option<f64>,
 }
 
 impl Default for RunOptions {
@@ -79,6 +83,7 @@ impl Default for RunOptions {
             setup: Setup::Load,
             max_pending: DEFAULT_MAX_PENDING,
             check: true,
+            target_tps: None,
         }
     }
 }
@@ -94,6 +99,11 @@ impl RunOptions {
                 "pending-queue bound must be 1..={MAX_PENDING_LIMIT}, got {}",
                 self.max_pending
             ));
+        }
+        if let Some(tps) = self.target_tps {
+            if !(tps.is_finite() && tps >= 1.0) {
+                return bad(format!("the target rate must be at least 1 tps, got {tps}"));
+            }
         }
         match self.length {
             RunLength::Timed { duration, .. } if duration.is_zero() => {
@@ -404,6 +414,9 @@ fn measure(
         .map(|index| WorkerConfig {
             index,
             max_pending: options.max_pending,
+            txn_interval: options
+                .target_tps
+                .map(|tps| std::time::Duration::from_secs_f64(threads as f64 / tps)),
             txn_limit,
             sink: hooks.sink,
         })

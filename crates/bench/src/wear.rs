@@ -9,7 +9,10 @@
 //! implemented as circular buffers. Thus, logs do not contribute to the most written byte".
 //! So `fig57_max_writes` is the most-written unit *outside* the engine's circular logs
 //! ([`storage::Engine::circular_logs`]); `most_written` is the same over every address, logs
-//! included, for comparison. For Disk-Replacement the thesis finds the page LSNs hottest ("LSNs,
+//! included, for comparison. The logs' control words (a redo point, a batch log's state word;
+//! [`storage::Engine::log_control_words`]) are rewritten by every checkpoint or batch and were
+//! Fig. 5.7's hottest byte (issue 38): they are left out of `fig57_most_written` too and
+//! reported apart, as `log_control_most_written`. For Disk-Replacement the thesis finds the page LSNs hottest ("LSNs,
 //! which constitute the most frequently persisted addresses"): byte granularity is what lets an
 //! 8-byte LSN stand out from the row bytes of its line. Perfect wear levelling spreads
 //! `total_bytes_written` over the whole device.
@@ -40,6 +43,10 @@ pub struct WearSummary {
     pub fig57_most_written: Option<WearLine>,
     /// `fig57_most_written`'s writes (what an endurance claim reads).
     pub fig57_max_writes: Option<u64>,
+    /// The most-written unit among the logs' control words, left out of Fig. 5.7's figure.
+    /// `None` when the engine names none (or none was written).
+    pub log_control_most_written: Option<WearLine>,
+    pub log_control_max_writes: Option<u64>,
     /// Unit writes in the period (byte writes, or line write-backs).
     pub total_writes: u64,
     /// Bytes written back: byte writes, or 64 per line write-back (perfect wear levelling
@@ -55,23 +62,37 @@ pub struct WearLine {
     pub what: Option<String>,
 }
 
-/// The most-written unit overall and outside `logs`, from `(offset, writes)` in offset order.
+/// The most-written unit: overall, outside `logs` and `control`, and inside `control`.
+struct Hottest {
+    all: (u64, u64),
+    outside: Option<(u64, u64)>,
+    control: (u64, u64),
+}
+
+/// [`Hottest`] of `(offset, writes)` in offset order.
 fn hottest(
     units: impl Iterator<Item = (u64, u64)>,
     logs: Option<&[std::ops::Range<u64>]>,
-) -> ((u64, u64), Option<(u64, u64)>) {
-    let (mut all, mut outside) = ((0u64, 0u64), logs.map(|_| (0u64, 0u64)));
+    control: &[std::ops::Range<u64>],
+) -> Hottest {
+    let mut h = Hottest { all: (0, 0), outside: logs.map(|_| (0, 0)), control: (0, 0) };
     for (offset, writes) in units {
-        if writes > all.1 {
-            all = (offset, writes);
+        if writes > h.all.1 {
+            h.all = (offset, writes);
         }
-        if let (Some(best), Some(logs)) = (outside.as_mut(), logs) {
+        if control.iter().any(|r| r.contains(&offset)) {
+            if writes > h.control.1 {
+                h.control = (offset, writes);
+            }
+            continue;
+        }
+        if let (Some(best), Some(logs)) = (h.outside.as_mut(), logs) {
             if writes > best.1 && !logs.iter().any(|r| r.contains(&offset)) {
                 *best = (offset, writes);
             }
         }
     }
-    (all, outside)
+    h
 }
 
 impl WearSummary {
@@ -95,15 +116,15 @@ impl WearSummary {
             }
         }
         let logs = engine.circular_logs();
+        let control = engine.log_control_words().unwrap_or_default();
         let granularity = map.granularity();
-        let (all, outside, total_writes, total_bytes) = match granularity {
+        let (hot, total_writes, total_bytes) = match granularity {
             pmem::WearGranularity::Line => {
                 let units = counts
                     .iter()
                     .enumerate()
                     .map(|(i, c)| (i as u64 * pmem::CACHE_LINE, u64::from(*c)));
-                let (all, outside) = hottest(units, logs.as_deref());
-                (all, outside, total, total * pmem::CACHE_LINE)
+                (hottest(units, logs.as_deref(), &control), total, total * pmem::CACHE_LINE)
             }
             pmem::WearGranularity::Byte => {
                 let mut units = Vec::new();
@@ -112,14 +133,13 @@ impl WearSummary {
                     bytes += u64::from(n);
                     units.push((o, u64::from(n)));
                 });
-                let (all, outside) = hottest(units.into_iter(), logs.as_deref());
-                (all, outside, bytes, bytes)
+                (hottest(units.into_iter(), logs.as_deref(), &control), bytes, bytes)
             }
         };
         let describe = |(offset, writes): (u64, u64)| {
             (writes > 0).then(|| WearLine { offset, writes, what: engine.describe_offset(offset) })
         };
-        let fig57 = outside.and_then(describe);
+        let fig57 = hot.outside.and_then(describe);
         WearSummary {
             max_line_writes: top.first().map_or(0, |t| t.1),
             mean_line_writes: if lines_written > 0 {
@@ -137,9 +157,11 @@ impl WearSummary {
                 })
                 .collect(),
             granularity: granularity.name(),
-            most_written: describe(all),
-            fig57_max_writes: outside.map(|o| o.1),
+            most_written: describe(hot.all),
+            fig57_max_writes: hot.outside.map(|o| o.1),
             fig57_most_written: fig57,
+            log_control_most_written: describe(hot.control),
+            log_control_max_writes: (hot.control.1 > 0).then_some(hot.control.1),
             total_writes,
             total_bytes_written: total_bytes,
         }
@@ -163,9 +185,21 @@ mod tests {
     fn fig57_skips_the_circular_logs() {
         let units = [(0u64, 9u64), (100, 50), (200, 7), (300, 12)];
         let logs = vec![100..200, 1000..1000];
-        let (all, outside) = hottest(units.into_iter(), Some(&logs));
-        assert_eq!(all, (100, 50), "the log is the hottest address");
-        assert_eq!(outside, Some((300, 12)), "logs do not contribute (thesis §5.3.3)");
-        assert_eq!(hottest(units.into_iter(), None).1, None, "no log map: no Fig. 5.7 figure");
+        let h = hottest(units.into_iter(), Some(&logs), &[]);
+        assert_eq!(h.all, (100, 50), "the log is the hottest address");
+        assert_eq!(h.outside, Some((300, 12)), "logs do not contribute (thesis §5.3.3)");
+        let h = hottest(units.into_iter(), None, &[]);
+        assert_eq!(h.outside, None, "no log map: no Fig. 5.7 figure");
+    }
+
+    /// Guards issue 38: a log control word (a redo point) was Fig. 5.7's hottest byte.
+    #[test]
+    fn fig57_skips_log_control_words_and_reports_them_apart() {
+        let units = [(0u64, 9u64), (100, 50), (200, 7), (300, 12), (400, 30)];
+        let (logs, control) = (vec![100..200, 1000..1000], vec![400..408, 2000..2000]);
+        let h = hottest(units.into_iter(), Some(&logs), &control);
+        assert_eq!(h.outside, Some((300, 12)), "the control word is not data");
+        assert_eq!(h.control, (400, 30), "reported apart");
+        assert_eq!(h.all, (100, 50));
     }
 }

@@ -121,6 +121,8 @@ impl Drop for ExitGuard<'_> {
 pub(crate) struct WorkerConfig<'a> {
     pub index: usize,
     pub max_pending: usize,
+    /// `--target-tps`: this worker starts a transaction at most once per interval.
+    pub txn_interval: Option<std::time::Duration>,
     pub txn_limit: Option<u64>,
     pub sink: Option<&'a dyn DurableSink>,
 }
@@ -208,11 +210,15 @@ pub(crate) fn run_worker(
         tally: Tally::new(),
     };
     let mut failures_in_a_row = 0u32;
+    let mut pace = config.txn_interval.map(Pace::new);
     loop {
         if control.phase() == PHASE_STOP
             || config.txn_limit.is_some_and(|limit| state.tally.started >= limit)
         {
             break;
+        }
+        if let Some(p) = pace.as_mut() {
+            p.wait(&mut state);
         }
         let txn = state.tally.started;
         state.tally.started += 1;
@@ -255,6 +261,46 @@ pub(crate) fn run_worker(
     state.deliver();
     guard.ok = true;
     Ok(state.tally)
+}
+
+/// The open-loop rate limit of one worker: transaction `k` starts no earlier than `k`
+/// intervals after the first. A worker behind schedule (a stall, a slow transaction) catches
+/// up, but by at most [`Pace::CATCH_UP`] intervals, so a long stall is not followed by a burst.
+struct Pace {
+    interval: std::time::Duration,
+    next: std::time::Instant,
+}
+
+impl Pace {
+    const CATCH_UP: u32 = 64;
+
+    fn new(interval: std::time::Duration) -> Pace {
+        Pace { interval, next: std::time::Instant::now() }
+    }
+
+    /// Waits for the next start, completing durable commits meanwhile.
+    fn wait(&mut self, state: &mut Loop<'_>) {
+        loop {
+            let now = std::time::Instant::now();
+            if now >= self.next || state.control.phase() == PHASE_STOP {
+                break;
+            }
+            let measuring = state.control.phase() == PHASE_MEASURE;
+            if !state.pending.is_empty() {
+                state.poll(measuring);
+                state.deliver();
+            }
+            let left = self.next - now;
+            // Sleeping overshoots by tens of microseconds: sleep only on long waits.
+            if left > std::time::Duration::from_micros(200) {
+                std::thread::sleep(left - std::time::Duration::from_micros(100));
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        let floor = std::time::Instant::now().checked_sub(self.interval * Self::CATCH_UP);
+        self.next = floor.map_or(self.next + self.interval, |f| f.max(self.next + self.interval));
+    }
 }
 
 impl Loop<'_> {

@@ -8,7 +8,7 @@ use engines::EngineOptions;
 use pmem::{Medium, Region, RegionOptions, WearGranularity};
 use storage::TableSpec;
 
-fn hot_updates(name: &str) -> (WearSummary, Vec<std::ops::Range<u64>>) {
+fn hot_updates(name: &str, rounds: u64) -> (WearSummary, Vec<std::ops::Range<u64>>) {
     let mut ro = RegionOptions::new(Medium::Dram, 64 << 20);
     ro.wear = true;
     ro.wear_granularity = WearGranularity::Byte;
@@ -17,7 +17,7 @@ fn hot_updates(name: &str) -> (WearSummary, Vec<std::ops::Range<u64>>) {
     let engine = engines::open(name, region.clone(), &options).expect("the engine opens");
     let spec = TableSpec { name: "t".into(), row_bytes: 64, expected_rows: 64 };
     let t = engine.create_table(&spec).expect("a table");
-    for round in 0..3000u64 {
+    for round in 0..rounds {
         let mut txn = engine.begin(0).expect("begin");
         let key = round % 16;
         if !txn.update(t, key, 0, &round.to_le_bytes()).expect("update") {
@@ -35,7 +35,7 @@ fn hot_updates(name: &str) -> (WearSummary, Vec<std::ops::Range<u64>>) {
 #[test]
 fn every_page_store_engine_names_its_logs_and_fig57_skips_them() {
     for name in ["inplace", "wal", "group"] {
-        let (wear, logs) = hot_updates(name);
+        let (wear, logs) = hot_updates(name, 3000);
         assert!(!logs.is_empty(), "{name}: no circular logs named");
         for r in &logs {
             assert!(r.start < r.end, "{name}: empty log range {r:?}");
@@ -44,5 +44,21 @@ fn every_page_store_engine_names_its_logs_and_fig57_skips_them() {
         assert!(!logs.iter().any(|r| r.contains(&hot.offset)), "{name}: {hot:?} is in a log");
         let all = wear.most_written.as_ref().expect("something was written");
         assert!(all.writes >= hot.writes, "{name}: {all:?} vs {hot:?}");
+    }
+}
+
+/// Guards issue 38: Fig. 5.7's hottest byte was a log control word (wal's redo point, group's
+/// batch log state); they are reported apart and never as the Fig. 5.7 byte.
+#[test]
+fn log_control_words_are_reported_apart_from_fig57() {
+    for name in ["wal", "group"] {
+        // Fewer rounds: each of group's commits waits for its 20 ms batch.
+        let (wear, _) = hot_updates(name, 300);
+        let control = wear.log_control_most_written.as_ref();
+        let control = control.unwrap_or_else(|| panic!("{name}: no control word written"));
+        let hot = wear.fig57_most_written.as_ref().expect("a Fig. 5.7 byte");
+        assert_ne!(hot.offset / 8192, 2, "{name}: {hot:?} lies in the control page");
+        assert_eq!(control.offset / 8192, 2, "{name}: {control:?} is on the control page");
+        assert_eq!(wear.log_control_max_writes, Some(control.writes));
     }
 }

@@ -241,6 +241,7 @@ const WAL_OPTS: &[&str] = &[
     "log_bytes",
     "max_dirty_pages",
     "page_flush",
+    "flusher",
     "log_insert",
     "io",
     "log",
@@ -402,6 +403,13 @@ pub fn region_engine_options(
                 o.page_flush = engines::wal::PageFlush::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!(
                         "page_flush must be paper or direct, not `{v}`"
+                    )))
+                })?
+            }
+            "flusher" => {
+                o.flusher = engines::wal::Flusher::parse(v).ok_or_else(|| {
+                    RegistryError::Db(DbError::Invalid(format!(
+                        "flusher must be checkpoint or pelley, not `{v}`"
                     )))
                 })?
             }

@@ -2,7 +2,8 @@
 //! page flushes and checkpoints (and inside recovery) on YCSB and TPC-B verify clean with both
 //! page-flush methods; each test-only fault is caught. Would catch: a commit acknowledged before
 //! its log records are durable, a page written before its log (the WAL rule), a checkpoint that
-//! moves the redo point before its pages are durable, or a stale log tail redone after a crash.
+//! moves the redo point before its pages are durable, or a stale log tail redone after a crash;
+//! with `flusher=pelley` (issue 38), a redo point moved past the recLSN of a page still dirty.
 
 mod common;
 
@@ -42,6 +43,28 @@ fn wal_survives_crashes_on_ycsb_and_tpcb_with_both_page_flushes() {
             "--seed=8",
         ]);
         assert!(json["recovery_crashes"].as_u64().unwrap() > 0, "{json}");
+    }
+}
+
+/// Guards Pelley's flusher (issue 38): oldest-first write-back with the redo point at the
+/// oldest recLSN left survives crashes in page flushes, log forces and recovery.
+#[test]
+fn wal_with_pelleys_flusher_survives_crashes() {
+    for (workload, flush, threads) in [
+        (["--workload=ycsb", "--mix=write-heavy"], "--engine-opt=page_flush=paper", "--threads=1"),
+        (["--workload=tpcb", "--scale=1"], "--engine-opt=page_flush=direct", "--threads=2"),
+    ] {
+        clean(&[
+            workload[0],
+            workload[1],
+            flush,
+            threads,
+            "--engine-opt=flusher=pelley",
+            "--crashes=100",
+            "--policy=all",
+            "--recovery-crashes=1",
+            "--seed=11",
+        ]);
     }
 }
 
@@ -85,6 +108,17 @@ fn a_page_written_before_its_log_is_caught() {
 #[test]
 fn a_redo_point_moved_before_its_pages_are_durable_is_caught() {
     caught("wal-checkpoint-before-pages", &["--crashes=150"]);
+}
+
+/// Guards Pelley's flusher's redo point (issue 38): moved to the log's end while pages are
+/// still dirty, a crash loses their committed changes; crashtest must see it.
+#[test]
+fn a_redo_point_moved_past_dirty_pages_is_caught() {
+    let kinds =
+        caught("wal-flusher-redo-past-dirty", &["--engine-opt=flusher=pelley", "--crashes=100"]);
+    let lost =
+        kinds["durability"].as_u64().unwrap_or(0) + kinds["consistency"].as_u64().unwrap_or(0);
+    assert!(lost > 0, "{kinds}");
 }
 
 #[test]

@@ -74,8 +74,13 @@ pub struct EngineOptions {
     /// worker's largest operation.
     pub log_bytes: u64,
     /// `wal`: the page flusher checkpoints when more pages than this are dirty (0: only when
-    /// the log passes half its capacity); Pelley's Fig. 1 knob.
+    /// the log passes half its capacity); with `flusher=pelley`, the dirty pages it keeps (0:
+    /// none). Pelley's Fig. 1 knob.
     pub max_dirty_pages: u64,
+    /// `wal`: a fuzzy checkpoint of every dirty page over the budget (ours), or Pelley's
+    /// flusher, which writes back the oldest dirty pages continuously.
+    #[serde(default)]
+    pub flusher: wal::Flusher,
     /// `wal`: how pages are written back (Pelley's `persist_page`, or ours).
     pub page_flush: wal::PageFlush,
     /// `wal`: load/store on NVRAM, or `pwrite` + `fdatasync` through the file system.
@@ -123,6 +128,7 @@ impl Default for EngineOptions {
             log_bytes: wal::DEFAULT_LOG_BYTES,
             max_dirty_pages: 16384,
             page_flush: wal::PageFlush::Paper,
+            flusher: wal::Flusher::Checkpoint,
             io: wal::Io::Nvm,
             log_insert: wal::LogInsert::Aether,
             log: default_log(),
@@ -161,6 +167,8 @@ pub enum Fault {
     WalPageBeforeLog,
     /// `wal`: move the checkpoint's redo point before the flushed pages are durable.
     WalCheckpointBeforePages,
+    /// `wal flusher=pelley`: move the redo point to the log's end, past pages still dirty.
+    WalFlusherRedoPastDirty,
     /// `wal log=txn|page`: acknowledge a commit once its own logs are forced, before the GSN
     /// horizon covers it.
     DlogAckOwnLogs,
@@ -197,7 +205,8 @@ impl Fault {
     pub const NAMES: &'static str =
         "update-before-undo, commit-before-data, free-before-commit, recovery-rollback-not-persisted, \
          batch-skip-log-barrier, batch-copy-before-log, batch-ack-early, wal-skip-log-barrier, \
-         wal-page-before-log, wal-checkpoint-before-pages, dlog-ack-own-logs, \
+         wal-page-before-log, wal-checkpoint-before-pages, wal-flusher-redo-past-dirty, \
+         dlog-ack-own-logs, \
          dlog-skip-lagging-log, dlog-redo-past-horizon, dlog-redo-unsorted, pelley-page-not-flushed, \
          pelley-page-before-wal, cow-skip-node-persist, cow-swap-before-nodes, \
          cow-reuse-early, lsm-skip-log-persist, lsm-run-before-persist, \
@@ -215,6 +224,7 @@ impl Fault {
             "wal-skip-log-barrier" => Some(Fault::WalSkipLogBarrier),
             "wal-page-before-log" => Some(Fault::WalPageBeforeLog),
             "wal-checkpoint-before-pages" => Some(Fault::WalCheckpointBeforePages),
+            "wal-flusher-redo-past-dirty" => Some(Fault::WalFlusherRedoPastDirty),
             "dlog-ack-own-logs" => Some(Fault::DlogAckOwnLogs),
             "dlog-skip-lagging-log" => Some(Fault::DlogSkipLaggingLog),
             "dlog-redo-past-horizon" => Some(Fault::DlogRedoPastHorizon),

@@ -1,14 +1,14 @@
 //! The Engine conformance suite on NVRAM Disk-Replacement (`wal`), on `dram` and on `sim`, with
-//! both page-flush methods. Would catch: a buffer pool, log force or checkpoint that breaks the
-//! trait's semantics (locks, abort, scans, errors).
+//! both page-flush methods and both flushers. Would catch: a buffer pool, log force or
+//! checkpoint that breaks the trait's semantics (locks, abort, scans, errors).
 
-use engines::wal::{PageFlush, Wal};
+use engines::wal::{Flusher, PageFlush, Wal};
 use engines::EngineOptions;
 use pmem::{Medium, Region, RegionOptions};
 use storage::conformance::{run_all, Writers};
 use storage::Engine;
 
-fn make(medium: Medium, page_flush: PageFlush) -> Box<dyn Engine> {
+fn make(medium: Medium, page_flush: PageFlush, flusher: Flusher) -> Box<dyn Engine> {
     let region = Region::open(&RegionOptions::new(medium, 48 << 20)).expect("region");
     let opts = EngineOptions {
         workers: 4,
@@ -16,6 +16,7 @@ fn make(medium: Medium, page_flush: PageFlush) -> Box<dyn Engine> {
         log_bytes: 16 << 20,
         max_dirty_pages: 8,
         page_flush,
+        flusher,
         ..Default::default()
     };
     Box::new(Wal::open(region, &opts).expect("open"))
@@ -23,10 +24,16 @@ fn make(medium: Medium, page_flush: PageFlush) -> Box<dyn Engine> {
 
 #[test]
 fn conformance_on_dram_with_paper_page_flush() {
-    run_all(&|| make(Medium::Dram, PageFlush::Paper), Writers::KeyLocks);
+    run_all(&|| make(Medium::Dram, PageFlush::Paper, Flusher::Checkpoint), Writers::KeyLocks);
 }
 
 #[test]
 fn conformance_on_sim_with_direct_page_flush() {
-    run_all(&|| make(Medium::Sim, PageFlush::Direct), Writers::KeyLocks);
+    run_all(&|| make(Medium::Sim, PageFlush::Direct, Flusher::Checkpoint), Writers::KeyLocks);
+}
+
+/// Guards Pelley's flusher (issue 38): oldest-first write-back keeps the trait's semantics.
+#[test]
+fn conformance_on_sim_with_pelleys_flusher() {
+    run_all(&|| make(Medium::Sim, PageFlush::Paper, Flusher::Pelley), Writers::KeyLocks);
 }

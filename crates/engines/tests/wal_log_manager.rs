@@ -31,6 +31,9 @@ const DLOG_FIGURES: [&str; 7] = [
     "horizon_persists",
 ];
 
+/// The page flusher's rounds (`flusher=pelley`), after the log's figures.
+const FLUSHER_FIGURES: [&str; 2] = ["flush_rounds", "dirty_pages_peak"];
+
 /// The lock table's counters (`storage::lock`), after the log's figures.
 const LOCK_FIGURES: [&str; 6] = [
     "lock_requests",
@@ -68,7 +71,12 @@ fn run_commits(log: LogLayout, commits: u64) -> Vec<(&'static str, u64)> {
 fn the_central_log_reports_the_wal_figures_and_forces_every_commit() {
     let figures = run_commits(LogLayout::Central, 40);
     let names: Vec<&str> = figures.iter().map(|(n, _)| *n).collect();
-    let expected: Vec<&str> = WAL_FIGURES.iter().chain(LOCK_FIGURES.iter()).copied().collect();
+    let expected: Vec<&str> = WAL_FIGURES
+        .iter()
+        .chain(FLUSHER_FIGURES.iter())
+        .chain(LOCK_FIGURES.iter())
+        .copied()
+        .collect();
     assert_eq!(names, expected);
     let forces = figures[5].1;
     // One `persist_wal` per commit (nothing else runs to share it), two barriers each.
@@ -80,8 +88,13 @@ fn the_central_log_reports_the_wal_figures_and_forces_every_commit() {
 fn distributed_logs_report_the_same_figures_summed_over_every_log_and_their_own() {
     let figures = run_commits(LogLayout::Txn(2), 40);
     let names: Vec<&str> = figures.iter().map(|(n, _)| *n).collect();
-    let expected: Vec<&str> =
-        WAL_FIGURES.iter().chain(DLOG_FIGURES.iter()).chain(LOCK_FIGURES.iter()).copied().collect();
+    let expected: Vec<&str> = WAL_FIGURES
+        .iter()
+        .chain(DLOG_FIGURES.iter())
+        .chain(FLUSHER_FIGURES.iter())
+        .chain(LOCK_FIGURES.iter())
+        .copied()
+        .collect();
     assert_eq!(names, expected);
     let forces = figures[5].1;
     assert!(forces > 0, "the logs were forced");

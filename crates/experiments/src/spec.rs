@@ -45,6 +45,7 @@ pub const BENCH_FLAGS: &[&str] = &[
     "eadr",
     "engine_opt",
     "max_pending",
+    "target_tps",
     "no_check",
 ];
 

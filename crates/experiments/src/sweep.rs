@@ -92,6 +92,7 @@ pub const RUN_ONLY_FLAGS: &[&str] = &[
     "wear",
     "wear_granularity",
     "max_pending",
+    "target_tps",
     "no_check",
 ];
 

@@ -111,7 +111,23 @@ fn reproductions_use_the_papers_method() {
             let opts = flag(p, "engine_opt");
             match flag(p, "engine").as_str() {
                 "inplace" => assert!(opts.contains("protocol="), "{file}: {} protocol?", p.id),
-                "wal" => assert!(opts.contains("page_flush="), "{file}: {} page_flush?", p.id),
+                "wal" => {
+                    assert!(opts.contains("page_flush="), "{file}: {} page_flush?", p.id);
+                    // Issue 38: the paper's flusher, or ours named as ours.
+                    assert!(opts.contains("flusher="), "{file}: {} flusher?", p.id);
+                    if opts.contains("flusher=checkpoint") {
+                        assert!(
+                            p.id.contains("ours"),
+                            "{file}: {} checkpoints but is not ours",
+                            p.id
+                        );
+                    }
+                }
+                "group" => {
+                    // Issue 38: the 4,096 default ended TATP's 200 ms batches early.
+                    let cap: u64 = flag(p, "max_pending").parse().unwrap_or(0);
+                    assert!(cap >= 1 << 18, "{file}: {} max_pending {cap} caps batches", p.id);
+                }
                 _ => {}
             }
         }

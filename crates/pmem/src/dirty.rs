@@ -118,6 +118,17 @@ impl DirtyLines {
         out
     }
 
+    /// Takes (returns and clears) the 64 lines of the primary word holding `line`: how a
+    /// flusher that writes back some pages, not all, clears exactly what it writes. The top
+    /// bit stays set (a later visit finds the word empty). Callers make sure no
+    /// [`DirtyLines::mark`] runs concurrently, as for [`DirtyLines::clear`].
+    pub fn take_word(&self, line: u64) -> u64 {
+        let w = &self.primary[(line / 64) as usize];
+        let old = w.swap(0, Ordering::AcqRel);
+        self.count.fetch_sub(u64::from(old.count_ones()), Ordering::Relaxed);
+        old
+    }
+
     /// Clears the set, touching only the segments that were set. Callers make sure no
     /// [`DirtyLines::mark`] runs concurrently (the batch is quiesced).
     pub fn clear(&self) {
@@ -170,6 +181,19 @@ mod tests {
         d.mark(64 * 1000 + 3, 1);
         assert_eq!(d.lines(), vec![1000]);
         assert_eq!(d.segments(), vec![1000 / LINES_PER_SEGMENT as usize]);
+    }
+
+    #[test]
+    fn take_word_clears_one_word_and_its_count() {
+        let d = DirtyLines::new(1 << 20);
+        d.mark(64 * 64 + 5, 64 * 3); // lines 64..=67
+        d.mark(64 * 200, 1); // line 200
+        assert_eq!(d.take_word(70), 0b1111);
+        assert_eq!(d.count(), 1);
+        assert_eq!(d.lines(), vec![200]);
+        assert_eq!(d.take_word(64), 0, "a taken word is empty");
+        d.mark(64 * 65, 1);
+        assert_eq!(d.lines(), vec![65, 200], "a taken word is marked again");
     }
 
     #[test]

@@ -159,6 +159,14 @@ pub trait Engine: Send + Sync {
         None
     }
 
+    /// The region byte ranges of the logs' control words (a redo point, a log's head or
+    /// valid mark, a batch log's state): rewritten by every checkpoint, flush round or batch,
+    /// they are not data, and thesis Fig. 5.7 does not count them (issue 38); wear reports
+    /// them apart. `None` if the engine has none or cannot say.
+    fn log_control_words(&self) -> Option<Vec<std::ops::Range<u64>>> {
+        None
+    }
+
     /// Counts of structural events since the engine opened (splits, merges, heap growth, page
     /// frees, deletes, commits), for crash-test coverage. `None` if the engine keeps none.
     fn counters(&self) -> Option<crate::counters::EngineCounters> {

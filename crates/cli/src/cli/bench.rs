@@ -144,6 +144,11 @@ pub struct Args {
     /// Per-thread bound on commits waiting for durability (group commit).
     #[arg(long, default_value_t = bench::driver::DEFAULT_MAX_PENDING)]
     pub max_pending: usize,
+    /// Cap the commit rate at this many transactions per second, all threads together (each
+    /// worker paced at its share): thesis Fig. 5.7 runs every method at In-Place Updates'
+    /// throughput. Default: flat out.
+    #[arg(long, value_name = "TPS")]
+    pub target_tps: Option<f64>,
     /// Skip the workload's consistency checker and the engine's integrity check.
     #[arg(long)]
     pub no_check: bool,
@@ -540,6 +545,12 @@ fn run_options(args: &Args) -> Result<RunOptions, OptionError> {
         setup: Setup::Load,
         max_pending: args.max_pending,
         check: !args.no_check,
+        target_tps: match args.target_tps {
+            Some(tps) if !(tps.is_finite() && tps >= 1.0) => {
+                return Err(invalid("target-tps", format!("must be at least 1, got {tps}")))
+            }
+            t => t,
+        },
     })
 }
 
@@ -810,6 +821,7 @@ fn config_json(plan: &Plan, workload: &dyn Workload, ran: &Ran<'_>) -> serde_jso
         // Only where a commit ever waited for durability: an engine whose commits are durable
         // on return (the peers, `inplace`) never consults it.
         "max_pending": (ran.pending_high_water != Some(0)).then_some(plan.run.max_pending),
+        "target_tps": plan.run.target_tps,
         "check": plan.run.check,
     })
 }

@@ -670,6 +670,7 @@ fn run_child(plan: &str, seed: u64) -> anyhow::Result<ExitCode> {
         setup: Setup::Attach,
         max_pending: plan.max_pending,
         check: false,
+        target_tps: None,
     };
     kill::serve_child(&*engine, &*workload, &options, Box::new(std::io::stdout()))?;
     engine.shutdown()?;

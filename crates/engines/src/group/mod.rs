@@ -517,6 +517,12 @@ impl Engine for Group {
         Some(std::iter::once(page_offset(batch::FIRST_LOG_PAGE)..base).chain(shifted).collect())
     }
 
+    /// The batch log's control line page (its state, written twice by every batch).
+    fn log_control_words(&self) -> Option<Vec<std::ops::Range<u64>>> {
+        let at = page_offset(batch::CONTROL_PAGE);
+        Some(std::iter::once(at..at + PAGE_SIZE_U64).collect())
+    }
+
     fn shutdown(&self) -> Result<()> {
         self.inner.shutdown()?;
         self.shared.close_batch()

@@ -13,6 +13,10 @@
 //! safe), after
 //! forcing the log past their changes (the WAL rule), and then advances the checkpoint's redo
 //! point, which truncates the log. `max_dirty_pages` is the flush-rate knob of Pelley's Fig. 1.
+//! `flusher=checkpoint` (the default, ours) checkpoints every dirty page once the budget is
+//! exceeded; `flusher=pelley` is the paper's (§3.2, Fig. 1: a constant number of dirty pages,
+//! the oldest flushed continuously on a flusher thread, redo from the oldest recLSN left;
+//! [`oldest_first`]).
 //!
 //! **Recovery** (ARIES phases, InnoDB-style undo): *analysis* reads the checkpoint's redo point
 //! and finds the end of the log; *redo* applies every valid record from the redo point to the
@@ -33,6 +37,7 @@
 pub(crate) mod dlog;
 pub(crate) mod log;
 pub(crate) mod manager;
+mod oldest_first;
 
 pub use crate::device::Io;
 pub use dlog::{Cache, LogLayout};
@@ -84,6 +89,30 @@ impl PageFlush {
         match s {
             "paper" => Some(PageFlush::Paper),
             "direct" => Some(PageFlush::Direct),
+            _ => None,
+        }
+    }
+}
+
+/// How the page flusher keeps the dirty pages of the buffer pool bounded (`flusher=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Flusher {
+    /// Ours: a fuzzy checkpoint of every dirty page once more than `max_dirty_pages` are dirty
+    /// (or the log is half full); the redo point moves to the checkpoint's start.
+    #[default]
+    Checkpoint,
+    /// Pelley's (VLDB 2014 §3.2, Fig. 1): the oldest dirty pages are written back continuously
+    /// so that `max_dirty_pages` stay dirty; the redo point follows the oldest recLSN left
+    /// ([`oldest_first`]). Needs the central log.
+    Pelley,
+}
+
+impl Flusher {
+    pub fn parse(s: &str) -> Option<Flusher> {
+        match s {
+            "checkpoint" => Some(Flusher::Checkpoint),
+            "pelley" => Some(Flusher::Pelley),
             _ => None,
         }
     }
@@ -145,6 +174,8 @@ enum WalFault {
     PageBeforeLog,
     /// The checkpoint's redo point moves before the flushed pages are durable.
     CheckpointBeforePages,
+    /// `flusher=pelley` moves the redo point past pages still dirty (to the log's end).
+    FlusherRedoPastDirty,
 }
 
 /// What the flusher, the workers and the engine share.
@@ -159,8 +190,10 @@ pub(crate) struct Shared {
     log_area: u64,
     base: u64,
     gate: crate::gated::GateLock,
-    checkpoint_lock: Mutex<()>,
+    /// Serializes page write-back; the Pelley flusher's dirty pages, oldest first.
+    checkpoint_lock: Mutex<oldest_first::Tracker>,
     page_flush: PageFlush,
+    flusher: Flusher,
     max_dirty_pages: u64,
     /// Checkpoint when the log holds more than this (capacity minus the operation margin).
     log_high_water: u64,
@@ -179,6 +212,9 @@ pub(crate) struct WalStats {
     /// Persist barriers and lines flushed by page write-back (not the log's).
     pub flush_fences: AtomicU64,
     pub flush_lines: AtomicU64,
+    /// `flusher=pelley`: rounds that wrote pages back, and the most dirty pages it saw.
+    pub flush_rounds: AtomicU64,
+    pub dirty_pages_peak: AtomicU64,
 }
 
 pub struct Wal {
@@ -206,6 +242,10 @@ fn validate(o: &EngineOptions) -> Result<()> {
             o.workers,
             min_log_bytes(o) >> 20
         ));
+    }
+    if o.flusher == Flusher::Pelley && o.log != LogLayout::Central {
+        // One redo point per log would need a recLSN per log for every page.
+        return invalid("flusher=pelley needs the central log (log=central)".into());
     }
     if o.log == LogLayout::Central && o.cache == Cache::Durable {
         return invalid("cache=durable needs a distributed log (log=txn:N or log=page:N)".into());
@@ -252,6 +292,7 @@ impl Wal {
         let fault = match options.fault {
             Some(Fault::WalPageBeforeLog) => Some(WalFault::PageBeforeLog),
             Some(Fault::WalCheckpointBeforePages) => Some(WalFault::CheckpointBeforePages),
+            Some(Fault::WalFlusherRedoPastDirty) => Some(WalFault::FlusherRedoPastDirty),
             _ => None,
         };
         let shared = Arc::new(Shared {
@@ -263,8 +304,9 @@ impl Wal {
             log_area: log_area(),
             base,
             gate: Default::default(),
-            checkpoint_lock: Mutex::new(()),
+            checkpoint_lock: Mutex::new(Default::default()),
             page_flush: options.page_flush,
+            flusher: options.flusher,
             max_dirty_pages: options.max_dirty_pages,
             log_high_water: dc.per_log_bytes - op_margin_bytes(options),
             fault,
@@ -563,7 +605,7 @@ impl Shared {
     /// changed after its set was taken is dirty again, so the next checkpoint writes it; a copy
     /// may hold changes after `cut` — redo from `cut` reapplies them in order (physical records).
     fn checkpoint(&self) -> Result<()> {
-        let _c = self.checkpoint_lock.lock();
+        let mut tracker = self.checkpoint_lock.lock();
         if let Some(e) = self.failed_error() {
             return Err(e);
         }
@@ -582,6 +624,7 @@ impl Shared {
             self.fail(e);
         }
         result?;
+        tracker.reset(cut[0]);
         self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
         self.stats.pages_flushed.fetch_add(pages.len() as u64, Ordering::Relaxed);
         self.stats.flush_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -593,44 +636,64 @@ impl Shared {
             self.log.advance_redo(cut);
         }
         for chunk in pages.chunks(SNAPSHOT_PAGES) {
-            let (end, snapshot) = {
-                let _quiesced = self.gate.write();
-                let snapshot: Vec<(PageId, u128, Vec<u8>)> = chunk
-                    .iter()
-                    .map(|&(p, m)| (p, m, self.staging.read(page_offset(p), PAGE_SIZE).to_vec()))
-                    .collect();
-                (self.log.ends(), snapshot)
-            };
-            if self.fault != Some(WalFault::PageBeforeLog) {
-                self.log.force_for_pages(&end)?;
-            }
-            match self.page_flush {
-                PageFlush::Paper => {
-                    for (page, _, bytes) in &snapshot {
-                        self.persist_page(*page, bytes);
-                    }
-                }
-                PageFlush::Direct => {
-                    // Only the lines dirty when the checkpoint began; a line dirtied since is
-                    // dirty again and covered by redo from `cut`.
-                    for (page, mask, bytes) in &snapshot {
-                        let at = self.base + page_offset(*page);
-                        for (first, n) in line_runs(*mask) {
-                            let (from, len) = (first * CACHE_LINE, n * CACHE_LINE);
-                            let range = from as usize..(from + len) as usize;
-                            self.device.write(at + from, &bytes[range]);
-                            self.flush_counted(at + from, len);
-                        }
-                    }
-                    self.fence_counted();
-                }
-            }
-            if self.fault == Some(WalFault::PageBeforeLog) {
-                self.log.force_for_pages(&end)?;
-            }
+            self.flush_chunk(chunk, false)?;
         }
         self.log.advance_redo(cut);
         self.device.check()
+    }
+
+    /// Copies `chunk`'s pages with operations quiesced, forces the log past everything the
+    /// copies may hold (the WAL rule) and writes them back while transactions run. `take`: the
+    /// lines written are the page's dirty lines now, taken out of the dirty set (the Pelley
+    /// flusher); otherwise the masks given (cleared when the checkpoint began).
+    fn flush_chunk(&self, chunk: &[(PageId, u128)], take: bool) -> Result<()> {
+        let (end, snapshot) = {
+            let _quiesced = self.gate.write();
+            let snapshot: Vec<(PageId, u128, Vec<u8>)> = chunk
+                .iter()
+                .map(|&(p, m)| {
+                    let mask = if take { self.take_dirty(p) } else { m };
+                    (p, mask, self.staging.read(page_offset(p), PAGE_SIZE).to_vec())
+                })
+                .filter(|&(_, mask, _)| mask != 0)
+                .collect();
+            (self.log.ends(), snapshot)
+        };
+        if self.fault != Some(WalFault::PageBeforeLog) {
+            self.log.force_for_pages(&end)?;
+        }
+        match self.page_flush {
+            PageFlush::Paper => {
+                for (page, _, bytes) in &snapshot {
+                    self.persist_page(*page, bytes);
+                }
+            }
+            PageFlush::Direct => {
+                // Only the lines dirty when the page was taken; a line dirtied since is dirty
+                // again and covered by redo from the redo point.
+                for (page, mask, bytes) in &snapshot {
+                    let at = self.base + page_offset(*page);
+                    for (first, n) in line_runs(*mask) {
+                        let (from, len) = (first * CACHE_LINE, n * CACHE_LINE);
+                        let range = from as usize..(from + len) as usize;
+                        self.device.write(at + from, &bytes[range]);
+                        self.flush_counted(at + from, len);
+                    }
+                }
+                self.fence_counted();
+            }
+        }
+        if self.fault == Some(WalFault::PageBeforeLog) {
+            self.log.force_for_pages(&end)?;
+        }
+        Ok(())
+    }
+
+    /// The dirty lines of `page`, taken out of the dirty set (operations quiesced).
+    fn take_dirty(&self, page: PageId) -> u128 {
+        let Some(d) = self.staging.dirty() else { return u128::MAX };
+        let first = page * (PAGE_SIZE_U64 / CACHE_LINE);
+        u128::from(d.take_word(first)) | u128::from(d.take_word(first + 64)) << 64
     }
 
     /// Pelley's `persist_page` (Fig. 2): copy to the page log, barrier; mark it valid, barrier;
@@ -666,19 +729,30 @@ impl Shared {
         self.fence_counted();
     }
 
-    /// Background flusher: checkpoints when the dirty pages exceed `max_dirty_pages` or the log
-    /// passes half its capacity.
+    /// Background flusher: with `flusher=checkpoint`, checkpoints when the dirty pages exceed
+    /// `max_dirty_pages` or the log passes half its capacity; with `flusher=pelley`, writes
+    /// back the oldest dirty pages every round ([`oldest_first`]).
     fn flusher(&self) {
+        let round = match self.flusher {
+            Flusher::Checkpoint => Duration::from_millis(5),
+            Flusher::Pelley => oldest_first::ROUND,
+        };
         loop {
             {
                 let mut stop = self.stop.lock();
                 if *stop {
                     return;
                 }
-                self.wake.wait_for(&mut stop, Duration::from_millis(5));
+                self.wake.wait_for(&mut stop, round);
                 if *stop {
                     return;
                 }
+            }
+            if self.flusher == Flusher::Pelley {
+                if self.flush_oldest().is_err() {
+                    return;
+                }
+                continue;
             }
             let (used, capacity) = self.log.most_used();
             let log_busy = used > capacity / 2;
@@ -808,6 +882,9 @@ impl Engine for Wal {
             ("log_copy_waits", l.copy_waits),
         ];
         self.shared.log.activity(&mut v);
+        // `flusher=pelley`'s rounds, and the most dirty pages one saw (0 with checkpoints).
+        v.push(("flush_rounds", get(&s.flush_rounds)));
+        v.push(("dirty_pages_peak", get(&s.dirty_pages_peak)));
         v.extend(self.inner.locks.activity());
         v
     }
@@ -846,6 +923,14 @@ impl Engine for Wal {
             logs.push(base + r.start..base + r.end);
         }
         Some(logs)
+    }
+
+    /// The control page: the checkpoint's redo point (every checkpoint or Pelley flusher
+    /// round), the page log's state word (twice per page flushed), the distributed logs' redo
+    /// points and horizon.
+    fn log_control_words(&self) -> Option<Vec<std::ops::Range<u64>>> {
+        let at = page_offset(CONTROL_PAGE);
+        Some(std::iter::once(at..at + PAGE_SIZE_U64).collect())
     }
 
     fn shutdown(&self) -> Result<()> {
