@@ -264,3 +264,46 @@ pub fn text(claims: &[Claim]) -> String {
     }
     s
 }
+
+/// Merges the claims of repeated runs (the same grid; CPU time is the noisy part): ours
+/// becomes the range over the repetitions, and a claim whose repetitions reach different
+/// verdicts is inconclusive, its cause naming the split.
+pub fn merge(reps: &[Vec<Claim>]) -> Vec<Claim> {
+    let Some(first) = reps.first() else { return Vec::new() };
+    first
+        .iter()
+        .map(|c| {
+            let same: Vec<&Claim> =
+                reps.iter().filter_map(|r| r.iter().find(|x| x.what == c.what)).collect();
+            let mut m = c.clone();
+            m.ours_lo = same.iter().map(|x| x.ours_lo).fold(f64::INFINITY, f64::min);
+            m.ours_hi = same.iter().map(|x| x.ours_hi).fold(f64::NEG_INFINITY, f64::max);
+            if same.len() != reps.len() {
+                m.verdict = Verdict::Inconclusive;
+                m.cause = format!(
+                    "judged in only {} of {} repetitions; {}",
+                    same.len(),
+                    reps.len(),
+                    c.cause
+                );
+            } else if same.iter().any(|x| x.verdict != c.verdict) {
+                let names: Vec<&str> = same.iter().map(|x| x.verdict.name()).collect();
+                let cause = same.iter().map(|x| x.cause.as_str()).find(|s| !s.is_empty());
+                m.verdict = Verdict::Inconclusive;
+                m.cause = format!(
+                    "the {} repetitions disagree ({}): this machine's CPU time, added to the \
+                     modelled I/O, moves it across the bound; {}",
+                    reps.len(),
+                    names.join(", "),
+                    cause.unwrap_or("")
+                );
+            } else if m.verdict != Verdict::Reproduced {
+                m.cause = same.iter().map(|x| x.cause.as_str()).collect::<Vec<_>>().join(" | ");
+                if same.iter().all(|x| x.cause == c.cause) {
+                    m.cause = c.cause.clone();
+                }
+            }
+            m
+        })
+        .collect()
+}

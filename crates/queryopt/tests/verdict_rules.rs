@@ -84,3 +84,60 @@ fn join_claims_judge_speedups_and_winners_with_causes() {
     }
     assert!(c.iter().any(|x| x.what.contains("hybrid hash wins")));
 }
+
+/// Guards: every claim a spec in `experiments/queryopt/` names is judged in the committed
+/// results, with the spec's number and bound.
+#[test]
+fn the_specs_claims_are_judged_in_the_committed_results() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let claims = std::fs::read_to_string(format!("{root}/results/queryopt/claims.json")).unwrap();
+    let claims: serde_json::Value = serde_json::from_str(&claims).unwrap();
+    let claims = claims.as_array().unwrap();
+    let find = |what: &str| claims.iter().find(|c| c["what"] == what);
+    let mut judged = 0;
+    let dir = format!("{root}/experiments/queryopt");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let spec: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = path.display().to_string();
+        let list = spec["claim"].as_array().unwrap();
+        assert!(list.iter().any(|c| c.get("what").is_some()), "{name}: no judged claim");
+        for c in list {
+            let Some(what) = c.get("what").and_then(|w| w.as_str()) else {
+                assert!(
+                    c.get("not_judged").is_some(),
+                    "{name}: a claim neither judged nor excused"
+                );
+                continue;
+            };
+            let got = find(what).unwrap_or_else(|| panic!("{name}: \"{what}\" not in claims.json"));
+            assert_eq!(got["bound"].as_str(), c["bound"].as_str(), "{name}: {what}");
+            if let Some(p) = c["paper"].as_float() {
+                assert!((got["paper"].as_f64().unwrap() - p).abs() < 1e-9, "{name}: {what}");
+            }
+            for also in c.get("also").and_then(|a| a.as_array()).into_iter().flatten() {
+                assert!(find(also.as_str().unwrap()).is_some(), "{name}: {also}");
+            }
+            judged += 1;
+        }
+    }
+    assert!(judged >= 7, "{judged}");
+}
+
+/// Guards: repetitions that reach different verdicts make a claim inconclusive, with the split
+/// in its cause (CPU noise may not decide a verdict).
+#[test]
+fn repetitions_that_disagree_are_inconclusive() {
+    let judge =
+        |v: f64| Claim::new("w", "§", Role::Output, Bound::Paper, 1.0, &[v], (1.0, 1.0), "c");
+    let merged = verdict::merge(&[vec![judge(1.0)], vec![judge(0.833)], vec![judge(1.0)]]);
+    assert_eq!(merged[0].verdict, Verdict::Inconclusive);
+    assert!(merged[0].cause.contains("disagree"), "{}", merged[0].cause);
+    assert_eq!((merged[0].ours_lo, merged[0].ours_hi), (0.833, 1.0));
+    let same = verdict::merge(&[vec![judge(1.0)], vec![judge(1.0)]]);
+    assert!(same[0].counts_as_reproduced());
+    verdict::check(&merged).unwrap();
+}
