@@ -68,8 +68,13 @@ fn join_figure(r: &JoinReport, sub: &str) -> Figure {
     let mut projs: Vec<f64> = r.points.iter().map(|p| p.projectivity).collect();
     projs.sort_by(f64::total_cmp);
     projs.dedup();
-    let mut sizes: Vec<(u64, u64)> = r.points.iter().map(|p| (p.rows_r, p.rows_s)).collect();
-    sizes.dedup();
+    // Points run device by device: keep each size once, in Table 3.1's order.
+    let mut sizes: Vec<(u64, u64)> = Vec::new();
+    for p in &r.points {
+        if !sizes.contains(&(p.rows_r, p.rows_s)) {
+            sizes.push((p.rows_r, p.rows_s));
+        }
+    }
     let mut panels = Vec::new();
     for &proj in &projs {
         let mut panel = Panel {
