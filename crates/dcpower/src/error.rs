@@ -17,6 +17,9 @@ pub enum Error {
     /// The LP solver gave up (numerical failure or an unexpected status).
     #[error("LP solver failed in {stage}: {message}")]
     Solver { stage: &'static str, message: String },
+    /// A claim set that breaks the verdict rules (a "differs" without its cause).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// `Result` with this crate's [`Error`].

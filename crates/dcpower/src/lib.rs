@@ -14,10 +14,12 @@
 pub mod cooling;
 pub mod error;
 pub mod model;
+pub mod plot;
 pub mod report;
 pub mod schedule;
 pub mod sim;
 pub mod topology;
 pub mod trace;
+pub mod verdict;
 
 pub use error::{Error, Result};

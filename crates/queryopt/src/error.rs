@@ -28,6 +28,9 @@ pub enum Error {
     /// A read or write outside the device, or a buffer of the wrong size: a bug in an operator.
     #[error("block request out of range: {0}")]
     OutOfRange(String),
+    /// A claim set that breaks the verdict rules (a "differs" without its cause).
+    #[error("{0}")]
+    Invalid(String),
     /// An operator would have needed more memory than its limit (a bug or an extreme skew).
     #[error("memory limit of {limit_pages} pages exceeded in {stage}: needs {needed_pages}")]
     MemoryLimit { stage: &'static str, limit_pages: u64, needed_pages: u64 },

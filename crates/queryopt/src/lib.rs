@@ -19,6 +19,7 @@
 //! holds more than its memory limit in accounted buffers and tables; modelled time is
 //! accounted, never slept.
 
+pub mod claims;
 pub mod cli;
 pub mod device;
 pub mod error;
@@ -28,6 +29,7 @@ pub mod pages;
 pub mod report;
 pub mod scan;
 pub mod spill;
+pub mod verdict;
 pub mod wisconsin;
 
 pub use error::{Error, Result};

@@ -1,0 +1,243 @@
+//! Verdicts on the appendices' numbers (thesis app. A §A.4, app. B §B.5) under issue 38's rules.
+//! A claim is an *output* (something the model or the simulator computes), an *input* (a
+//! constant we took from the paper, or a property of a trace we generated to match it) or a
+//! *fitted* constant (chosen so that an output matches the paper). Only outputs get a verdict:
+//! an input or a fitted constant that "matches" the paper restates what we put in, so it is
+//! listed apart and never counted as reproduced. A bound is the paper's (its own threshold, or
+//! the precision it prints a number with) or ours (a tolerance we chose, reported apart). Ours
+//! is the range over repetitions (seeds); a range straddling the bound is inconclusive, and
+//! every "differs" or "inconclusive" must carry its cause.
+
+use crate::error::{Error, Result};
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Output,
+    Input,
+    Fitted,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    Paper,
+    Ours,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Reproduced,
+    Differs,
+    Inconclusive,
+    /// Inputs and fitted constants: not judged.
+    NotJudged,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Reproduced => "reproduced",
+            Verdict::Differs => "differs",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::NotJudged => "not judged",
+        }
+    }
+}
+
+/// One number the paper states, and ours.
+#[derive(Clone, Debug, Serialize)]
+pub struct Claim {
+    pub what: &'static str,
+    pub source: &'static str,
+    pub role: Role,
+    pub bound: Bound,
+    pub paper: f64,
+    /// Ours: the lowest and highest value over the repetitions (equal for the model).
+    pub ours_lo: f64,
+    pub ours_hi: f64,
+    /// The accepted interval [lo, hi].
+    pub accept_lo: f64,
+    pub accept_hi: f64,
+    pub verdict: Verdict,
+    /// Why it differs or is inconclusive (empty when reproduced); what an input restates.
+    pub cause: String,
+}
+
+impl Claim {
+    /// A claim judged on `ours` (a range over repetitions) against [lo, hi].
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        what: &'static str,
+        source: &'static str,
+        role: Role,
+        bound: Bound,
+        paper: f64,
+        ours: &[f64],
+        accept: (f64, f64),
+        cause: impl Into<String>,
+    ) -> Claim {
+        let lo = ours.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = ours.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let inside = |v: f64| v >= accept.0 && v <= accept.1;
+        let verdict = if role != Role::Output {
+            Verdict::NotJudged
+        } else if ours.is_empty() || ours.iter().any(|v| !v.is_finite()) {
+            Verdict::Inconclusive
+        } else if inside(lo) && inside(hi) {
+            Verdict::Reproduced
+        } else if hi < accept.0 || lo > accept.1 {
+            Verdict::Differs
+        } else {
+            Verdict::Inconclusive
+        };
+        let cause = if verdict == Verdict::Reproduced { String::new() } else { cause.into() };
+        Claim {
+            what,
+            source,
+            role,
+            bound,
+            paper,
+            ours_lo: lo,
+            ours_hi: hi,
+            accept_lo: accept.0,
+            accept_hi: accept.1,
+            verdict,
+            cause,
+        }
+    }
+
+    /// Counted among the reproduced results: an output, inside the paper's own bound.
+    pub fn counts_as_reproduced(&self) -> bool {
+        self.role == Role::Output
+            && self.bound == Bound::Paper
+            && self.verdict == Verdict::Reproduced
+    }
+}
+
+/// The paper prints `paper` to `digits` decimals (of the fraction): its precision is its bound.
+pub fn printed(paper: f64, digits: i32) -> (f64, f64) {
+    let half = 0.5 * 10f64.powi(-digits);
+    (paper - half, paper + half)
+}
+
+/// Rejects a claim set that breaks the rules: a differs / inconclusive without its cause, an
+/// input without what it restates.
+pub fn check(claims: &[Claim]) -> Result<()> {
+    for c in claims {
+        let needs_cause =
+            matches!(c.verdict, Verdict::Differs | Verdict::Inconclusive) || c.role != Role::Output;
+        if needs_cause && c.cause.trim().is_empty() {
+            return Err(Error::Invalid(format!(
+                "claim \"{}\" is {} without a cause",
+                c.what,
+                c.verdict.name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Counts: reproduced (paper bound), differs, inconclusive, within our tolerance, inputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub reproduced: usize,
+    pub differs: usize,
+    pub inconclusive: usize,
+    pub ours_reproduced: usize,
+    pub ours_differs_or_inconclusive: usize,
+    pub inputs_and_fitted: usize,
+}
+
+pub fn summary(claims: &[Claim]) -> Summary {
+    let mut s = Summary::default();
+    for c in claims {
+        match (c.role, c.bound, c.verdict) {
+            (Role::Input | Role::Fitted, _, _) => s.inputs_and_fitted += 1,
+            (_, Bound::Ours, Verdict::Reproduced) => s.ours_reproduced += 1,
+            (_, Bound::Ours, _) => s.ours_differs_or_inconclusive += 1,
+            (_, _, Verdict::Reproduced) => s.reproduced += 1,
+            (_, _, Verdict::Inconclusive | Verdict::NotJudged) => s.inconclusive += 1,
+            (_, _, Verdict::Differs) => s.differs += 1,
+        }
+    }
+    s
+}
+
+fn num(v: f64) -> String {
+    if !v.is_finite() {
+        format!("{v}")
+    } else if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn ours(c: &Claim) -> String {
+    if (c.ours_hi - c.ours_lo).abs() <= 1e-12 * c.ours_hi.abs().max(1.0) {
+        num(c.ours_lo)
+    } else {
+        format!("{}–{}", num(c.ours_lo), num(c.ours_hi))
+    }
+}
+
+/// The claims as text: outputs on the paper's bound (the only ones counted), outputs on our
+/// tolerance, then inputs and fitted constants, each line with the accepted interval and cause.
+pub fn text(claims: &[Claim]) -> String {
+    let mut s = String::new();
+    let s_ = summary(claims);
+    s += &format!(
+        "Summary: {} reproduced, {} differ, {} inconclusive (outputs, paper's bound); \
+         our tolerance: {} within, {} not; {} inputs / fitted constants (never counted)\n",
+        s_.reproduced,
+        s_.differs,
+        s_.inconclusive,
+        s_.ours_reproduced,
+        s_.ours_differs_or_inconclusive,
+        s_.inputs_and_fitted
+    );
+    type Keep = fn(&Claim) -> bool;
+    let sections: [(&str, Keep); 3] = [
+        ("Outputs, judged on the paper's bound", |c| {
+            c.role == Role::Output && c.bound == Bound::Paper
+        }),
+        ("Outputs, judged on our tolerance (reported apart, not counted)", |c| {
+            c.role == Role::Output && c.bound == Bound::Ours
+        }),
+        ("Inputs and fitted constants (what we put in; not outputs, never reproduced)", |c| {
+            c.role != Role::Output
+        }),
+    ];
+    for (title, keep) in sections {
+        let group: Vec<&Claim> = claims.iter().filter(|c| keep(c)).collect();
+        if group.is_empty() {
+            continue;
+        }
+        s += &format!("\n{title}:\n");
+        for c in group {
+            let tag = match c.role {
+                Role::Output => c.verdict.name(),
+                Role::Input => "input",
+                Role::Fitted => "fitted",
+            };
+            s += &format!(
+                "  [{tag}] {} ({}): paper {}, ours {}, accepted [{}, {}]\n",
+                c.what,
+                c.source,
+                num(c.paper),
+                ours(c),
+                num(c.accept_lo),
+                num(c.accept_hi)
+            );
+            if !c.cause.is_empty() {
+                s += &format!("      cause: {}\n", c.cause);
+            }
+        }
+    }
+    s
+}
