@@ -310,6 +310,17 @@ pub fn default_region_bytes(
     Ok(base + engines::area_bytes(info.name, &options)?)
 }
 
+/// Bytes a default region leaves for a workload the workload estimates at `estimate` bytes of
+/// an `inplace` database: SQLite's pages hold rows less densely (B-tree cells with 4 KiB pages
+/// held 1,000,000 rows of 1,016 bytes in more than 1.2 GiB).
+pub fn workload_room(name: &str, estimate: u64) -> u64 {
+    if name == sqlite_nvwal::ENGINE_NAME {
+        estimate.saturating_mul(2)
+    } else {
+        estimate
+    }
+}
+
 /// Refuses a region size the engine cannot format with `config`, in one line naming the least
 /// it needs.
 pub fn check_region_bytes(name: &str, config: &EngineConfig, size: u64) -> Result<(), String> {

@@ -64,6 +64,14 @@ pub trait Workload: Send + Sync {
         serde_json::Value::Null
     }
 
+    /// About how many bytes the loaded database takes in an engine's pages (rows and index),
+    /// where a workload's size depends on its options enough that a default region could be too
+    /// small for it; `None` where the default region always holds it. Sizes default regions of
+    /// engines whose page area is fixed when they format.
+    fn estimated_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Creates the tables and loads the initial database. Loaders commit in batches small enough
     /// for any engine's per-transaction limits (at most a few hundred rows per transaction).
     /// `progress(done, total)` is called now and then.

@@ -403,7 +403,14 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
         })?,
         extra: key_values("engine-opt", &args.engine_opt)?,
     };
-    let (region, path_existed) = region_options(args, &engine, &engine_config)?;
+    // A workload that reports its size sizes the default region: `wal`, `group` and
+    // sqlite-nvwal lay their page area out once, so a region that grows later cannot help them.
+    let workload_bytes = workload_options(args)
+        .ok()
+        .and_then(|o| workloads::by_name(&args.workload, &o).ok())
+        .and_then(|w| w.estimated_bytes())
+        .unwrap_or(0);
+    let (region, path_existed) = region_options(args, &engine, &engine_config, workload_bytes)?;
     reject_unhonoured(args, &engine, &region)?;
     if args.keep {
         if !matches!(region.medium, Medium::Shm | Medium::File | Medium::Dax) {
@@ -592,12 +599,14 @@ fn max_size_bytes(args: &Args, medium: Medium, size_bytes: u64) -> Result<u64, O
 }
 
 /// The region options, and whether the region file exists already. Without `--size` a new
-/// region is [`DEFAULT_SIZE`], or larger when the engine's own areas need it; a given size too
-/// small for a new region of the engine is refused in one line.
+/// region is [`DEFAULT_SIZE`], or larger when the engine's own areas or the workload
+/// (`workload_bytes`, its estimate; 0 for none) need it; a given size too small for a new region
+/// of the engine is refused in one line.
 fn region_options(
     args: &Args,
     engine: &str,
     config: &EngineConfig,
+    workload_bytes: u64,
 ) -> Result<(RegionOptions, bool), OptionError> {
     let name = args.medium.as_deref().unwrap_or(DEFAULT_MEDIUM);
     let medium = Medium::parse(name).ok_or_else(|| {
@@ -611,10 +620,12 @@ fn region_options(
         (None, true) => 0,
         (None, false) => {
             let base = units::parse_bytes(DEFAULT_SIZE).map_err(|e| invalid("size", e.reason))?;
-            // The default leaves the workload at least 64 MiB next to the engine's own areas.
+            // The default leaves the workload at least 64 MiB (or its estimate) next to the
+            // engine's own areas.
+            let room = registry::workload_room(engine, workload_bytes).max(64 << 20);
             match registry::min_region_bytes(engine, config) {
-                Ok(Some(min)) => base.max(min + (64 << 20)),
-                _ => base,
+                Ok(Some(min)) => base.max(min.saturating_add(room)),
+                _ => base.max(room),
             }
         }
     };
