@@ -30,13 +30,16 @@
 //! the checkpoint is fuzzy (it quiesces operations, never transactions, and only for a moment
 //! at a time: see [`Shared::checkpoint`]); log records are inserted Aether-style ([`log`]).
 
+pub(crate) mod carray;
 pub(crate) mod dlog;
 pub(crate) mod log;
 pub(crate) mod manager;
+pub(crate) mod pipeline;
 
 pub use crate::device::Io;
 pub use dlog::{Cache, LogLayout};
 pub use log::LogInsert;
+pub use pipeline::LogForce;
 
 use crate::device::Device;
 use crate::gated::{Gate, GatedTxn};
@@ -406,7 +409,8 @@ impl Recovering<'_> {
         let insert = self.options.log_insert;
         let log = Log::new(self.device.clone(), log_area, capacity, redo_from, end, insert);
         let skip_barrier = self.options.fault == Some(Fault::WalSkipLogBarrier);
-        Ok(Central::new(log, nvram.clone(), self.device.clone(), skip_barrier))
+        let force = self.options.log_force;
+        Ok(Central::new(log, nvram.clone(), self.device.clone(), skip_barrier, force))
     }
 
     /// Analysis and redo over every log ([`dlog::recover`]).
