@@ -107,7 +107,10 @@ impl ConsolidationArray {
     /// member of a group leads it. Never blocks on a lock: a full or closed position is skipped.
     pub fn join(&self, bytes: u64) -> Joined {
         debug_assert!(bytes <= GROUP_LIMIT_BYTES);
-        let mut position = pmem::thread_id() as usize % ACTIVE_SLOTS;
+        // Every thread tries the first position first, so that few concurrent inserters still
+        // meet; a lost race for a slot (many inserters) or a closed or full one moves on to the
+        // next, which spreads the joins of many threads over the positions.
+        let mut position = 0;
         let mut skipped = 0u32;
         loop {
             let slot = self.active[position].load(Ordering::Acquire);
@@ -116,22 +119,27 @@ impl ConsolidationArray {
             let open = s & CLOSED == 0;
             if open && (s & BYTES_MASK) + bytes <= GROUP_LIMIT_BYTES && s >> 32 < MAX_MEMBERS {
                 let joined = s + MEMBER + bytes;
-                if state
-                    .compare_exchange_weak(s, joined, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-                {
+                if state.compare_exchange(s, joined, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                     return Joined { slot, offset: s & BYTES_MASK, leader: s == 0 };
                 }
-                continue;
             }
             position = (position + 1) % ACTIVE_SLOTS;
             skipped += 1;
-            // Every position closed or full: their leaders are reserving (bounded: a leader
-            // reopens its position right after its reservation).
+            // Every position closed, full or contended: their leaders are reserving (bounded:
+            // a leader reopens its position right after its reservation).
             if skipped.is_multiple_of(ACTIVE_SLOTS as u32) {
                 backoff(skipped / ACTIVE_SLOTS as u32);
             }
         }
+    }
+
+    /// Tests: members of the groups now open.
+    #[cfg(test)]
+    pub fn open_members(&self) -> u64 {
+        let state = |p: &CachePadded<AtomicUsize>| {
+            self.slots[p.load(Ordering::Acquire)].state.load(Ordering::Acquire)
+        };
+        self.active.iter().map(state).filter(|s| s & CLOSED == 0).map(|s| s >> 32).sum()
     }
 
     /// The leader, holding the log's insert point: closes its group (no member joins after
@@ -252,6 +260,7 @@ mod tests {
         let big = c.join(GROUP_LIMIT_BYTES - 50);
         assert!(a.leader && !b.leader && big.leader, "{a:?} {b:?} {big:?}");
         assert_eq!(b.offset, 40);
+        assert_eq!(c.open_members(), 3);
         let group = c.close(&a);
         assert_eq!(group, Group { bytes: 64, members: 2 });
         c.publish(&a, group, 4096, 7);

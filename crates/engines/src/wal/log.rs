@@ -789,6 +789,40 @@ mod tests {
         }
     }
 
+    /// Appenders that arrive while the insert point is held join one group: one reservation
+    /// for all of them, each record copied whole at its own offset (Aether §4). Would catch a
+    /// group whose members overlap, or a leader that reserves only its own record.
+    #[test]
+    fn inserters_waiting_for_the_insert_point_consolidate_into_one_group() {
+        let (region, log) = log(1 << 20, LogInsert::Consolidated);
+        let carray = log.carray.as_ref().expect("consolidated");
+        let wait_for = |members: u64| {
+            let started = std::time::Instant::now();
+            while carray.open_members() < members {
+                assert!(started.elapsed().as_secs() < 20, "{members} members never joined");
+                std::thread::yield_now();
+            }
+        };
+        std::thread::scope(|s| {
+            let insert_point = log.reserved.lock();
+            for t in 0..3u64 {
+                let log = log.clone();
+                s.spawn(move || log.append(t << 16, &payload(t, t + 1)));
+                // The first is the leader, blocked on the insert point; the others join it.
+                wait_for(t + 1);
+            }
+            drop(insert_point);
+        });
+        assert_eq!(log.groups(), (1, 3), "one reservation for three records");
+        log.force(log.appended(), false).unwrap();
+        let mut got = Vec::new();
+        scan(&region, AREA, 1 << 20, 0, u64::MAX, |r| got.push((r.offset, r.bytes.to_vec())))
+            .unwrap();
+        got.sort();
+        let want: Vec<_> = (0..3u64).map(|t| (t << 16, payload(t, t + 1))).collect();
+        assert_eq!(got, want);
+    }
+
     /// A log much smaller than what is appended wraps many times (pads and skipped ends)
     /// when the redo point follows the forces; what is read back from the last redo point is
     /// exactly what was appended after it.
