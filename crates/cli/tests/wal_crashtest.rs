@@ -1,9 +1,10 @@
 //! `nvmdb crashtest` on NVRAM Disk-Replacement (`wal`): simulated crashes during log forces,
 //! page flushes and checkpoints (and inside recovery) on YCSB and TPC-B verify clean with both
 //! page-flush methods and every central-log insert and force path (Aether's consolidation array
-//! and flush pipelining, the defaults, and the baselines); each test-only fault is caught. Would catch: a commit acknowledged before
-//! its log records are durable, a page written before its log (the WAL rule), a checkpoint that
-//! moves the redo point before its pages are durable, or a stale log tail redone after a crash.
+//! and flush pipelining, the defaults, and the baselines); each test-only fault is caught.
+//! Would catch: a commit acknowledged before its log records are durable, a page written before
+//! its log (the WAL rule), a checkpoint that moves the redo point before its pages are durable,
+//! or a stale log tail redone after a crash.
 
 mod common;
 
