@@ -32,8 +32,13 @@ const DLOG_FIGURES: [&str; 7] = [
 ];
 
 /// The central log's own (Aether's consolidation array and flush pipelining).
-const CENTRAL_FIGURES: [&str; 4] =
-    ["insert_groups", "insert_grouped_records", "flush_daemon_rounds", "commit_blocked_waits"];
+const CENTRAL_FIGURES: [&str; 5] = [
+    "insert_groups",
+    "insert_grouped_records",
+    "flush_daemon_rounds",
+    "commit_blocked_waits",
+    "commit_helped_forces",
+];
 
 /// The lock table's counters (`storage::lock`), after the log's figures.
 const LOCK_FIGURES: [&str; 6] = [
@@ -113,8 +118,11 @@ fn a_pipelined_commit_returns_a_token_that_becomes_durable_when_the_daemon_force
         txn.insert(t, key, &[7u8; 16]).unwrap();
         tokens.push(txn.commit().unwrap());
     }
-    assert!(tokens.iter().all(|t| t.0 > 0), "a queued commit's token is its LSN: {tokens:?}");
-    assert!(tokens.windows(2).all(|w| w[0].0 < w[1].0), "one worker's tokens rise");
+    // A commit is queued (its token its LSN) unless the daemon forced past it already or the
+    // committer helped a daemon that fell behind (DURABLE).
+    let queued: Vec<u64> = tokens.iter().map(|t| t.0).filter(|&t| t > 0).collect();
+    assert!(queued.len() >= tokens.len() / 2, "commits were queued: {tokens:?}");
+    assert!(queued.windows(2).all(|w| w[0] < w[1]), "one worker's tokens rise: {tokens:?}");
     // The daemon forces without being asked to wait: polling alone sees the last durable.
     let last = *tokens.last().unwrap();
     let started = std::time::Instant::now();

@@ -516,7 +516,27 @@ impl Log {
         if self.forced() >= lsn {
             return Ok(());
         }
-        let mut guard = self.force_lock.lock();
+        self.force_held(self.force_lock.lock(), lsn, skip_second_barrier)
+    }
+
+    /// [`Self::force`], unless another thread is forcing right now: then returns `false` at
+    /// once instead of waiting for it.
+    pub fn try_force(&self, lsn: u64, skip_second_barrier: bool) -> Result<bool> {
+        if self.forced() >= lsn {
+            return Ok(true);
+        }
+        let Some(guard) = self.force_lock.try_lock() else {
+            return Ok(false);
+        };
+        self.force_held(guard, lsn, skip_second_barrier).map(|()| true)
+    }
+
+    fn force_held(
+        &self,
+        mut guard: parking_lot::MutexGuard<'_, Vec<u8>>,
+        lsn: u64,
+        skip_second_barrier: bool,
+    ) -> Result<()> {
         if self.forced() >= lsn {
             return Ok(());
         }

@@ -148,7 +148,8 @@ impl LogManager for Central {
     /// daemon (the token is their end LSN), or forced here with Pelley's `persist_wal`.
     fn commit(&self, token: CommitToken) -> Result<CommitToken> {
         if self.force == LogForce::Pipelined {
-            return self.pipeline.commit(&self.log, self.log.thread_end());
+            let skip = self.skip_log_barrier;
+            return self.pipeline.commit(&self.log, self.log.thread_end(), skip);
         }
         self.log.force(self.log.thread_end(), self.skip_log_barrier)?;
         Ok(token)
@@ -200,6 +201,7 @@ impl LogManager for Central {
             ("insert_grouped_records", grouped),
             ("flush_daemon_rounds", get(&self.pipeline.rounds)),
             ("commit_blocked_waits", get(&self.pipeline.blocked_waits)),
+            ("commit_helped_forces", get(&self.pipeline.helped)),
         ]);
     }
 
