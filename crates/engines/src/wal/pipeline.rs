@@ -100,11 +100,10 @@ impl Pipeline {
         if lsn <= forced {
             return Ok(CommitToken::DURABLE);
         }
-        if lsn - forced > HELP_BACKLOG_BYTES && !self.failed.load(Ordering::Acquire) {
-            if log.try_force(lsn, skip_second_barrier)? {
-                self.helped.fetch_add(1, Ordering::Relaxed);
-                return Ok(CommitToken::DURABLE);
-            }
+        let behind = lsn - forced > HELP_BACKLOG_BYTES && !self.failed.load(Ordering::Acquire);
+        if behind && log.try_force(lsn, skip_second_barrier)? {
+            self.helped.fetch_add(1, Ordering::Relaxed);
+            return Ok(CommitToken::DURABLE);
         }
         if self.failed.load(Ordering::Acquire) || log.overflowed() {
             return Err(log_failed());
