@@ -243,6 +243,7 @@ const WAL_OPTS: &[&str] = &[
     "page_flush",
     "flusher",
     "log_insert",
+    "log_force",
     "io",
     "log",
     "cache",
@@ -385,7 +386,14 @@ pub fn region_engine_options(
             "log_insert" => {
                 o.log_insert = engines::wal::LogInsert::parse(v).ok_or_else(|| {
                     RegistryError::Db(DbError::Invalid(format!(
-                        "log_insert must be aether or locked, not `{v}`"
+                        "log_insert must be consolidated, aether or locked, not `{v}`"
+                    )))
+                })?
+            }
+            "log_force" => {
+                o.log_force = engines::wal::LogForce::parse(v).ok_or_else(|| {
+                    RegistryError::Db(DbError::Invalid(format!(
+                        "log_force must be pipelined or inline, not `{v}`"
                     )))
                 })?
             }

@@ -1,9 +1,11 @@
 //! `nvmdb crashtest` on NVRAM Disk-Replacement (`wal`): simulated crashes during log forces,
 //! page flushes and checkpoints (and inside recovery) on YCSB and TPC-B verify clean with both
-//! page-flush methods; each test-only fault is caught. Would catch: a commit acknowledged before
-//! its log records are durable, a page written before its log (the WAL rule), a checkpoint that
-//! moves the redo point before its pages are durable, or a stale log tail redone after a crash;
-//! with `flusher=pelley` (issue 38), a redo point moved past the recLSN of a page still dirty.
+//! page-flush methods and every central-log insert and force path (Aether's consolidation array
+//! and flush pipelining, the defaults, and the baselines); each test-only fault is caught.
+//! Would catch: a commit acknowledged before its log records are durable, a page written before
+//! its log (the WAL rule), a checkpoint that moves the redo point before its pages are durable,
+//! or a stale log tail redone after a crash; with `flusher=pelley` (issue 38), a redo point moved
+//! past the recLSN of a page still dirty.
 
 mod common;
 
@@ -83,10 +85,28 @@ fn caught(fault: &str, extra: &[&str]) -> serde_json::Value {
     json["violations_by_kind"].clone()
 }
 
+/// Guards the baselines kept beside Aether's paths: decoupled fill alone and the global insert
+/// lock, each with inline forces, and the consolidation array with inline forces, so a
+/// commit acknowledged before its records are durable is caught on every path.
+#[test]
+fn wal_survives_crashes_on_every_central_log_insert_and_force_path() {
+    for (insert, force) in [
+        ("--engine-opt=log_insert=aether", "--engine-opt=log_force=inline"),
+        ("--engine-opt=log_insert=locked", "--engine-opt=log_force=inline"),
+        ("--engine-opt=log_insert=consolidated", "--engine-opt=log_force=inline"),
+        ("--engine-opt=log_insert=locked", "--engine-opt=log_force=pipelined"),
+    ] {
+        clean(&["--workload=tpcb", "--threads=2", insert, force, "--crashes=40", "--seed=11"]);
+    }
+}
+
 #[test]
 fn a_commit_acknowledged_before_its_lsns_are_durable_is_caught() {
-    let kinds = caught("wal-skip-log-barrier", &["--crashes=100"]);
-    assert!(kinds["durability"].as_u64().unwrap_or(0) > 0, "{kinds}");
+    // With the flush daemon's forces (the default) and with the committer's own.
+    for force in ["--engine-opt=log_force=pipelined", "--engine-opt=log_force=inline"] {
+        let kinds = caught("wal-skip-log-barrier", &["--crashes=100", force]);
+        assert!(kinds["durability"].as_u64().unwrap_or(0) > 0, "{force}: {kinds}");
+    }
 }
 
 #[test]

@@ -85,8 +85,13 @@ pub struct EngineOptions {
     pub page_flush: wal::PageFlush,
     /// `wal`: load/store on NVRAM, or `pwrite` + `fdatasync` through the file system.
     pub io: wal::Io,
-    /// `wal`: how log records are inserted (Aether-style, or under one global lock).
+    /// `wal`: how log records are inserted (Aether's consolidation array, decoupled fill alone,
+    /// or under one global lock).
     pub log_insert: wal::LogInsert,
+    /// `wal`'s central log: commits forced by a flush daemon (Aether's flush pipelining) or by
+    /// the committing thread. The distributed logs have their own (passive group commit).
+    #[serde(default = "default_log_force")]
+    pub log_force: wal::LogForce,
     /// `wal`: one central log, or `N` logs partitioned by transaction or page (Wang & Johnson).
     #[serde(default = "default_log")]
     pub log: wal::LogLayout,
@@ -105,6 +110,10 @@ pub struct EngineOptions {
 
 fn default_log() -> wal::LogLayout {
     wal::LogLayout::Central
+}
+
+fn default_log_force() -> wal::LogForce {
+    wal::LogForce::Pipelined
 }
 
 fn default_cache() -> wal::Cache {
@@ -130,7 +139,8 @@ impl Default for EngineOptions {
             page_flush: wal::PageFlush::Paper,
             flusher: wal::Flusher::Checkpoint,
             io: wal::Io::Nvm,
-            log_insert: wal::LogInsert::Aether,
+            log_insert: wal::LogInsert::Consolidated,
+            log_force: default_log_force(),
             log: default_log(),
             cache: default_cache(),
             protocol: inplace::Protocol::Lean,

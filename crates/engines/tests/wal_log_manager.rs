@@ -4,7 +4,7 @@
 //! Would catch: a log manager whose forces are not counted (bench's `log_forces` per commit
 //! silently 0), figures taken from one log of several, or a renamed figure.
 
-use engines::wal::{LogLayout, Wal};
+use engines::wal::{LogForce, LogLayout, Wal};
 use engines::EngineOptions;
 use pmem::{Medium, Region, RegionOptions};
 use storage::{Engine, TableSpec};
@@ -34,6 +34,15 @@ const DLOG_FIGURES: [&str; 7] = [
 /// The page flusher's rounds (`flusher=pelley`), after the log's figures.
 const FLUSHER_FIGURES: [&str; 2] = ["flush_rounds", "dirty_pages_peak"];
 
+/// The central log's own (Aether's consolidation array and flush pipelining).
+const CENTRAL_FIGURES: [&str; 5] = [
+    "insert_groups",
+    "insert_grouped_records",
+    "flush_daemon_rounds",
+    "commit_blocked_waits",
+    "commit_helped_forces",
+];
+
 /// The lock table's counters (`storage::lock`), after the log's figures.
 const LOCK_FIGURES: [&str; 6] = [
     "lock_requests",
@@ -45,7 +54,11 @@ const LOCK_FIGURES: [&str; 6] = [
 ];
 
 fn run_commits(log: LogLayout, commits: u64) -> Vec<(&'static str, u64)> {
-    let mut options = EngineOptions { workers: 2, log, ..Default::default() };
+    run_commits_forced(log, LogForce::Pipelined, commits)
+}
+
+fn run_commits_forced(log: LogLayout, force: LogForce, commits: u64) -> Vec<(&'static str, u64)> {
+    let mut options = EngineOptions { workers: 2, log, log_force: force, ..Default::default() };
     options.log_bytes = engines::wal::default_log_bytes(&options);
     let region = Region::open(&RegionOptions::new(Medium::Dram, options.log_bytes + (32 << 20)));
     let region = region.unwrap();
@@ -69,19 +82,65 @@ fn run_commits(log: LogLayout, commits: u64) -> Vec<(&'static str, u64)> {
 
 #[test]
 fn the_central_log_reports_the_wal_figures_and_forces_every_commit() {
-    let figures = run_commits(LogLayout::Central, 40);
-    let names: Vec<&str> = figures.iter().map(|(n, _)| *n).collect();
-    let expected: Vec<&str> = WAL_FIGURES
-        .iter()
-        .chain(FLUSHER_FIGURES.iter())
-        .chain(LOCK_FIGURES.iter())
-        .copied()
-        .collect();
-    assert_eq!(names, expected);
-    let forces = figures[5].1;
-    // One `persist_wal` per commit (nothing else runs to share it), two barriers each.
-    assert!(forces >= 40, "{forces} forces for 40 commits");
-    assert_eq!(figures[6].1, 2 * forces, "two barriers per persist_wal");
+    for force in [LogForce::Pipelined, LogForce::Inline] {
+        let figures = run_commits_forced(LogLayout::Central, force, 40);
+        let names: Vec<&str> = figures.iter().map(|(n, _)| *n).collect();
+        let expected: Vec<&str> =
+            WAL_FIGURES
+                .iter()
+                .chain(&CENTRAL_FIGURES)
+                .chain(&FLUSHER_FIGURES)
+                .chain(&LOCK_FIGURES)
+                .copied()
+                .collect();
+        assert_eq!(names, expected);
+        let forces = figures[5].1;
+        // One `persist_wal` per commit (each waited for before the next begins), two barriers
+        // each.
+        assert!(forces >= 40, "{force:?}: {forces} forces for 40 commits");
+        assert_eq!(figures[6].1, 2 * forces, "two barriers per persist_wal");
+        let (groups, grouped) = (figures[9].1, figures[10].1);
+        assert!(groups > 0 && grouped >= groups, "records went through the consolidation array");
+        let rounds = figures[11].1;
+        match force {
+            LogForce::Pipelined => assert!(rounds > 0, "the flush daemon forced: {figures:?}"),
+            LogForce::Inline => assert_eq!(rounds, 0, "no daemon inline: {figures:?}"),
+        }
+    }
+}
+
+/// A pipelined commit is not acknowledged at once: its token is its commit LSN, durable only
+/// once the flush daemon forced past it (Aether §3). Would catch a pipelined commit that
+/// forces inline (no pipelining) or a token acknowledged before the force.
+#[test]
+fn a_pipelined_commit_returns_a_token_that_becomes_durable_when_the_daemon_forces() {
+    let mut options = EngineOptions { workers: 2, ..Default::default() };
+    options.log_bytes = engines::wal::default_log_bytes(&options);
+    assert_eq!(options.log_force, LogForce::Pipelined, "the default");
+    let region = Region::open(&RegionOptions::new(Medium::Dram, options.log_bytes + (32 << 20)));
+    let e = Wal::open(region.unwrap(), &options).unwrap();
+    let spec = TableSpec { name: "t".into(), row_bytes: 16, expected_rows: 100 };
+    let t = e.create_table(&spec).unwrap();
+    let mut tokens = Vec::new();
+    for key in 0..20u64 {
+        let mut txn = e.begin(0).unwrap();
+        txn.insert(t, key, &[7u8; 16]).unwrap();
+        tokens.push(txn.commit().unwrap());
+    }
+    // A commit is queued (its token its LSN) unless the daemon forced past it already or the
+    // committer helped a daemon that fell behind (DURABLE).
+    let queued: Vec<u64> = tokens.iter().map(|t| t.0).filter(|&t| t > 0).collect();
+    assert!(queued.len() >= tokens.len() / 2, "commits were queued: {tokens:?}");
+    assert!(queued.windows(2).all(|w| w[0] < w[1]), "one worker's tokens rise: {tokens:?}");
+    // The daemon forces without being asked to wait: polling alone sees the last durable.
+    let last = *tokens.last().unwrap();
+    let started = std::time::Instant::now();
+    while !e.is_durable(last) {
+        assert!(started.elapsed().as_secs() < 10, "the flush daemon never forced");
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    assert!(tokens.iter().all(|t| e.is_durable(*t)), "durability is a prefix of the log");
+    e.wait_durable(last).unwrap();
 }
 
 #[test]

@@ -14,16 +14,22 @@
 //! last 32 bytes of the area (the reader skips them); a record that would not fit before the end
 //! is preceded by a pad record that fills it.
 //!
-//! **Insertion** (in the spirit of Aether, Johnson et al., VLDB 2010, "decoupled buffer fill"):
-//! an appender reserves its LSN range under a short lock (arithmetic, and noting the range as in
-//! flight), copies its record into a volatile ring buffer with no lock held, then takes the lock
-//! again for a moment to note the copy done. Appenders never wait for one another's copies; a
-//! force writes the *filled prefix* (up to the oldest copy still in flight) and only a commit
-//! whose records lie beyond an unfinished copy waits for it (Aether releases in LSN order
-//! instead, which spins when a copier is descheduled; on this 2-core machine that collapsed
-//! throughput). `log_insert=locked` copies under the reservation lock (one global lock per
-//! append, the baseline Aether improves on), to measure the two side by side.
+//! **Insertion** (`log_insert=`, see [`LogInsert`]): `consolidated` (the default) is Aether's
+//! consolidation array (Johnson et al., VLDB 2010, §4-§5; [`super::carray`]): concurrent
+//! inserters combine, one leader takes the reservation lock for the whole group, each member
+//! copies its record without a lock, and the last member of a group releases its region.
+//! `aether` is decoupled buffer fill alone: every appender reserves its LSN range under the short
+//! reservation lock (arithmetic, and noting the range as in flight), copies its record into the
+//! volatile ring with no lock held, then takes the lock again for a moment to note the copy done.
+//! In both, appenders never wait for one another's copies: a force writes the *filled prefix*
+//! (up to the oldest copy still in flight) and only a commit whose records lie beyond an
+//! unfinished copy waits for it (Aether releases in LSN order by delegation, which is what the
+//! filled prefix amounts to; a release that spins for its predecessor collapsed throughput on
+//! this 2-core machine when a copier was descheduled). `log_insert=locked` copies under the
+//! reservation lock (one global lock per append, the baseline Aether improves on), to measure the
+//! three side by side.
 
+use super::carray::{ConsolidationArray, Group, Joined, GROUP_LIMIT_BYTES, NO_ROOM};
 use pmem::{Region, StoreObserver};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -92,6 +98,9 @@ const RING_WORDS: u64 = RING_BYTES / 8;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogInsert {
+    /// Aether's consolidation array: one reservation per group of concurrent inserters, copies
+    /// in parallel, the group released by its last member ([`super::carray`]).
+    Consolidated,
     /// Reserve under a short lock, copy without it, release in LSN order.
     Aether,
     /// Reserve and copy under one global lock.
@@ -101,6 +110,7 @@ pub enum LogInsert {
 impl LogInsert {
     pub fn parse(s: &str) -> Option<LogInsert> {
         match s {
+            "consolidated" => Some(LogInsert::Consolidated),
             "aether" => Some(LogInsert::Aether),
             "locked" => Some(LogInsert::Locked),
             _ => None,
@@ -131,6 +141,10 @@ struct Reserved {
     in_flight: std::collections::BTreeSet<u64>,
     /// Forces waiting for a copy to complete.
     waiters: u32,
+    /// `log_insert=consolidated`: groups reserved, and the records they held (counted under
+    /// this lock, which their leaders hold anyway).
+    groups: u64,
+    grouped_records: u64,
 }
 
 impl Reserved {
@@ -143,6 +157,7 @@ impl Reserved {
 /// Where one reservation's bytes go: zeros from `start` to `pad` (the unusable end of the
 /// area), a pad record from `pad` to `record` (when the record does not fit before the end),
 /// the record from `record` to `end`.
+#[derive(Clone, Copy)]
 struct Reservation {
     start: u64,
     pad: u64,
@@ -158,7 +173,10 @@ pub(crate) struct Log {
     area: u64,
     capacity: u64,
     insert: LogInsert,
-    /// The reservation lock: the reserved end and the copies in flight.
+    /// `log_insert=consolidated`: where concurrent inserters combine.
+    carray: Option<ConsolidationArray>,
+    /// The reservation lock (the log's insert point): the reserved end and the copies in
+    /// flight.
     reserved: parking_lot::Mutex<Reserved>,
     /// Signalled when a copy completes and a force waits for it.
     copied: parking_lot::Condvar,
@@ -197,10 +215,13 @@ impl Log {
             area,
             capacity,
             insert,
+            carray: (insert == LogInsert::Consolidated).then(ConsolidationArray::default),
             reserved: parking_lot::Mutex::new(Reserved {
                 end,
                 in_flight: std::collections::BTreeSet::new(),
                 waiters: 0,
+                groups: 0,
+                grouped_records: 0,
             }),
             copied: parking_lot::Condvar::new(),
             ring: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
@@ -218,6 +239,12 @@ impl Log {
     /// LSN below which every record is copied in (with operations quiesced: the end).
     pub fn appended(&self) -> u64 {
         self.reserved.lock().filled()
+    }
+
+    /// `log_insert=consolidated`: (groups reserved, records they held).
+    pub(crate) fn groups(&self) -> (u64, u64) {
+        let r = self.reserved.lock();
+        (r.groups, r.grouped_records)
     }
 
     /// LSN just past the last reserved record.
@@ -317,6 +344,11 @@ impl Log {
         // Checksummed before the reservation lock: it depends on neither LSN nor position (a
         // GSN store's checksum is finished once its GSN is known, after the lock).
         let crc = crc_of(offset, payload);
+        // A GSN store takes its GSN under the reservation lock, record by record: it cannot
+        // join a group (a distributed log's insert path is decoupled fill alone).
+        if let (Some(carray), None) = (&self.carray, &assign) {
+            return self.append_consolidated(carray, kind, offset, payload, crc).map(|e| (e, 0));
+        }
         let (guard, res, gsn) = loop {
             let mut r = self.reserved.lock();
             let Some(res) = self.reserve(r.end, size) else {
@@ -327,7 +359,7 @@ impl Log {
             };
             if res.end - self.forced() <= RING_BYTES {
                 r.end = res.end;
-                if self.insert == LogInsert::Aether {
+                if self.insert != LogInsert::Locked {
                     r.in_flight.insert(res.start);
                 }
                 let gsn = assign.as_mut().map_or(0, |f| f());
@@ -352,7 +384,7 @@ impl Log {
             body.extend_from_slice(payload);
             encode(kind, &res, offset, &body, crc_of(offset, &body))
         };
-        if self.insert == LogInsert::Aether {
+        if self.insert != LogInsert::Locked {
             drop(guard);
             let record = encoded(crc);
             self.fill(&res, &record);
@@ -367,6 +399,83 @@ impl Log {
             drop(guard);
         }
         Some((res.end, gsn))
+    }
+
+    /// `log_insert=consolidated` ([`super::carray`]): joins a group, copies this record into
+    /// its part of the group's reservation, and releases the group if it is the last member to
+    /// finish. Returns the record's end (None if the log overflowed).
+    fn append_consolidated(
+        &self,
+        carray: &ConsolidationArray,
+        kind: u32,
+        offset: u64,
+        payload: &[u8],
+        crc: u32,
+    ) -> Option<u64> {
+        let size = record_bytes(payload.len());
+        const _: () = assert!(MAX_PAYLOAD as u64 + HEADER + TRAILER + 8 <= GROUP_LIMIT_BYTES);
+        let joined = carray.join(size);
+        let group = joined.leader.then(|| self.reserve_group(carray, &joined)).flatten();
+        let base = carray.base(&joined);
+        let res = match group {
+            // The leader's record is the group's first: the pad before the group is its to write.
+            Some(g) => Some(Reservation { end: g.record + size, ..g }),
+            None if base != NO_ROOM => {
+                Some(Reservation { start: base, pad: base, record: base, end: base + size })
+            }
+            None => None,
+        };
+        if let Some(res) = &res {
+            self.fill(res, &encode(kind, res, offset, payload, crc));
+        }
+        if let Some(key) = carray.finish(&joined) {
+            if base != NO_ROOM {
+                let mut r = self.reserved.lock();
+                r.in_flight.remove(&key);
+                if r.waiters > 0 {
+                    self.copied.notify_all();
+                }
+            }
+            carray.recycle(&joined);
+        }
+        res.map(|r| r.end)
+    }
+
+    /// The leader of a group: one acquisition of the insert point reserves the whole group (a
+    /// pad before it if it does not fit before the end of the area) and notes it in flight;
+    /// then the members are told where it starts. None: no room (the log overflowed).
+    fn reserve_group(&self, carray: &ConsolidationArray, leader: &Joined) -> Option<Reservation> {
+        let mut r = self.reserved.lock();
+        let group: Group = carray.close(leader);
+        r.groups += 1;
+        r.grouped_records += group.members;
+        loop {
+            let Some(res) = self.reserve(r.end, group.bytes) else {
+                self.overflowed.store(true, Ordering::Release);
+                drop(r);
+                carray.publish(leader, group, NO_ROOM, 0);
+                return None;
+            };
+            if res.end - self.forced() <= RING_BYTES {
+                r.end = res.end;
+                r.in_flight.insert(res.start);
+                drop(r);
+                carray.publish(leader, group, res.record, res.start);
+                return Some(res);
+            }
+            // The ring is full of unforced log: force what is filled, then try again.
+            let filled = r.filled();
+            drop(r);
+            if filled <= self.forced() {
+                std::thread::yield_now();
+            } else if self.force(filled, false).is_err() {
+                // The members' records are lost: nothing after them may be acknowledged.
+                self.overflowed.store(true, Ordering::Release);
+                carray.publish(leader, group, NO_ROOM, 0);
+                return None;
+            }
+            r = self.reserved.lock();
+        }
     }
 
     /// Where a record of `size` bytes goes if the log ends at `lsn` (None: no room).
@@ -407,7 +516,27 @@ impl Log {
         if self.forced() >= lsn {
             return Ok(());
         }
-        let mut guard = self.force_lock.lock();
+        self.force_held(self.force_lock.lock(), lsn, skip_second_barrier)
+    }
+
+    /// [`Self::force`], unless another thread is forcing right now: then returns `false` at
+    /// once instead of waiting for it.
+    pub fn try_force(&self, lsn: u64, skip_second_barrier: bool) -> Result<bool> {
+        if self.forced() >= lsn {
+            return Ok(true);
+        }
+        let Some(guard) = self.force_lock.try_lock() else {
+            return Ok(false);
+        };
+        self.force_held(guard, lsn, skip_second_barrier).map(|()| true)
+    }
+
+    fn force_held(
+        &self,
+        mut guard: parking_lot::MutexGuard<'_, Vec<u8>>,
+        lsn: u64,
+        skip_second_barrier: bool,
+    ) -> Result<()> {
         if self.forced() >= lsn {
             return Ok(());
         }
@@ -635,7 +764,7 @@ mod tests {
     /// present, whole, and each thread's in its program order — in both insertion modes.
     #[test]
     fn concurrent_appends_are_all_read_back_in_each_threads_order() {
-        for insert in [LogInsert::Aether, LogInsert::Locked] {
+        for insert in [LogInsert::Consolidated, LogInsert::Aether, LogInsert::Locked] {
             let (region, log) = log(16 << 20, insert);
             let (threads, per) = (4u64, 300u64);
             std::thread::scope(|s| {
@@ -652,6 +781,11 @@ mod tests {
                 }
             });
             log.force(log.appended(), false).unwrap();
+            let (groups, records) = log.groups();
+            if insert == LogInsert::Consolidated {
+                assert!(groups > 0 && records >= groups, "{groups} groups of {records}");
+                println!("{groups} groups held {records} records");
+            }
             let mut seen = vec![Vec::new(); threads as usize];
             let (end, _) = scan(&region, AREA, 16 << 20, 0, u64::MAX, |r| {
                 let (t, i) = (r.offset >> 32, (r.offset >> 16) & 0xffff);
@@ -675,13 +809,53 @@ mod tests {
         }
     }
 
+    /// Appenders that arrive while the insert point is held join one group: one reservation
+    /// for all of them, each record copied whole at its own offset (Aether §4). Would catch a
+    /// group whose members overlap, or a leader that reserves only its own record.
+    #[test]
+    fn inserters_waiting_for_the_insert_point_consolidate_into_one_group() {
+        let (region, log) = log(1 << 20, LogInsert::Consolidated);
+        let carray = log.carray.as_ref().expect("consolidated");
+        let wait_for = |members: u64| {
+            let started = std::time::Instant::now();
+            while carray.open_members() < members {
+                assert!(started.elapsed().as_secs() < 20, "{members} members never joined");
+                std::thread::yield_now();
+            }
+        };
+        std::thread::scope(|s| {
+            let insert_point = log.reserved.lock();
+            for t in 0..3u64 {
+                let log = log.clone();
+                s.spawn(move || log.append(t << 16, &payload(t, t + 1)));
+                // The first is the leader, blocked on the insert point; the others join it.
+                wait_for(t + 1);
+            }
+            drop(insert_point);
+        });
+        assert_eq!(log.groups(), (1, 3), "one reservation for three records");
+        log.force(log.appended(), false).unwrap();
+        let mut got = Vec::new();
+        scan(&region, AREA, 1 << 20, 0, u64::MAX, |r| got.push((r.offset, r.bytes.to_vec())))
+            .unwrap();
+        got.sort();
+        let want: Vec<_> = (0..3u64).map(|t| (t << 16, payload(t, t + 1))).collect();
+        assert_eq!(got, want);
+    }
+
     /// A log much smaller than what is appended wraps many times (pads and skipped ends)
     /// when the redo point follows the forces; what is read back from the last redo point is
     /// exactly what was appended after it.
     #[test]
     fn a_wrapping_log_reads_back_from_its_redo_point() {
+        for insert in [LogInsert::Aether, LogInsert::Consolidated] {
+            wrapping_log_reads_back_from_its_redo_point(insert);
+        }
+    }
+
+    fn wrapping_log_reads_back_from_its_redo_point(insert: LogInsert) {
         let capacity = 256 << 10;
-        let (region, log) = log(capacity, LogInsert::Aether);
+        let (region, log) = log(capacity, insert);
         let mut from = 0;
         for round in 0..40u64 {
             from = log.appended();

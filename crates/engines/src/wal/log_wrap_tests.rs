@@ -38,6 +38,24 @@ fn fill_to(log: &Log, target: u64, next: &mut u64) {
     assert_eq!(log.appended(), target);
 }
 
+/// Records of `sizes` (ids from `first`) appended by one thread each while the insert point is
+/// held, so that they join one group of the consolidation array in id order: the group, not
+/// each record, is what must fit before the end of the area or be padded past it.
+fn record_group(log: &Log, first: u64, sizes: &[u64]) {
+    let carray = log.carray.as_ref().expect("consolidated");
+    std::thread::scope(|s| {
+        let insert_point = log.reserved.lock();
+        for (i, size) in sizes.iter().enumerate() {
+            s.spawn(move || record(log, first + i as u64, *size));
+            while carray.open_members() < i as u64 + 1 {
+                std::thread::yield_now();
+            }
+        }
+        drop(insert_point);
+    });
+    assert_eq!(log.groups().1 - log.groups().0 + 1, sizes.len() as u64, "one group of all");
+}
+
 /// One lap ending `gap` bytes short of the area's end, then records of `sizes` across the wrap;
 /// returns the ids read back from the redo point after a crash, and the ids expected.
 fn lap_then_wrap(gap: u64, sizes: &[u64], insert: LogInsert) -> (Vec<u64>, Vec<u64>) {
@@ -59,9 +77,14 @@ fn lap_then_wrap(gap: u64, sizes: &[u64], insert: LogInsert) -> (Vec<u64>, Vec<u
     log.truncate(redo);
     let first = next;
     fill_to(&log, lap_end, &mut next);
-    for size in sizes {
-        record(&log, next, *size);
-        next += 1;
+    if insert == LogInsert::Consolidated {
+        record_group(&log, next, sizes);
+        next += sizes.len() as u64;
+    } else {
+        for size in sizes {
+            record(&log, next, *size);
+            next += 1;
+        }
     }
     log.force(log.appended(), false).unwrap();
     let image = region.crash_image(CrashPolicy::Persisted, 7).expect("a sim region");
@@ -75,7 +98,7 @@ fn lap_then_wrap(gap: u64, sizes: &[u64], insert: LogInsert) -> (Vec<u64>, Vec<u
 
 #[test]
 fn log_laps_ending_near_the_wrap_pad_size_read_back_across_the_wrap() {
-    for insert in [LogInsert::Aether, LogInsert::Locked] {
+    for insert in [LogInsert::Aether, LogInsert::Locked, LogInsert::Consolidated] {
         for gap in (0..=64).step_by(8) {
             let mut shapes: Vec<Vec<u64>> = vec![
                 vec![HEADER + TRAILER + 64, 48, 4096],

@@ -6,9 +6,11 @@
 //! the log: capture the buffer pool's stores as records, make a commit durable, force the log
 //! before pages are written back (the WAL rule), and move the redo point after a checkpoint.
 //! [`Central`] (`log=central`, one [`Log`]) and [`Dlog`] (`log=txn:N|page:N`) implement it;
-//! `wal` holds one `Arc<dyn LogManager>` and never asks which. A new log (the consolidation-array
-//! central log of Aether, Johnson et al. VLDB 2010) plugs in here: an implementation of this
-//! trait and a `recover` that builds it from the control page.
+//! `wal` holds one `Arc<dyn LogManager>` and never asks which. The central log is Aether's
+//! (Johnson et al., VLDB 2010): records inserted through a consolidation array (§4-§5,
+//! [`super::carray`], `log_insert=consolidated`) and commits acknowledged by flush pipelining
+//! (§3, [`super::pipeline`], `log_force=pipelined`); the older paths stay selectable as the
+//! baselines (`log_insert=aether|locked`, `log_force=inline`).
 //!
 //! **Invariant every implementation keeps**: a record is durable before [`LogManager::commit`]
 //! acknowledges a commit that depends on it, and before [`LogManager::force_for_pages`] returns
@@ -17,6 +19,7 @@
 
 use super::dlog::{Cache, Dlog};
 use super::log::{Capture, Log};
+use super::pipeline::{LogForce, Pipeline};
 use super::{control, C_REDO};
 use crate::device::Device;
 use pmem::{Region, StoreObserver};
@@ -100,19 +103,30 @@ pub(crate) trait LogManager: Send + Sync {
     fn stop_daemon(&self);
 }
 
-/// `log=central`: one circular log, `persist_wal` at each commit; concurrent commits share a
-/// force (group commit, [`Log::force`]).
+/// `log=central`: one circular log. `log_force=pipelined`: the log flush daemon forces it and
+/// commits are acknowledged when the durable LSN passes them ([`Pipeline`]); `inline`:
+/// `persist_wal` at each commit, concurrent commits sharing a force (group commit,
+/// [`Log::force`]).
 pub(crate) struct Central {
     log: Arc<Log>,
     nvram: Region,
     device: Arc<Device>,
     /// Test fault: `persist_wal` without its second barrier.
     skip_log_barrier: bool,
+    force: LogForce,
+    pipeline: Pipeline,
 }
 
 impl Central {
-    pub fn new(log: Log, nvram: Region, device: Arc<Device>, skip_log_barrier: bool) -> Central {
-        Central { log: Arc::new(log), nvram, device, skip_log_barrier }
+    pub fn new(
+        log: Log,
+        nvram: Region,
+        device: Arc<Device>,
+        skip_log_barrier: bool,
+        force: LogForce,
+    ) -> Central {
+        let pipeline = Pipeline::default();
+        Central { log: Arc::new(log), nvram, device, skip_log_barrier, force, pipeline }
     }
 }
 
@@ -130,18 +144,24 @@ impl LogManager for Central {
         self.log.force(self.log.appended(), false)
     }
 
-    /// Pelley's `persist_wal`: the commit's records (this thread's, up to its commit mark).
+    /// The commit's records (this thread's, up to its commit mark): queued for the flush
+    /// daemon (the token is their end LSN), or forced here with Pelley's `persist_wal`.
     fn commit(&self, token: CommitToken) -> Result<CommitToken> {
+        if self.force == LogForce::Pipelined {
+            let skip = self.skip_log_barrier;
+            return self.pipeline.commit(&self.log, self.log.thread_end(), skip);
+        }
         self.log.force(self.log.thread_end(), self.skip_log_barrier)?;
         Ok(token)
     }
 
-    fn is_durable(&self, _token: CommitToken) -> bool {
-        true
+    /// An inline commit's token is [`CommitToken::DURABLE`]: true at once.
+    fn is_durable(&self, token: CommitToken) -> bool {
+        self.pipeline.is_durable(&self.log, token)
     }
 
-    fn wait_durable(&self, _token: CommitToken) -> Result<()> {
-        Ok(())
+    fn wait_durable(&self, token: CommitToken) -> Result<()> {
+        self.pipeline.wait_durable(&self.log, token)
     }
 
     fn failed(&self) -> bool {
@@ -173,15 +193,30 @@ impl LogManager for Central {
         ForceTotals::of(std::iter::once(&*self.log))
     }
 
-    fn activity(&self, _into: &mut Vec<(&'static str, u64)>) {}
-
-    fn needs_daemon(&self) -> bool {
-        false
+    fn activity(&self, into: &mut Vec<(&'static str, u64)>) {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (groups, grouped) = self.log.groups();
+        into.extend([
+            ("insert_groups", groups),
+            ("insert_grouped_records", grouped),
+            ("flush_daemon_rounds", get(&self.pipeline.rounds)),
+            ("commit_blocked_waits", get(&self.pipeline.blocked_waits)),
+            ("commit_helped_forces", get(&self.pipeline.helped)),
+        ]);
     }
 
-    fn daemon(&self) {}
+    /// The log flush daemon of `log_force=pipelined`.
+    fn needs_daemon(&self) -> bool {
+        self.force == LogForce::Pipelined
+    }
 
-    fn stop_daemon(&self) {}
+    fn daemon(&self) {
+        self.pipeline.daemon(&self.log, self.skip_log_barrier);
+    }
+
+    fn stop_daemon(&self) {
+        self.pipeline.stop();
+    }
 }
 
 /// The store observer of a distributed log.

@@ -6,9 +6,10 @@
 //! is cached, as in Pelley's runs with a buffer cache larger than the database). The `inplace`
 //! engine runs on it unchanged, and every store it makes — rows, B+tree nodes, heap pages,
 //! allocator words, and its per-transaction undo logs — is captured as a physical redo record in
-//! the write-ahead log ([`log`]). Commit forces the log with `persist_wal` (2 barriers; concurrent
-//! commits share one force: group commit). A page flusher writes dirty pages back with
-//! `persist_page` (page log, 4 barriers per page, as in the paper; `page_flush=direct` writes the
+//! the write-ahead log ([`log`]). Commits are made durable by `persist_wal` (2 barriers), run
+//! by the central log's flush daemon for every commit in the buffer at once (group commit).
+//! A page flusher writes dirty pages back with `persist_page` (page log, 4 barriers per page,
+//! as in the paper; `page_flush=direct` writes the
 //! dirty lines of the dirty pages in place, one barrier per 64 pages, without the page log, which our physical redo makes
 //! safe), after
 //! forcing the log past their changes (the WAL rule), and then advances the checkpoint's redo
@@ -32,16 +33,21 @@
 //! Deliberate choices (see the closing note of the issue): undo information lives in undo-log
 //! pages that are redo-logged (as InnoDB's undo segments), not in the log records themselves;
 //! the checkpoint is fuzzy (it quiesces operations, never transactions, and only for a moment
-//! at a time: see [`Shared::checkpoint`]); log records are inserted Aether-style ([`log`]).
+//! at a time: see [`Shared::checkpoint`]); the central log is Aether's (Johnson et al., VLDB
+//! 2010): a consolidation array inserts its records ([`carray`], §4-§5) and a log flush daemon
+//! forces it for the commits ([`pipeline`], §3).
 
+pub(crate) mod carray;
 pub(crate) mod dlog;
 pub(crate) mod log;
 pub(crate) mod manager;
 mod oldest_first;
+pub(crate) mod pipeline;
 
 pub use crate::device::Io;
 pub use dlog::{Cache, LogLayout};
 pub use log::LogInsert;
+pub use pipeline::LogForce;
 
 use crate::device::Device;
 use crate::gated::{Gate, GatedTxn};
@@ -448,7 +454,8 @@ impl Recovering<'_> {
         let insert = self.options.log_insert;
         let log = Log::new(self.device.clone(), log_area, capacity, redo_from, end, insert);
         let skip_barrier = self.options.fault == Some(Fault::WalSkipLogBarrier);
-        Ok(Central::new(log, nvram.clone(), self.device.clone(), skip_barrier))
+        let force = self.options.log_force;
+        Ok(Central::new(log, nvram.clone(), self.device.clone(), skip_barrier, force))
     }
 
     /// Analysis and redo over every log ([`dlog::recover`]).
@@ -788,8 +795,9 @@ impl Gate for Shared {
         (CommitToken::DURABLE, true)
     }
 
-    /// The log makes the commit durable: `persist_wal` of the central log, or passive group
-    /// commit of the distributed logs ([`LogManager::commit`]).
+    /// The log makes the commit durable: `persist_wal` of the central log (by its flush daemon,
+    /// or here with `log_force=inline`), or passive group commit of the distributed logs
+    /// ([`LogManager::commit`]).
     fn after_commit(&self, token: CommitToken) -> Result<CommitToken> {
         self.log.commit(token).inspect_err(|e| self.fail(e))
     }
