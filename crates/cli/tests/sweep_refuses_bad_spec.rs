@@ -34,7 +34,7 @@ name = "bad-medium"
 title = "a peer given a region medium"
 source = "test"
 description = "test"
-reps = 1
+reps = 3
 
 [base]
 workload = "mobibench"
