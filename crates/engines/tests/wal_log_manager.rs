@@ -85,14 +85,13 @@ fn the_central_log_reports_the_wal_figures_and_forces_every_commit() {
     for force in [LogForce::Pipelined, LogForce::Inline] {
         let figures = run_commits_forced(LogLayout::Central, force, 40);
         let names: Vec<&str> = figures.iter().map(|(n, _)| *n).collect();
-        let expected: Vec<&str> =
-            WAL_FIGURES
-                .iter()
-                .chain(&CENTRAL_FIGURES)
-                .chain(&FLUSHER_FIGURES)
-                .chain(&LOCK_FIGURES)
-                .copied()
-                .collect();
+        let expected: Vec<&str> = WAL_FIGURES
+            .iter()
+            .chain(&CENTRAL_FIGURES)
+            .chain(&FLUSHER_FIGURES)
+            .chain(&LOCK_FIGURES)
+            .copied()
+            .collect();
         assert_eq!(names, expected);
         let forces = figures[5].1;
         // One `persist_wal` per commit (each waited for before the next begins), two barriers
@@ -101,10 +100,14 @@ fn the_central_log_reports_the_wal_figures_and_forces_every_commit() {
         assert_eq!(figures[6].1, 2 * forces, "two barriers per persist_wal");
         let (groups, grouped) = (figures[9].1, figures[10].1);
         assert!(groups > 0 && grouped >= groups, "records went through the consolidation array");
-        let rounds = figures[11].1;
+        // Each commit here is waited for at once: a waiter leads the force itself when none
+        // runs, so the daemon's rounds and the committers' own forces share the work.
+        let (rounds, helped) = (figures[11].1, figures[13].1);
         match force {
-            LogForce::Pipelined => assert!(rounds > 0, "the flush daemon forced: {figures:?}"),
-            LogForce::Inline => assert_eq!(rounds, 0, "no daemon inline: {figures:?}"),
+            LogForce::Pipelined => {
+                assert!(rounds + helped >= 40, "pipelined forces covered it: {figures:?}")
+            }
+            LogForce::Inline => assert_eq!(rounds + helped, 0, "no daemon inline: {figures:?}"),
         }
     }
 }

@@ -161,7 +161,7 @@ impl LogManager for Central {
     }
 
     fn wait_durable(&self, token: CommitToken) -> Result<()> {
-        self.pipeline.wait_durable(&self.log, token)
+        self.pipeline.wait_durable(&self.log, token, self.skip_log_barrier)
     }
 
     fn failed(&self) -> bool {

@@ -124,9 +124,27 @@ impl Pipeline {
     }
 
     /// Blocks until `token` is durable. With the daemon stopped (a close), forces itself.
-    pub fn wait_durable(&self, log: &Log, token: CommitToken) -> Result<()> {
+    ///
+    /// A waiter first leads a force itself when none runs (`try_force`): a thread that must
+    /// block gains nothing by handing the force to the daemon, and an embedded caller committing
+    /// alone then pays one force, not two context switches (Aether's flush pipelining is for
+    /// the agents that go on; a waiter is not one). Only when a force runs already does it sleep
+    /// until that force (the daemon's or another waiter's) wakes it.
+    pub fn wait_durable(
+        &self,
+        log: &Log,
+        token: CommitToken,
+        skip_second_barrier: bool,
+    ) -> Result<()> {
         if self.is_durable(log, token) {
             return Ok(());
+        }
+        if !self.failed.load(Ordering::Acquire) && log.try_force(token.0, skip_second_barrier)? {
+            self.helped.fetch_add(1, Ordering::Relaxed);
+            self.wake_waiters();
+            if self.is_durable(log, token) {
+                return Ok(());
+            }
         }
         self.blocked_waits.fetch_add(1, Ordering::Relaxed);
         self.requested.fetch_max(token.0, Ordering::SeqCst);
@@ -140,7 +158,7 @@ impl Pipeline {
             }
             if self.state.lock().stop {
                 // No daemon any more: force here (the force lock orders this with any other).
-                break log.force(token.0, false);
+                break log.force(token.0, skip_second_barrier);
             }
             self.wake_daemon();
             let mut g = self.durable_lock.lock();
@@ -150,6 +168,14 @@ impl Pipeline {
         };
         self.waiters.fetch_sub(1, Ordering::SeqCst);
         result
+    }
+
+    /// Wakes the threads blocked in `wait_durable` after a force (none: one load).
+    fn wake_waiters(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.durable_lock.lock();
+            self.durable.notify_all();
+        }
     }
 
     fn wake_daemon(&self) {
@@ -170,10 +196,7 @@ impl Pipeline {
                     self.failed.store(true, Ordering::Release);
                 }
                 self.rounds.fetch_add(1, Ordering::Relaxed);
-                if self.waiters.load(Ordering::SeqCst) > 0 {
-                    let _g = self.durable_lock.lock();
-                    self.durable.notify_all();
-                }
+                self.wake_waiters();
                 continue;
             }
             let mut state = self.state.lock();
@@ -246,14 +269,39 @@ mod tests {
             s.spawn(|| pipeline.daemon(&log, false));
             capture.on_store(0, &[1u8; 100]);
             let token = pipeline.commit(&log, log.thread_end(), false).unwrap();
-            pipeline.wait_durable(&log, token).unwrap();
+            let started = std::time::Instant::now();
+            while !pipeline.is_durable(&log, token) {
+                assert!(started.elapsed() < Duration::from_secs(10), "the daemon never forced");
+                std::thread::sleep(Duration::from_micros(100));
+            }
             assert!(pipeline.rounds.load(Ordering::Relaxed) >= 1);
+            pipeline.wait_durable(&log, token, false).unwrap();
             pipeline.stop();
         });
         capture.on_store(0, &[3u8; 100]);
         let token = pipeline.commit(&log, log.thread_end(), false).unwrap();
         assert!(!pipeline.is_durable(&log, token));
-        pipeline.wait_durable(&log, token).unwrap();
+        pipeline.wait_durable(&log, token, false).unwrap();
         assert!(pipeline.is_durable(&log, token));
+    }
+
+    /// A waiter with no force running leads one itself at once instead of waking the daemon
+    /// and sleeping (an embedded caller committing alone pays one force). Would catch a
+    /// `wait_durable` that only waits for the daemon: with none running it would spin until
+    /// the test's timeout.
+    #[test]
+    fn a_waiter_forces_itself_when_no_force_runs() {
+        let (_region, log) = log();
+        let pipeline = Pipeline::default();
+        let capture = Capture(log.clone());
+        capture.on_store(0, &[4u8; 100]);
+        let token = pipeline.commit(&log, log.thread_end(), false).unwrap();
+        assert!(!pipeline.is_durable(&log, token), "queued (no daemon runs)");
+        let started = std::time::Instant::now();
+        pipeline.wait_durable(&log, token, false).unwrap();
+        assert!(pipeline.is_durable(&log, token));
+        assert_eq!(pipeline.helped.load(Ordering::Relaxed), 1, "the waiter forced");
+        assert_eq!(pipeline.blocked_waits.load(Ordering::Relaxed), 0, "and never slept");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }
