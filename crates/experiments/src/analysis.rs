@@ -267,14 +267,27 @@ pub fn evaluate_with_repetitions(
                 format!("{interval} over {n} repetitions ({agreeing})")
             }
         });
-        let straddles =
-            agree > 0 && agree < n || (n > 0 && (agree == n) != (verdict == Verdict::Reproduced));
-        if straddles {
+        let straddles = agree > 0 && agree < n;
+        // Every repetition alone agrees (or every one disagrees) but the fastest-of-each-point
+        // value says the opposite: the verdict depends on how repetitions are combined.
+        let combined_apart =
+            !straddles && n > 0 && (agree == n) != (verdict == Verdict::Reproduced);
+        if straddles || combined_apart {
             let shown = if interval.is_empty() { agreeing } else { interval };
-            let why = format!(
-                "the repetitions straddle the bound: {shown} against the accepted {}",
-                accepted_text(claim)
-            );
+            let why = if straddles {
+                format!(
+                    "the repetitions straddle the bound: {shown} against the accepted {}",
+                    accepted_text(claim)
+                )
+            } else {
+                format!(
+                    "each repetition alone is {} the accepted {} ({shown}), but the fastest \
+                     run of each point gives {}: the verdict depends on how repetitions combine",
+                    if agree == n { "within" } else { "outside" },
+                    accepted_text(claim),
+                    value.map(|v| with_unit(v, &claim.unit)).unwrap_or_else(|| "no value".into())
+                )
+            };
             verdict = Verdict::Inconclusive(why.clone());
             cause = Some(why);
         }
