@@ -53,6 +53,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, so a closed stdout (`nvmdb sweep --dry-run … | head`) made `print!`
+    // panic. Like other Unix tools, the process now ends on it (status 141), quietly.
+    // SAFETY: called first in main, before any thread starts; SIG_DFL is a valid disposition.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Info(args) => cli::info::run(args),
