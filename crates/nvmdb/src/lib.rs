@@ -35,15 +35,18 @@
 #![warn(missing_docs)]
 
 mod db;
+mod handle;
 mod kv;
 
 pub use db::{
     check_engine, CheckReport, Db, DbOptions, LayerFault, NamedTableRows, TableRows,
     UNLIMITED_SIZE_BYTES,
 };
+pub use handle::{ReadTransaction, WriteTransaction, BEGIN_WAIT};
 pub use kv::{
-    Durability, Key, KeyArg, Range, ReadTable, ReadTx, RetryOptions, Table, Value, WriteTx,
-    MAX_INLINE_BYTES, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
+    Durability, Key, KeyArg, Range, ReadTable, ReadTx, RetryOptions, Savepoint, Table, Value,
+    WriteTx, MAX_INLINE_BYTES, MAX_KEY_BYTES, MAX_SAVEPOINT_LOG_BYTES, MAX_TABLE_NAME_BYTES,
+    MAX_VALUE_BYTES,
 };
 
 // The re-exports below are items of `storage` and `engines`; their doc comments here are shown
