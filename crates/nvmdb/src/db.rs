@@ -142,6 +142,10 @@ pub struct Db {
     /// The latest commit of a [`Durability::Eventual`] transaction, which [`Db::flush`] waits
     /// for (tokens of one engine grow with time).
     eventual: Mutex<storage::CommitToken>,
+    /// What it was opened with (`None` from [`Db::from_engine`]): a backup is made alike.
+    pub(crate) options: Option<DbOptions>,
+    /// One backup at a time (two would each hold some slots and wait for the rest).
+    pub(crate) backup_lock: Mutex<()>,
 }
 
 /// Deliberate bugs in the table layer, to show its crash test catches them. Never set
@@ -194,6 +198,7 @@ impl Db {
         let slots = options.engine_options.workers as usize;
         let mut db = Db::from_engine(engine, slots, options.retry.clone());
         db.full_hint = full_hint(options, &region_options);
+        db.options = Some(options.clone());
         Ok(db)
     }
 
@@ -220,11 +225,17 @@ impl Db {
             skip_durable_wait: false,
             full_hint: "delete data, or open the engine on a larger region".into(),
             eventual: Mutex::new(storage::CommitToken::DURABLE),
+            options: None,
+            backup_lock: Mutex::new(()),
         }
     }
 
     pub(crate) fn slot_pool(&self) -> &SlotPool {
         &self.slots
+    }
+
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slot_count
     }
 
     /// Test-only: injects a layer bug (see [`LayerFault`]).

@@ -34,10 +34,12 @@
 
 #![warn(missing_docs)]
 
+mod backup;
 mod db;
 mod handle;
 mod kv;
 
+pub use backup::BackupReport;
 pub use db::{
     check_engine, CheckReport, Db, DbOptions, LayerFault, NamedTableRows, TableRows,
     UNLIMITED_SIZE_BYTES,

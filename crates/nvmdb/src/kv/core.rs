@@ -137,7 +137,7 @@ impl<'db> TxCore<'db> {
 
     /// A table's catalog entry: root node id, key kind, and whether its length is counted
     /// (entries written before counting existed have 9 bytes, without the flag byte).
-    pub(super) fn catalog_entry(&self, name: &str) -> Result<Option<(u64, u8, bool)>> {
+    pub(crate) fn catalog_entry(&self, name: &str) -> Result<Option<(u64, u8, bool)>> {
         check_table_name(name)?;
         with(self, |s| match tree::get(s, CATALOG_ROOT, name.as_bytes())? {
             None => Ok(None),
@@ -155,27 +155,37 @@ impl<'db> TxCore<'db> {
         name: &str,
         create: bool,
     ) -> Result<Option<(u64, bool)>> {
+        self.open_kind(name, K::KIND, K::NAME, create)
+    }
+
+    /// [`TxCore::open`] by key kind (`Key::KIND`; `key_name` for the error).
+    pub(crate) fn open_kind(
+        &self,
+        name: &str,
+        key_kind: u8,
+        key_name: &str,
+        create: bool,
+    ) -> Result<Option<(u64, bool)>> {
         match self.catalog_entry(name)? {
-            Some((root, kind, counted)) if kind == K::KIND => Ok(Some((root, counted))),
+            Some((root, kind, counted)) if kind == key_kind => Ok(Some((root, counted))),
             Some((_, kind, _)) => Err(DbError::Invalid(format!(
-                "table `{name}` has {} keys; open it as Table<{}>, not {}",
+                "table `{name}` has {} keys; open it as Table<{}>, not {key_name}",
                 kind_name(kind),
                 kind_name(kind),
-                K::NAME
             ))),
             None if !create => Ok(None),
             None => with(self, |s| {
                 let root = s.alloc_id()?;
                 s.insert_node(root, &Node::empty_leaf())?;
                 let mut entry = root.to_le_bytes().to_vec();
-                entry.extend([K::KIND, CATALOG_COUNTED]);
+                entry.extend([key_kind, CATALOG_COUNTED]);
                 tree::put(s, CATALOG_ROOT, name.as_bytes(), NodeValue::Inline(entry))?;
                 Ok(Some((root, true)))
             }),
         }
     }
 
-    pub(super) fn table_names(&self) -> Result<Vec<String>> {
+    pub(crate) fn table_names(&self) -> Result<Vec<String>> {
         let range = Range::<str>::new(self, CATALOG_ROOT, Bound::Unbounded, Bound::Unbounded);
         range.map(|r| r.map(|(k, _)| k)).collect()
     }

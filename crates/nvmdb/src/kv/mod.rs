@@ -141,3 +141,42 @@ pub(crate) fn reclaim_step(txn: &mut (dyn Txn + '_), tables: Tables, slot: usize
 
 /// Value rows freed per reclamation transaction: 16 rows of 4 KiB keep its undo at 64 KiB.
 const RECLAIM_ROWS_PER_STEP: u64 = 16;
+
+/// The tables of a transaction's database with their key kinds, for copying them
+/// (`Db::backup_to`).
+pub(crate) fn table_kinds(core: &TxCore<'_>) -> Result<Vec<(String, u8)>> {
+    let mut out = Vec::new();
+    for name in core.table_names()? {
+        let (_, kind, _) = core
+            .catalog_entry(&name)?
+            .ok_or_else(|| DbError::Corrupt(format!("table `{name}` left the catalog")))?;
+        out.push((name, kind));
+    }
+    Ok(out)
+}
+
+/// The entries of table `name` in key order, keys encoded (`None`: no such table).
+pub(crate) fn encoded_entries<'c>(
+    core: &'c TxCore<'_>,
+    name: &str,
+) -> Result<Option<Range<'c, [u8]>>> {
+    let Some((root, _, _)) = core.catalog_entry(name)? else { return Ok(None) };
+    Ok(Some(Range::new(core, root, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)))
+}
+
+/// Opens table `name` of key kind `kind` by kind, creating it if needed
+/// (`Db::backup_to`); returns its root and whether it is counted.
+pub(crate) fn open_encoded(core: &TxCore<'_>, name: &str, kind: u8) -> Result<(u64, bool)> {
+    core.open_kind(name, kind, kind_name(kind), true)?
+        .ok_or_else(|| DbError::Invalid(format!("table `{name}` could not be created")))
+}
+
+/// Stores an entry with an encoded key into the table [`open_encoded`] returned.
+pub(crate) fn put_encoded(
+    core: &TxCore<'_>,
+    (root, counted): (u64, bool),
+    key: &[u8],
+    value: &[u8],
+) -> Result<()> {
+    with(core, |s| table::insert_encoded(s, root, counted, key, value).map(drop))
+}

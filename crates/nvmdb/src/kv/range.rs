@@ -148,6 +148,13 @@ impl<'tx, K: Key + ?Sized> Range<'tx, K> {
         Ok(Some((key, value)))
     }
 
+    /// The next entry from the front as stored: its key encoded, its value whole.
+    pub(crate) fn next_encoded(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some((key, value)) = self.next_raw()? else { return Ok(None) };
+        let bytes = self.with(|s| s.get_value(&value))?;
+        Ok(Some((key, bytes)))
+    }
+
     fn decode(&self, entry: Option<(Vec<u8>, NodeValue)>) -> Result<Option<(K::Owned, Vec<u8>)>> {
         let Some((key, value)) = entry else { return Ok(None) };
         let decoded = K::decode(&key)

@@ -95,18 +95,8 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
     /// ```
     pub fn insert(&self, key: impl KeyArg<K>, value: impl AsRef<[u8]>) -> Result<bool> {
         let key = encode_key(key)?;
-        let root = self.root;
-        let counted = self.counted;
-        self.with(|s| {
-            let stored = s.put_value(value.as_ref())?;
-            let old = tree::put(s, root, &key, stored)?;
-            match &old {
-                Some(old) => s.discard_value(old)?,
-                None if counted => s.bump_len(root, 1)?,
-                None => {}
-            }
-            Ok(old.is_some())
-        })
+        let (root, counted) = (self.root, self.counted);
+        self.with(|s| insert_encoded(s, root, counted, &key, value.as_ref()))
     }
 
     /// Removes `key`; returns its value.
@@ -485,4 +475,23 @@ impl<'tx, K: Key + ?Sized> ReadTable<'tx, K> {
     pub fn last(&self) -> Result<Option<(K::Owned, Vec<u8>)>> {
         self.inner.last()
     }
+}
+
+/// Stores `value` under the encoded `key` of the table rooted at `root` (see
+/// [`Table::insert`]); returns whether a value was replaced.
+pub(super) fn insert_encoded(
+    s: &mut Store<'_, '_>,
+    root: u64,
+    counted: bool,
+    key: &[u8],
+    value: &[u8],
+) -> Result<bool> {
+    let stored = s.put_value(value)?;
+    let old = tree::put(s, root, key, stored)?;
+    match &old {
+        Some(old) => s.discard_value(old)?,
+        None if counted => s.bump_len(root, 1)?,
+        None => {}
+    }
+    Ok(old.is_some())
 }
