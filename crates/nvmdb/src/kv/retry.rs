@@ -22,7 +22,7 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetryOptions {
     /// Runs of the closure at most, the first included; after the last conflict the
-    /// transaction fails with [`DbError::Invalid`] saying so.
+    /// transaction fails with [`DbError::Invalid`](storage::DbError::Invalid) saying so.
     pub max_attempts: u32,
     /// Upper bound of the sleep before the first retry.
     pub backoff_first: Duration,

@@ -13,7 +13,7 @@ use std::ops::{Bound, RangeBounds};
 use storage::alloc::FreeingScope;
 use storage::{DbError, Result};
 
-/// A table opened in a [`WriteTx`]: keys of type `K` (`u64`, `i64`, `str` or `[u8]`) in
+/// A table opened in a [`WriteTx`](crate::WriteTx): keys of type `K` (`u64`, `i64`, `str` or `[u8]`) in
 /// order, values of any length up to [`MAX_VALUE_BYTES`](crate::MAX_VALUE_BYTES).
 ///
 /// ```
@@ -38,7 +38,7 @@ pub struct Table<'tx, K: Key + ?Sized> {
     pub(super) _key: PhantomData<fn(&K)>,
 }
 
-/// A table opened in a [`ReadTx`]: the reading half of [`Table`].
+/// A table opened in a [`ReadTx`](crate::ReadTx): the reading half of [`Table`].
 ///
 /// ```
 /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
