@@ -23,6 +23,8 @@ use storage::{DbError, Result};
 /// Bytes of entries one transaction of the copy writes at most (the default engine options
 /// let a transaction write about 1 MiB; a single larger value goes alone).
 const BATCH_BYTES: usize = 256 << 10;
+/// Initial size of a copy that can grow (it grows as the copy needs pages).
+const BACKUP_START_BYTES: u64 = 16 << 20;
 /// Entries one transaction of the copy writes at most.
 const BATCH_ENTRIES: usize = 1024;
 
@@ -47,6 +49,8 @@ pub struct BackupReport {
     pub value_bytes: u64,
     /// Size of the backup file.
     pub file_bytes: u64,
+    /// Bytes the file system holds for it (less than `file_bytes` where the file is sparse).
+    pub allocated_bytes: u64,
 }
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> DbError {
@@ -104,7 +108,11 @@ impl Db {
         let file =
             std::fs::File::open(&partial).map_err(|e| io_error("cannot open", &partial, e))?;
         file.sync_all().map_err(|e| io_error("cannot sync", &partial, e))?;
-        report.file_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if let Ok(meta) = file.metadata() {
+            use std::os::unix::fs::MetadataExt;
+            report.file_bytes = meta.len();
+            report.allocated_bytes = meta.blocks() * 512;
+        }
         std::fs::rename(&partial, path).map_err(|e| io_error("cannot rename to", path, e))?;
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -130,7 +138,13 @@ impl Db {
             // A region in memory never grew: the copy, no larger, keeps its size.
             o.max_size_bytes = Some(0);
         }
-        let mut region = RegionOptions::new(Medium::File, o.region.size_bytes);
+        // An engine that grows starts small and takes what the copy needs; one that keeps
+        // its size (`wal`, `group`) needs the source's.
+        let size_bytes = match crate::db::GROWING_ENGINES.contains(&o.engine.as_str()) {
+            true if o.max_size_bytes != Some(0) => o.region.size_bytes.min(BACKUP_START_BYTES),
+            _ => o.region.size_bytes,
+        };
+        let mut region = RegionOptions::new(Medium::File, size_bytes);
         region.sync = o.region.sync;
         region.path = Some(partial.to_path_buf());
         o.region = region;

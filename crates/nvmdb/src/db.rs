@@ -564,7 +564,7 @@ impl Deref for Db {
 /// Engines whose layout spans the region's whole mapping, so a growable file grows under them;
 /// `wal` and `group` lay themselves out over the file as it is when they format it (each keeps
 /// a DRAM image of it).
-const GROWING_ENGINES: [&str; 3] = ["inplace", "cow", "lsm"];
+pub(crate) const GROWING_ENGINES: [&str; 3] = ["inplace", "cow", "lsm"];
 
 /// Engines whose whole layout is the superblock's page count and the page allocator's bitmap,
 /// so that raising the count on reopen adds pages (`storage::format::extend_page_count`).

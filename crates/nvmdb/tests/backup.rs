@@ -205,3 +205,70 @@ fn backup_killed_mid_copy_leaves_no_partial_target() {
     assert!(partials > 0, "no kill landed during a copy: the test did not test");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Figures for the issue (not a check): how fast a backup copies, and how long a concurrent
+/// writer waits for it (the quiesce). Run with `--run-ignored only --no-capture`.
+#[test]
+#[ignore = "figures: prints backup throughput and the longest writer wait"]
+fn backup_figures() {
+    let dir = scratch("figures");
+    let mut o = file_options("inplace", &dir.join("source"));
+    o.region.size_bytes = 256 << 20;
+    let db = Db::open(&o).unwrap();
+    let value = vec![0x5a; 100_000];
+    for batch in 0..64u64 {
+        db.write(|tx| {
+            let t = tx.open_table::<u64>("blobs")?;
+            (0..10).try_for_each(|i| t.insert(batch * 10 + i, &value).map(drop))
+        })
+        .unwrap();
+    }
+    // Nine values in ten deleted: the source keeps their pages, the copy does not.
+    for batch in 0..64u64 {
+        db.write(|tx| {
+            let t = tx.open_table::<u64>("blobs")?;
+            (batch * 10 + 1..batch * 10 + 10).try_for_each(|k| t.remove(k).map(drop))
+        })
+        .unwrap();
+    }
+    let stop = AtomicBool::new(false);
+    let longest_wait_us = AtomicU64::new(0);
+    let (report, took) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let started = std::time::Instant::now();
+                db.write(|tx| tx.open_table::<u64>("small")?.insert(n, b"x")).unwrap();
+                let us = started.elapsed().as_micros() as u64;
+                longest_wait_us.fetch_max(us, Ordering::Relaxed);
+                n += 1;
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let started = std::time::Instant::now();
+        let report = db.backup_to(dir.join("copy")).unwrap();
+        let took = started.elapsed();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        stop.store(true, Ordering::Relaxed);
+        (report, took)
+    });
+    let mib = report.value_bytes as f64 / (1 << 20) as f64;
+    println!(
+        "backup: {} entries, {mib:.1} MiB of values in {:.3} s ({:.0} MiB/s); file {} MiB \
+         ({} MiB allocated); longest concurrent write {:.1} ms",
+        report.entries,
+        took.as_secs_f64(),
+        mib / took.as_secs_f64(),
+        report.file_bytes >> 20,
+        report.allocated_bytes >> 20,
+        longest_wait_us.load(Ordering::Relaxed) as f64 / 1000.0
+    );
+    use std::os::unix::fs::MetadataExt;
+    let source = std::fs::metadata(dir.join("source")).unwrap();
+    println!(
+        "source after the deletes: file {} MiB ({} MiB allocated)",
+        source.len() >> 20,
+        (source.blocks() * 512) >> 20
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
