@@ -23,7 +23,10 @@
 //! ```
 //!
 //! A write commits atomically and is durable when [`Db::write`] returns, on every engine
-//! (large values included); lock conflicts are retried for the caller. Underneath, the
+//! (large values included); lock conflicts are retried for the caller. Transactions can also
+//! be held across calls ([`Db::begin_write`], [`Db::begin_read`]), rolled back in part
+//! ([`WriteTx::savepoint`], [`WriteTx::rollback_to`]), and the whole database copied while it
+//! stays open ([`Db::backup_to`]). Underneath, the
 //! benchmark-level seam is the [`Engine`] / [`Txn`] pair of traits (fixed-size rows keyed by
 //! `u64`, described by a [`TableSpec`]); `Db` dereferences to its [`Engine`].
 //!

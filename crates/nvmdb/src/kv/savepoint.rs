@@ -95,16 +95,21 @@ impl Log {
         self.entries.len()
     }
 
-    fn push(&mut self, undo: Undo) -> Result<()> {
-        self.bytes += undo.bytes();
-        self.entries.push(undo);
-        if self.bytes > MAX_SAVEPOINT_LOG_BYTES {
+    /// Err once the log holds its bound: checked before a write, so every write that
+    /// happens has its undo recorded (a rollback after the error is still whole).
+    fn check_room(&self) -> Result<()> {
+        if self.bytes >= MAX_SAVEPOINT_LOG_BYTES {
             return Err(DbError::TxnTooLarge(format!(
                 "after a savepoint this transaction wrote more than the \
                  {MAX_SAVEPOINT_LOG_BYTES}-byte savepoint log holds"
             )));
         }
         Ok(())
+    }
+
+    fn push(&mut self, undo: Undo) {
+        self.bytes += undo.bytes();
+        self.entries.push(undo);
     }
 }
 
@@ -215,38 +220,40 @@ impl Txn for Recorder<'_, '_> {
     }
 
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
+        let Some(log) = self.log.as_deref_mut() else { return self.inner.insert(table, key, row) };
+        log.check_room()?;
         self.inner.insert(table, key, row)?;
-        match self.log.as_deref_mut() {
-            Some(log) => log.push(Undo::Remove { table, key }),
-            None => Ok(()),
-        }
+        log.push(Undo::Remove { table, key });
+        Ok(())
     }
 
     fn update(&mut self, table: TableId, key: u64, offset: u32, bytes: &[u8]) -> Result<bool> {
         let Some(log) = self.log.as_deref_mut() else {
             return self.inner.update(table, key, offset, bytes);
         };
+        log.check_room()?;
         if !self.inner.read(table, key, &mut self.row)? {
             return self.inner.update(table, key, offset, bytes);
         }
-        let before =
-            self.row.get(offset as usize..offset as usize + bytes.len()).map(<[u8]>::to_vec);
+        let range = offset as usize..offset as usize + bytes.len();
+        let before = self.row.get(range).map(<[u8]>::to_vec);
         let updated = self.inner.update(table, key, offset, bytes)?;
         // An update outside the row failed in the engine (its error came back above).
         if let (true, Some(before)) = (updated, before) {
-            log.push(Undo::Patch { table, key, offset, bytes: before })?;
+            log.push(Undo::Patch { table, key, offset, bytes: before });
         }
         Ok(updated)
     }
 
     fn delete(&mut self, table: TableId, key: u64) -> Result<bool> {
         let Some(log) = self.log.as_deref_mut() else { return self.inner.delete(table, key) };
+        log.check_room()?;
         if !self.inner.read(table, key, &mut self.row)? {
             return self.inner.delete(table, key);
         }
         let deleted = self.inner.delete(table, key)?;
         if deleted {
-            log.push(Undo::Restore { table, key, row: std::mem::take(&mut self.row) })?;
+            log.push(Undo::Restore { table, key, row: std::mem::take(&mut self.row) });
         }
         Ok(deleted)
     }
