@@ -272,3 +272,29 @@ fn backup_figures() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A copy of a file-backed database of an engine that grows starts small: it must grow past
+/// its first size and open with the source's options.
+#[test]
+fn copies_of_growing_engines_grow_past_their_first_size() {
+    for engine in ["inplace", "cow", "lsm"] {
+        let dir = scratch(&format!("grow-{engine}"));
+        let db = Db::open(&file_options(engine, &dir.join("source"))).unwrap();
+        let value = vec![0x42; 200_000];
+        for batch in 0..20u64 {
+            db.write(|tx| {
+                let t = tx.open_table::<u64>("blobs")?;
+                (0..5).try_for_each(|i| t.insert(batch * 5 + i, &value).map(drop))
+            })
+            .unwrap_or_else(|e| panic!("{engine}: {e}"));
+        }
+        let report = db.backup_to(dir.join("copy")).unwrap_or_else(|e| panic!("{engine}: {e}"));
+        assert_eq!((report.entries, report.value_bytes), (100, 20_000_000), "{engine}");
+        assert!(report.file_bytes > 16 << 20, "{engine}: {} bytes", report.file_bytes);
+        let copy = Db::open(&file_options(engine, &dir.join("copy"))).unwrap();
+        let n = copy.read(|tx| tx.open_table::<u64>("blobs")?.unwrap().len()).unwrap();
+        assert_eq!(n, 100, "{engine}");
+        assert!(copy.check().unwrap().ok(), "{engine}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}
