@@ -13,8 +13,8 @@ use std::ops::{Bound, RangeBounds};
 use storage::alloc::FreeingScope;
 use storage::{DbError, Result};
 
-/// A table opened in a [`WriteTx`](crate::WriteTx): keys of type `K` (`u64`, `i64`, `str` or `[u8]`) in
-/// order, values of any length up to [`MAX_VALUE_BYTES`](crate::MAX_VALUE_BYTES).
+/// A table opened in a [`WriteTx`](crate::WriteTx): keys of type `K` (`u64`, `i64`, `str` or
+/// `[u8]`) in order, values of any length up to [`MAX_VALUE_BYTES`](crate::MAX_VALUE_BYTES).
 ///
 /// ```
 /// let db = nvmdb::Db::open(&nvmdb::DbOptions::default())?;
