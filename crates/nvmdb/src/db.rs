@@ -2,11 +2,11 @@
 //! nvmdb's engines; hands out closures' transactions over named tables (`crate::kv`) and,
 //! for benchmark-level code, the engine itself through the [`storage::Engine`] trait.
 
+use crate::handle::{Ending, TxKind};
 use crate::kv::{self, Durability, ReadTx, RetryOptions, SlotPool, Tables, TxCore, WriteTx};
 use engines::EngineOptions;
 use pmem::{Medium, RegionOptions};
 use serde::Serialize;
-use std::cell::Cell;
 use std::ops::Deref;
 use std::sync::{Mutex, OnceLock};
 use storage::{DbError, Engine, IntegrityReport, RecoveryReport, Result};
@@ -142,6 +142,10 @@ pub struct Db {
     /// The latest commit of a [`Durability::Eventual`] transaction, which [`Db::flush`] waits
     /// for (tokens of one engine grow with time).
     eventual: Mutex<storage::CommitToken>,
+    /// What it was opened with (`None` from [`Db::from_engine`]): a backup is made alike.
+    pub(crate) options: Option<DbOptions>,
+    /// One backup at a time (two would each hold some slots and wait for the rest).
+    pub(crate) backup_lock: Mutex<()>,
 }
 
 /// Deliberate bugs in the table layer, to show its crash test catches them. Never set
@@ -194,6 +198,7 @@ impl Db {
         let slots = options.engine_options.workers as usize;
         let mut db = Db::from_engine(engine, slots, options.retry.clone());
         db.full_hint = full_hint(options, &region_options);
+        db.options = Some(options.clone());
         Ok(db)
     }
 
@@ -220,7 +225,17 @@ impl Db {
             skip_durable_wait: false,
             full_hint: "delete data, or open the engine on a larger region".into(),
             eventual: Mutex::new(storage::CommitToken::DURABLE),
+            options: None,
+            backup_lock: Mutex::new(()),
         }
+    }
+
+    pub(crate) fn slot_pool(&self) -> &SlotPool {
+        &self.slots
+    }
+
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slot_count
     }
 
     /// Test-only: injects a layer bug (see [`LayerFault`]).
@@ -321,47 +336,9 @@ impl Db {
     /// ```
     pub fn try_write<T, E: From<DbError>>(
         &self,
-        mut f: impl FnMut(&WriteTx<'_>) -> std::result::Result<T, E>,
+        f: impl FnMut(&WriteTx<'_>) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
-        let tables = self.layer()?;
-        let slot = self.slots.take();
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let txn = self.engine.begin(slot.slot)?;
-            let core = TxCore::new(txn, tables, slot.slot, &self.full_hint);
-            let tx = WriteTx { core, durability: Cell::new(Durability::Immediate) };
-            let result = f(&tx);
-            let (conflicted, trashed) = (tx.core.conflicted.get(), tx.core.trashed.get());
-            let durability = tx.durability.get();
-            let Some(txn) = tx.core.take_txn() else {
-                return Err(DbError::Invalid("transaction vanished".into()).into());
-            };
-            let retry = match result {
-                Ok(value) if !conflicted => match self.commit_with(txn, durability) {
-                    Ok(()) => {
-                        if trashed {
-                            self.reclaim(tables, slot.slot);
-                        }
-                        return Ok(value);
-                    }
-                    // The engine's conflict names internal table ids: say what to do instead.
-                    Err(e) if e.is_retryable() => Err(conflict_persisted(attempt).into()),
-                    Err(e) => return Err(self.explain(e).into()),
-                },
-                other => {
-                    txn.abort()?;
-                    if !conflicted {
-                        return other;
-                    }
-                    Err(conflict_persisted(attempt).into())
-                }
-            };
-            if attempt >= self.retry.max_attempts {
-                return retry;
-            }
-            std::thread::sleep(self.retry.backoff(attempt));
-        }
+        self.run_retrying(f)
     }
 
     /// Runs `f` in a read-only transaction. Lock conflicts are retried as in [`Db::write`].
@@ -391,45 +368,75 @@ impl Db {
     /// ```
     pub fn try_read<T, E: From<DbError>>(
         &self,
-        mut f: impl FnMut(&ReadTx<'_>) -> std::result::Result<T, E>,
+        f: impl FnMut(&ReadTx<'_>) -> std::result::Result<T, E>,
+    ) -> std::result::Result<T, E> {
+        self.run_retrying(f)
+    }
+
+    /// The one retry loop of [`Db::try_write`] and [`Db::try_read`]: runs `f` in a fresh
+    /// transaction until it ends without a conflict, or the attempts run out.
+    fn run_retrying<'db, X: TxKind<'db>, T, E: From<DbError>>(
+        &'db self,
+        mut f: impl FnMut(&X) -> std::result::Result<T, E>,
     ) -> std::result::Result<T, E> {
         let tables = self.layer()?;
         let slot = self.slots.take();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let txn = self.engine.begin(slot.slot)?;
-            let tx = ReadTx { core: TxCore::new(txn, tables, slot.slot, &self.full_hint) };
+            let tx: X = self.begin_on(tables, slot.slot)?;
             let result = f(&tx);
-            let conflicted = tx.core.conflicted.get();
-            let Some(txn) = tx.core.take_txn() else {
-                return Err(DbError::Invalid("transaction vanished".into()).into());
-            };
-            let retry = match result {
-                Ok(value) if !conflicted => match txn.commit() {
-                    Ok(_) => return Ok(value),
-                    // The engine's conflict names internal table ids: say what to do instead.
-                    Err(e) if e.is_retryable() => Err(conflict_persisted(attempt).into()),
-                    Err(e) => return Err(e.into()),
-                },
-                other => {
-                    txn.abort()?;
-                    if !conflicted {
-                        return other;
-                    }
-                    Err(conflict_persisted(attempt).into())
+            match self.end(tx.core(), result.is_ok(), tx.ending()) {
+                Ok(()) => return result,
+                // The engine's conflict names internal table ids: say what to do instead.
+                Err(e) if e.is_retryable() && attempt >= self.retry.max_attempts => {
+                    return Err(conflict_persisted(attempt).into())
                 }
-            };
-            if attempt >= self.retry.max_attempts {
-                return retry;
+                Err(e) if e.is_retryable() => std::thread::sleep(self.retry.backoff(attempt)),
+                Err(e) => return Err(e.into()),
             }
-            std::thread::sleep(self.retry.backoff(attempt));
         }
+    }
+
+    /// A transaction of kind `X` on worker slot `slot`.
+    pub(crate) fn begin_on<'db, X: TxKind<'db>>(
+        &'db self,
+        tables: Tables,
+        slot: usize,
+    ) -> Result<X> {
+        let txn = self.engine.begin(slot)?;
+        Ok(X::wrap(TxCore::new(txn, tables, slot, &self.full_hint)))
+    }
+
+    /// Ends a transaction, the one commit path of closures and held handles: commits it when
+    /// `commit` and nothing doomed it, else rolls it back. A retryable `Err` means a conflict
+    /// doomed it (rolled back: run it again).
+    pub(crate) fn end(&self, core: &TxCore<'_>, commit: bool, ending: Ending) -> Result<()> {
+        let Some((txn, doom)) = core.take() else {
+            return Err(DbError::Invalid("the transaction has already ended".into()));
+        };
+        match doom {
+            Some(e) if commit || e.is_retryable() => {
+                txn.abort()?;
+                return Err(e);
+            }
+            _ if !commit => return txn.abort(),
+            _ => {}
+        }
+        let committed = match ending {
+            Ending::Read => txn.commit().map(drop),
+            Ending::Write(durability) => self.commit_with(txn, durability),
+        };
+        committed.map_err(|e| if e.is_retryable() { e } else { self.explain(e) })?;
+        if core.trashed.get() {
+            self.reclaim(core.tables, core.slot);
+        }
+        Ok(())
     }
 
     /// The table layer's engine tables, created (and the catalog made) on first use; the
     /// first use also finishes reclamation a crash interrupted.
-    fn layer(&self) -> Result<Tables> {
+    pub(crate) fn layer(&self) -> Result<Tables> {
         if let Some(t) = self.layer.get() {
             return Ok(*t);
         }
@@ -557,7 +564,7 @@ impl Deref for Db {
 /// Engines whose layout spans the region's whole mapping, so a growable file grows under them;
 /// `wal` and `group` lay themselves out over the file as it is when they format it (each keeps
 /// a DRAM image of it).
-const GROWING_ENGINES: [&str; 3] = ["inplace", "cow", "lsm"];
+pub(crate) const GROWING_ENGINES: [&str; 3] = ["inplace", "cow", "lsm"];
 
 /// Engines whose whole layout is the superblock's page count and the page allocator's bitmap,
 /// so that raising the count on reopen adds pages (`storage::format::extend_page_count`).

@@ -23,7 +23,10 @@
 //! ```
 //!
 //! A write commits atomically and is durable when [`Db::write`] returns, on every engine
-//! (large values included); lock conflicts are retried for the caller. Underneath, the
+//! (large values included); lock conflicts are retried for the caller. Transactions can also
+//! be held across calls ([`Db::begin_write`], [`Db::begin_read`]), rolled back in part
+//! ([`WriteTx::savepoint`], [`WriteTx::rollback_to`]), and the whole database copied while it
+//! stays open ([`Db::backup_to`]). Underneath, the
 //! benchmark-level seam is the [`Engine`] / [`Txn`] pair of traits (fixed-size rows keyed by
 //! `u64`, described by a [`TableSpec`]); `Db` dereferences to its [`Engine`].
 //!
@@ -34,16 +37,21 @@
 
 #![warn(missing_docs)]
 
+mod backup;
 mod db;
+mod handle;
 mod kv;
 
+pub use backup::BackupReport;
 pub use db::{
     check_engine, CheckReport, Db, DbOptions, LayerFault, NamedTableRows, TableRows,
     UNLIMITED_SIZE_BYTES,
 };
+pub use handle::{ReadTransaction, WriteTransaction, BEGIN_WAIT};
 pub use kv::{
-    Durability, Key, KeyArg, Range, ReadTable, ReadTx, RetryOptions, Table, Value, WriteTx,
-    MAX_INLINE_BYTES, MAX_KEY_BYTES, MAX_TABLE_NAME_BYTES, MAX_VALUE_BYTES,
+    Durability, Key, KeyArg, Range, ReadTable, ReadTx, RetryOptions, Savepoint, Table, Value,
+    WriteTx, MAX_INLINE_BYTES, MAX_KEY_BYTES, MAX_SAVEPOINT_LOG_BYTES, MAX_TABLE_NAME_BYTES,
+    MAX_VALUE_BYTES,
 };
 
 // The re-exports below are items of `storage` and `engines`; their doc comments here are shown
