@@ -267,8 +267,8 @@ pub fn evaluate_with_repetitions(
                 format!("{interval} over {n} repetitions ({agreeing})")
             }
         });
-        let straddles =
-            n > 0 && crate::verdict::of_repetitions(agree, n) == crate::verdict::Verdict::Inconclusive;
+        let straddles = n > 0
+            && crate::verdict::of_repetitions(agree, n) == crate::verdict::Verdict::Inconclusive;
         // Every repetition alone agrees (or every one disagrees) but the fastest-of-each-point
         // value says the opposite: the verdict depends on how repetitions are combined.
         let combined_apart =

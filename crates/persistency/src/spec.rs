@@ -767,7 +767,8 @@ bound = "ours"
             .replace("over_model = \"epoch\"\n", "")
             .replace("model = \"strict\"", "model = \"epoch\"")
             .replace("min = 0.5\nmax = 2.0", "min = 80.0\nmax = 120.0");
-        let r = spec(&text).claims(Axis::AtomicPersist, &[point(Model::Epoch, 512.0, 1.0)]).unwrap();
+        let r =
+            spec(&text).claims(Axis::AtomicPersist, &[point(Model::Epoch, 512.0, 1.0)]).unwrap();
         assert_eq!(r[0].verdict, Verdict::Inconclusive);
         let cause = r[0].cause.as_deref().unwrap_or_default();
         assert!(cause.contains("straddle") && cause.contains("50.000 to 200"), "{cause}");
