@@ -171,6 +171,11 @@ pub struct ClaimResult {
     /// The claim's statistic computed on each repetition alone (`0.48–1.26× over 3
     /// repetitions`), when there are several.
     pub repetitions: Option<String>,
+    /// A break-even on a latency axis divided by the time a transaction takes
+    /// ([`crate::latency_axis`]), each group's.
+    pub normalized: Vec<crate::latency_axis::Normalized>,
+    /// The same in words, shown beside the measured value.
+    pub normalized_text: Option<String>,
 }
 
 impl ClaimResult {
@@ -180,6 +185,14 @@ impl ClaimResult {
             (Bound::Ours, Some(why)) => format!("{} [bound ours: {why}]", self.paper),
             (Bound::Ours, None) => format!("{} [bound ours]", self.paper),
             (Bound::Paper, _) => self.paper.clone(),
+        }
+    }
+
+    /// The measured value, with the normalised break-evens beside it where there are some.
+    pub fn measured_text(&self) -> String {
+        match &self.normalized_text {
+            Some(n) => format!("{}; {n}", self.measured),
+            None => self.measured.clone(),
         }
     }
 
@@ -212,7 +225,7 @@ impl ClaimResult {
 
 /// One group's outcome.
 #[derive(Clone, Debug, PartialEq)]
-enum GroupValue {
+pub(crate) enum GroupValue {
     Number(f64),
     Crossing(Crossing),
     Reach(Reach),
@@ -296,6 +309,8 @@ pub fn evaluate_with_repetitions(
     if verdict == Verdict::Differs && cause.is_none() {
         cause = Some(claim.why.clone().unwrap_or_else(|| CAUSE_UNKNOWN.into()));
     }
+    let normalized = crate::latency_axis::normalized(claim, data);
+    let normalized_text = crate::latency_axis::text(claim, &normalized);
     ClaimResult {
         id: claim.id.clone(),
         text: claim.text.clone(),
@@ -310,6 +325,8 @@ pub fn evaluate_with_repetitions(
         accepted: accepted_text(claim),
         cause,
         repetitions,
+        normalized,
+        normalized_text,
     }
 }
 
@@ -400,7 +417,7 @@ fn points_at(claim: &ClaimSpec, data: &Dataset, numbers: &[f64]) -> Vec<(String,
 
 /// The distinct combinations of the `per` keys among points matching `where`, each as a label
 /// and the conditions that select it.
-fn groups(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Conditions)> {
+pub(crate) fn groups(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Conditions)> {
     let mut out: Vec<(String, Conditions)> = Vec::new();
     if claim.per.is_empty() {
         return vec![(String::new(), claim.filter.clone())];
@@ -457,7 +474,7 @@ fn and(a: &Conditions, b: &Conditions) -> Conditions {
     Conditions(a.0.iter().chain(&b.0).cloned().collect())
 }
 
-fn group_value(
+pub(crate) fn group_value(
     claim: &ClaimSpec,
     data: &Dataset,
     group: &Conditions,

@@ -8,7 +8,8 @@
 //! - [`runner`] and [`sweep`]: each point as a fresh `nvmdb bench --json` process, resumable;
 //! - [`results`]: `results.jsonl` (one synced line per run) and `nvmdb merge`;
 //! - [`data`], [`analysis`]: repetitions to statistics, claims to verdicts (break-even points
-//!   by linear interpolation);
+//!   by linear interpolation); [`latency_axis`]: break-evens on a latency axis ÷ the time a
+//!   transaction takes;
 //! - [`plot`], [`report`]: SVG/PNG figures, `index.html`, `report.md`, `verdicts.json`;
 //! - [`verdict`]: issue 38's verdict rules, shared with `dcpower`, `queryopt` and `persistency`.
 //!
@@ -19,6 +20,7 @@
 pub mod analysis;
 pub mod data;
 pub mod grid;
+pub mod latency_axis;
 pub mod plot;
 pub mod pngtext;
 pub mod provenance;

@@ -754,6 +754,10 @@ pub const RULES: &[&str] = &[
      bound partly lies.",
     "Break-evens and thresholds by linear interpolation between measured points only: no \
      crossing within the measured range is never agreement.",
+    "A break-even on a latency axis also shows that latency ÷ the time one thread spends on a \
+     transaction of the latency-sensitive method at latency 0 (threads ÷ throughput), so \
+     machines faster or slower than the paper's compare; the papers state break-evens in \
+     absolute µs and print throughput only in figures, so theirs are not normalised.",
     "Aggregates show every group's value and its own verdict (✓ within, ✗ outside, ? \
      inconclusive); a claim about every workload or the worst case requires every group.",
     "Runs that hit a harness limit (the driver's pending-commit cap, pending_full_waits > 0) \
@@ -872,7 +876,7 @@ fn spec_html(h: &mut String, s: &SpecReport) {
                 escape(&c.source),
                 escape(&c.paper_with_bound()),
                 escape(&c.accepted),
-                escape(&c.measured),
+                escape(&c.measured_text()),
                 escape(&repetitions_cell(c)),
                 verdict_class(&c.verdict),
                 escape(&c.verdict_text())
@@ -945,7 +949,7 @@ pub fn markdown(report: &Report) -> String {
                     md_cell(&c.text),
                     md_cell(&c.paper_with_bound()),
                     md_cell(&c.accepted),
-                    md_cell(&c.measured),
+                    md_cell(&c.measured_text()),
                     md_cell(&repetitions_cell(c)),
                     md_cell(&c.verdict_text())
                 );
