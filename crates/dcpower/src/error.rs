@@ -18,8 +18,8 @@ pub enum Error {
     #[error("LP solver failed in {stage}: {message}")]
     Solver { stage: &'static str, message: String },
     /// A claim set that breaks the verdict rules (a "differs" without its cause).
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Verdict(#[from] experiments::verdict::RuleError),
 }
 
 /// `Result` with this crate's [`Error`].

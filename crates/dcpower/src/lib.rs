@@ -20,6 +20,8 @@ pub mod schedule;
 pub mod sim;
 pub mod topology;
 pub mod trace;
-pub mod verdict;
+/// Issue 38's verdict rules (outputs, inputs and fitted constants; the paper's bound or ours),
+/// shared with the report and `queryopt`.
+pub use experiments::verdict;
 
 pub use error::{Error, Result};

@@ -8,8 +8,10 @@
 //! - [`runner`] and [`sweep`]: each point as a fresh `nvmdb bench --json` process, resumable;
 //! - [`results`]: `results.jsonl` (one synced line per run) and `nvmdb merge`;
 //! - [`data`], [`analysis`]: repetitions to statistics, claims to verdicts (break-even points
-//!   by linear interpolation);
-//! - [`plot`], [`report`]: SVG/PNG figures, `index.html`, `report.md`, `verdicts.json`.
+//!   by linear interpolation); [`latency_axis`]: break-evens on a latency axis ÷ the time a
+//!   transaction takes;
+//! - [`plot`], [`report`]: SVG/PNG figures, `index.html`, `report.md`, `verdicts.json`;
+//! - [`verdict`]: issue 38's verdict rules, shared with `dcpower`, `queryopt` and `persistency`.
 //!
 //! Invariants: the same spec expands to the same points on every machine (so shards partition
 //! the grid); a run counts as done only once its row is synced to `results.jsonl` (so a killed
@@ -18,6 +20,7 @@
 pub mod analysis;
 pub mod data;
 pub mod grid;
+pub mod latency_axis;
 pub mod plot;
 pub mod pngtext;
 pub mod provenance;
@@ -27,6 +30,7 @@ pub mod runner;
 pub mod spec;
 pub mod sweep;
 pub mod units;
+pub mod verdict;
 
 pub use grid::{ExpandOptions, Point, Shard};
 pub use results::{Row, Status};

@@ -295,3 +295,54 @@ fn a_row_whose_binary_is_not_its_checkout_is_refused() {
     assert_eq!(newest, "aaaa");
     assert_eq!(older, [("cccc".to_string(), 1)]);
 }
+
+/// Guards issue 38's "combined apart" cause: a claim every repetition alone agrees with but
+/// whose fastest-of-each-point value does not (or the reverse) is inconclusive because the
+/// verdict depends on how repetitions combine — not "the repetitions straddle", not reproduced.
+#[test]
+fn a_claim_that_each_repetition_passes_but_their_combination_fails_is_inconclusive() {
+    // Each repetition's In-Place curve crosses WAL's flat 100 at 2.5 µs (150, 110, 70 and 200,
+    // 120, 40 at 0, 2, 4 µs); the fastest of each point (200, 120, 70) crosses at 2.8 µs.
+    let split = |e: &str, l: f64, rep: u32| match (e, rep) {
+        ("inplace", 1) => 200.0 - 40.0 * l,
+        ("inplace", _) => 150.0 - 20.0 * l,
+        _ => 100.0,
+    };
+    let breakeven = r#"
+[[claim]]
+id = "b"
+text = "t"
+source = "s"
+kind = "breakeven"
+x = "persist_latency"
+x_scale = 0.001
+a = { engine = "inplace" }
+b = { engine = "wal" }
+unit = "µs"
+range = [2.4, 2.6]
+"#;
+    let v = judge(breakeven, |s| rows(s, split, no_waits));
+    assert_eq!(v[0].value, Some(2.8), "{v:?}");
+    let Verdict::Inconclusive(why) = &v[0].verdict else { panic!("{v:?}") };
+    assert!(why.starts_with("each repetition alone is within the accepted 2.4–2.6 µs"), "{why}");
+    assert!(why.contains("2.4–2.6 µs (2.5–2.5 µs), but"), "{why}");
+    assert!(why.contains("the fastest run of each point gives 2.8 µs"), "{why}");
+    assert!(why.contains("depends on how repetitions combine") && !why.contains("straddle"));
+    assert_eq!(v[0].cause.as_deref(), Some(why.as_str()));
+    assert!(v[0].verdict_text().starts_with("inconclusive (accepted 2.4–2.6 µs) — cause: each"));
+
+    // The reverse: one repetition below the bound and two above, none inside, while the
+    // fastest of each point (In-Place 150 from repetition 0, WAL 100 from repetition 1) agrees.
+    let sides = |e: &str, l: f64, rep: u32| match (e, rep) {
+        ("inplace", 0) => 150.0 - 20.0 * l,
+        ("inplace", _) => 90.0,
+        (_, 0) => 80.0,
+        (_, 1) => 100.0,
+        _ => 50.0,
+    };
+    let v = judge(RATIO, |s| rows(s, sides, no_waits));
+    assert_eq!(v[0].value, Some(1.5), "{v:?}");
+    let Verdict::Inconclusive(why) = &v[0].verdict else { panic!("{v:?}") };
+    assert!(why.starts_with("each repetition alone is outside the accepted 1.35–1.65×"), "{why}");
+    assert!(why.contains("gives 1.5×: the verdict depends on how repetitions combine"), "{why}");
+}

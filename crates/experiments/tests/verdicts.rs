@@ -269,11 +269,55 @@ unit = "µs"
             let v = json!({
                 "spec": spec.name, "point": p.id, "rep": 0, "hash": p.hash, "status": "ok",
                 "grid": {"workload": w, "engine": e, "persist_latency": lat},
-                "flags": {}, "started_unix_s": 1.0, "tps": tps,
+                "flags": {}, "started_unix_s": 1.0, "tps": tps, "config": {"threads": 2},
             });
             Row(v.as_object().unwrap().clone())
         })
         .collect();
     let data = Dataset::build(&spec, &rows);
     analysis::evaluate(&spec.claims[0], &data)
+}
+
+/// Guards issue 38's latency axis: a break-even on a persist-latency axis shows, beside it,
+/// that latency ÷ the time one thread spends on a transaction of the `a` curve at latency 0
+/// (threads ÷ tps), per group, with a group that never crosses given as the range's end.
+#[test]
+fn a_latency_breakeven_is_shown_normalised_by_the_transaction_time() {
+    let v = max_breakeven_over_two_workloads("[0.0, 10.0]");
+    // w1: 2 threads at 100 tps at 0 µs, 20 ms a transaction; crosses at 2.5 µs.
+    let w1 = &v.normalized[0];
+    assert_eq!((w1.group.as_str(), w1.relation), ("w1", "="));
+    assert!((w1.latency_ns - 2500.0).abs() < 1e-6, "{w1:?}");
+    assert!((w1.txn_time_ns - 2e7).abs() < 1e-3, "{w1:?}");
+    assert!((w1.ratio - 2500.0 / 2e7).abs() < 1e-15, "{w1:?}");
+    // w2 stays above WAL up to 4 µs: the break-even is beyond 4 µs ÷ 20 ms.
+    let w2 = &v.normalized[1];
+    assert_eq!((w2.group.as_str(), w2.relation, w2.latency_ns), ("w2", ">", 4000.0));
+    assert_eq!(
+        v.normalized_text.as_deref(),
+        Some(
+            "÷ time a transaction (engine=inplace, threads ÷ tps at latency 0): \
+             w1 1.25e-4 (2.5 µs ÷ 20000 µs), w2 > 2.00e-4 (4 µs ÷ 20000 µs)"
+        )
+    );
+    assert!(v.measured_text().starts_with(&format!("{}; ÷ time a transaction", v.measured)));
+}
+
+/// Only a break-even on a latency axis is normalised, and only where the rows say how many
+/// threads ran.
+#[test]
+fn only_latency_breakevens_are_normalised() {
+    let v = verdicts(&format!("{BREAKEVEN}expected = 2.5\n"), &[]);
+    // These rows carry no `config.threads`: nothing to divide by, nothing shown.
+    assert!(v[0].normalized.is_empty() && v[0].measured_text() == v[0].measured);
+    let parse = |claim: &str| {
+        Spec::parse(&format!("{GRID}{claim}expected = 2.5\n"), Path::new("v.toml")).unwrap()
+    };
+    assert!(experiments::latency_axis::applies(&parse(BREAKEVEN).claims[0]));
+    let ratio = BREAKEVEN
+        .replace("kind = \"breakeven\"", "kind = \"ratio\"")
+        .replace("a = {", "numerator = {")
+        .replace("b = {", "denominator = {")
+        .replace("x = \"persist_latency\"\nx_scale = 0.001\n", "");
+    assert!(!experiments::latency_axis::applies(&parse(&ratio).claims[0]));
 }

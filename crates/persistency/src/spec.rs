@@ -9,7 +9,8 @@
 //! reported apart); ours is the range over `repeat` native-rate runs (the traces are
 //! deterministic); all of it inside the bound is *reproduced*, all outside *differs* (and the
 //! claim must state its `cause`, or the sweep fails), a range that straddles the bound is
-//! *inconclusive*.
+//! *inconclusive* (with the spec's cause, else the measured range). The rule is the one the
+//! report and the appendices use, `experiments::verdict::judge`.
 
 use crate::analyse::{analyse, Config, Model};
 use crate::error::invalid;
@@ -192,16 +193,14 @@ pub struct ClaimResult {
     pub cause: Option<String>,
 }
 
-/// Judges `[lo, hi]` against `[min, max]`: inside, outside, or straddling (issue 38).
+/// Judges `[lo, hi]` against `[min, max]`: inside, outside, or straddling, by the rule the
+/// report and the appendices use ([`experiments::verdict::judge`]).
 pub fn judge(lo: f64, hi: f64, min: Option<f64>, max: Option<f64>) -> Verdict {
-    let below = |x: f64| min.is_some_and(|m| x < m);
-    let above = |x: f64| max.is_some_and(|m| x > m);
-    if !below(lo) && !above(hi) {
-        Verdict::Reproduced
-    } else if below(hi) || above(lo) {
-        Verdict::Differs
-    } else {
-        Verdict::Inconclusive
+    use experiments::verdict::{self, Verdict as V};
+    match verdict::judge(lo, hi, min, max) {
+        V::Reproduced => Verdict::Reproduced,
+        V::Differs => Verdict::Differs,
+        V::Inconclusive | V::NotJudged => Verdict::Inconclusive,
     }
 }
 
@@ -488,7 +487,7 @@ impl Spec {
                     format!("{}: ours differs and the spec states no `cause`", c.id),
                 ));
             }
-            out.push(ClaimResult {
+            let mut result = ClaimResult {
                 id: c.id.clone(),
                 queue: design,
                 threads: c.threads,
@@ -505,7 +504,12 @@ impl Spec {
                 bound: c.bound.clone(),
                 verdict,
                 cause: (verdict != Verdict::Reproduced).then(|| c.cause.clone()).flatten(),
-            });
+            };
+            // Every inconclusive states its cause (issue 38): the spec's, else the measured one.
+            if verdict == Verdict::Inconclusive && result.cause.is_none() {
+                result.cause = Some(straddle_cause(&result));
+            }
+            out.push(result);
         }
         Ok(out)
     }
@@ -536,6 +540,19 @@ fn bound_text(c: &ClaimResult) -> String {
         (None, None) => "none".into(),
     };
     format!("{range} ({} bound)", c.bound)
+}
+
+/// Why a claim with no `cause` of its own is inconclusive, from what was measured.
+fn straddle_cause(c: &ClaimResult) -> String {
+    match (c.ours_lo, c.ours_hi) {
+        (Some(lo), Some(hi)) if !lo.is_nan() && !hi.is_nan() => format!(
+            "the repetitions straddle the bound: ours {} to {} against {}",
+            value_text(lo),
+            value_text(hi),
+            bound_text(c)
+        ),
+        _ => "ours is not a number (a native rate or path of 0): nothing to judge".into(),
+    }
 }
 
 /// A claim's value for the text: finite with 3 significant places, or "unbounded".
@@ -739,6 +756,31 @@ bound = "ours"
         let r = s.claims(Axis::AtomicPersist, &[point(Model::Epoch, 512.0, 1.0)]).unwrap();
         assert_eq!((r[0].ours_lo, r[0].ours_hi), (Some(50.0), Some(200.0)));
         assert_eq!(r[0].verdict, Verdict::Inconclusive);
+    }
+
+    /// Guards an inconclusive claim with no `cause` in its spec printing no cause (issue 38:
+    /// every "inconclusive" states why); the measured range and the bound are the cause.
+    #[test]
+    fn an_inconclusive_claim_without_a_spec_cause_states_the_measured_one() {
+        let text = SPEC
+            .replace("metric = \"path_per_insert\"", "metric = \"break_even_latency_ns\"")
+            .replace("over_model = \"epoch\"\n", "")
+            .replace("model = \"strict\"", "model = \"epoch\"")
+            .replace("min = 0.5\nmax = 2.0", "min = 80.0\nmax = 120.0");
+        let r =
+            spec(&text).claims(Axis::AtomicPersist, &[point(Model::Epoch, 512.0, 1.0)]).unwrap();
+        assert_eq!(r[0].verdict, Verdict::Inconclusive);
+        let cause = r[0].cause.as_deref().unwrap_or_default();
+        assert!(cause.contains("straddle") && cause.contains("50.000 to 200"), "{cause}");
+        assert!(claims_text(&r).contains("why: the repetitions straddle the bound"));
+    }
+
+    /// Guards a NaN value (a native rate of 0 over a path of 0) reading "reproduced": the old
+    /// rule found NaN neither below nor above any bound, so it passed every one.
+    #[test]
+    fn a_nan_value_is_never_reproduced() {
+        assert_eq!(judge(f64::NAN, f64::NAN, Some(0.5), Some(2.0)), Verdict::Inconclusive);
+        assert_eq!(judge(1.0, 1.0, Some(f64::NAN), None), Verdict::Inconclusive);
     }
 
     #[test]

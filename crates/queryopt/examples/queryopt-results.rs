@@ -210,7 +210,7 @@ fn run(out: &Path, quick: bool) -> Result<(), String> {
         eprintln!("repetition {rep} of {REPEAT} done");
     }
     let all = verdict::merge(&reps);
-    verdict::check(&all).map_err(e)?;
+    verdict::check(&all).map_err(|x| e(x.into()))?;
     let text = format!("Thesis ch. III beside ours ({sub}):\n{}", verdict::text(&all));
     write("claims.txt", &text)?;
     write("claims.json", &json(&all))?;

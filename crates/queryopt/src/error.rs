@@ -29,8 +29,8 @@ pub enum Error {
     #[error("block request out of range: {0}")]
     OutOfRange(String),
     /// A claim set that breaks the verdict rules (a "differs" without its cause).
-    #[error("{0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Verdict(#[from] experiments::verdict::RuleError),
     /// An operator would have needed more memory than its limit (a bug or an extreme skew).
     #[error("memory limit of {limit_pages} pages exceeded in {stage}: needs {needed_pages}")]
     MemoryLimit { stage: &'static str, limit_pages: u64, needed_pages: u64 },

@@ -5,6 +5,9 @@
 //! Fig. 5.6) are computed by linear interpolation between the two measured points that bracket
 //! the crossing, never read off a plot. A claim whose points the bench cannot run yet says so
 //! ("not yet runnable: engine wal missing") instead of guessing.
+//!
+//! Split by job: this module computes each claim's value from the data and judges it;
+//! `interpolate.rs` finds crossings, `result.rs` is what an evaluation says and how pages word it.
 
 use crate::data::{Dataset, Missing, PointData};
 use crate::spec::{
@@ -13,206 +16,14 @@ use crate::spec::{
 use crate::units::format_number;
 use serde::Serialize;
 
-/// Where two curves meet.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Crossing {
-    /// At this x (linear interpolation between the bracketing points).
-    At(f64),
-    /// No crossing in `[lo, hi]`; `a_above` tells which curve stays on top.
-    None { a_above: bool, lo: f64, hi: f64 },
-}
-
-/// The first x where `a - b` changes sign, interpolating linearly. `points` are `(x, a, b)`
-/// sorted by x; `None` for fewer than one point.
-pub fn crossing(points: &[(f64, f64, f64)]) -> Option<Crossing> {
-    let first = points.first()?;
-    let last = points.last()?;
-    for (i, &(x, a, b)) in points.iter().enumerate() {
-        let d = a - b;
-        if d == 0.0 {
-            return Some(Crossing::At(x));
-        }
-        if let Some(&(x1, a1, b1)) = points.get(i + 1) {
-            let d1 = a1 - b1;
-            if d.signum() != d1.signum() && d1 != 0.0 {
-                return Some(Crossing::At(x + (x1 - x) * d / (d - d1)));
-            }
-        }
-    }
-    Some(Crossing::None { a_above: first.1 > first.2, lo: first.0, hi: last.0 })
-}
-
-/// Where a rising-towards-target curve first reaches `target`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Reach {
-    At(f64),
-    /// Already at or above the target at the first x.
-    AtOrBelow(f64),
-    /// Below the target up to the last x.
-    Never(f64),
-}
-
-/// The smallest x where `y >= target`, interpolating between the last point below and the first
-/// at or above. `points` are `(x, y)` sorted by x.
-pub fn reach(points: &[(f64, f64)], target: f64) -> Option<Reach> {
-    let i = points.iter().position(|&(_, y)| y >= target);
-    match i {
-        None => points.last().map(|&(x, _)| Reach::Never(x)),
-        Some(0) => Some(Reach::AtOrBelow(points[0].0)),
-        Some(i) => {
-            let (x0, y0) = points[i - 1];
-            let (x1, y1) = points[i];
-            Some(Reach::At(x0 + (x1 - x0) * (target - y0) / (y1 - y0)))
-        }
-    }
-}
-
-/// The verdict on one claim.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "verdict", content = "reason", rename_all = "snake_case")]
-pub enum Verdict {
-    Reproduced,
-    Differs,
-    /// The measurements do not settle the claim; the reason says why (the repetitions straddle
-    /// the bound, or the crossing lies outside the measured range where the bound partly lies).
-    Inconclusive(String),
-    NotRunnable(String),
-    NoData(String),
-    /// Judged on `--quick` runs (short, reduced grid, one repetition): never a reproduction,
-    /// whatever the numbers say. The reason says which way they point.
-    Quick(String),
-}
-
-/// The verdict text of every claim judged on `--quick` runs.
-pub const QUICK_VERDICT: &str = "quick: not a reproduction";
-
-/// The cause printed beside a "differs" that neither the spec's `why` nor the measurement
-/// explains: said plainly rather than left blank.
-pub const CAUSE_UNKNOWN: &str = "cause not established";
-
-impl Verdict {
-    /// The verdict of a claim whose numbers come from `--quick` runs: agreeing or not, it is
-    /// not a reproduction. Claims that could not be computed keep saying why.
-    pub fn for_quick(self) -> Verdict {
-        match self {
-            Verdict::Reproduced => Verdict::Quick("in the paper's range".into()),
-            Verdict::Differs => Verdict::Quick("outside the paper's range".into()),
-            Verdict::Inconclusive(r) => Verdict::Quick(format!("inconclusive: {r}")),
-            other => other,
-        }
-    }
-
-    pub fn label(&self) -> String {
-        match self {
-            Verdict::Reproduced => "reproduced".into(),
-            Verdict::Differs => "differs".into(),
-            Verdict::Inconclusive(_) => "inconclusive".into(),
-            Verdict::Quick(r) => format!("{QUICK_VERDICT} ({r})"),
-            Verdict::NotRunnable(r) => format!("not yet runnable: {r}"),
-            Verdict::NoData(r) => format!("no data: {r}"),
-        }
-    }
-
-    fn from_missing(m: Missing) -> Verdict {
-        match m {
-            Missing::NotRunnable(r) => Verdict::NotRunnable(r),
-            Missing::NoData(r) => Verdict::NoData(r),
-        }
-    }
-
-    /// Whether the numbers were judged against the bound (agreeing or not).
-    fn judged(&self) -> bool {
-        matches!(self, Verdict::Reproduced | Verdict::Differs)
-    }
-}
-
-/// Where a claim is reported: only a paper claim with the paper's bound can be a reproduction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Class {
-    /// The paper's claim against the paper's number.
-    Paper,
-    /// The paper's claim against an interval we chose (`bound = "ours"`): reported apart.
-    OurTolerance,
-    /// Not a paper claim (`role = "check"`): an implementation check.
-    Check,
-}
-
-impl Class {
-    pub fn of(claim: &ClaimSpec) -> Class {
-        match (claim.role, claim.bound) {
-            (Role::Check, _) => Class::Check,
-            (Role::Reproduction, Bound::Ours) => Class::OurTolerance,
-            (Role::Reproduction, Bound::Paper) => Class::Paper,
-        }
-    }
-}
-
-/// A claim with the paper's value, ours, and the verdict.
-#[derive(Clone, Debug, Serialize)]
-pub struct ClaimResult {
-    pub id: String,
-    pub text: String,
-    pub source: String,
-    pub paper: String,
-    pub measured: String,
-    /// The number judged (the aggregate), if there is one.
-    pub value: Option<f64>,
-    pub verdict: Verdict,
-    /// Whether the accepted interval is the paper's number or ours, and why ours.
-    pub bound: Bound,
-    pub bound_reason: Option<String>,
-    /// Paper claim, our tolerance, or implementation check.
-    pub class: Class,
-    /// The interval a value must fall in to agree (`1.13–1.88×`, `≥ 5 µs`).
-    pub accepted: String,
-    /// Why the claim differs or is inconclusive: the measured reason, else the spec's `why`.
-    pub cause: Option<String>,
-    /// The claim's statistic computed on each repetition alone (`0.48–1.26× over 3
-    /// repetitions`), when there are several.
-    pub repetitions: Option<String>,
-}
-
-impl ClaimResult {
-    /// The paper's value, with "bound ours: why" when the interval judged is ours.
-    pub fn paper_with_bound(&self) -> String {
-        match (self.bound, &self.bound_reason) {
-            (Bound::Ours, Some(why)) => format!("{} [bound ours: {why}]", self.paper),
-            (Bound::Ours, None) => format!("{} [bound ours]", self.paper),
-            (Bound::Paper, _) => self.paper.clone(),
-        }
-    }
-
-    /// The verdict in the words of the claim's class: only a paper claim "reproduces"; ours
-    /// is "within our tolerance", a check "passes".
-    pub fn verdict_label(&self) -> String {
-        match (self.class, &self.verdict) {
-            (Class::OurTolerance, Verdict::Reproduced) => "within our tolerance".into(),
-            (Class::OurTolerance, Verdict::Differs) => "outside our tolerance".into(),
-            (Class::Check, Verdict::Reproduced) => "check passes".into(),
-            (Class::Check, Verdict::Differs) => "check fails".into(),
-            (_, v) => v.label(),
-        }
-    }
-
-    /// The verdict, the accepted interval and, for a "differs" or "inconclusive", the cause:
-    /// `differs (accepted 1.13–1.88×) — cause: ...`.
-    pub fn verdict_text(&self) -> String {
-        let mut t = self.verdict_label();
-        if matches!(self.verdict, Verdict::Reproduced | Verdict::Differs | Verdict::Inconclusive(_))
-        {
-            t.push_str(&format!(" (accepted {})", self.accepted));
-        }
-        if let Some(c) = &self.cause {
-            t.push_str(&format!(" — cause: {c}"));
-        }
-        t
-    }
-}
+mod interpolate;
+mod result;
+pub use interpolate::{crossing, reach, Crossing, Reach};
+pub use result::{ClaimResult, Class, Verdict, CAUSE_UNKNOWN, QUICK_VERDICT};
 
 /// One group's outcome.
 #[derive(Clone, Debug, PartialEq)]
-enum GroupValue {
+pub(crate) enum GroupValue {
     Number(f64),
     Crossing(Crossing),
     Reach(Reach),
@@ -267,7 +78,8 @@ pub fn evaluate_with_repetitions(
                 format!("{interval} over {n} repetitions ({agreeing})")
             }
         });
-        let straddles = agree > 0 && agree < n;
+        let straddles = n > 0
+            && crate::verdict::of_repetitions(agree, n) == crate::verdict::Verdict::Inconclusive;
         // Every repetition alone agrees (or every one disagrees) but the fastest-of-each-point
         // value says the opposite: the verdict depends on how repetitions are combined.
         let combined_apart =
@@ -295,6 +107,8 @@ pub fn evaluate_with_repetitions(
     if verdict == Verdict::Differs && cause.is_none() {
         cause = Some(claim.why.clone().unwrap_or_else(|| CAUSE_UNKNOWN.into()));
     }
+    let normalized = crate::latency_axis::normalized(claim, data);
+    let normalized_text = crate::latency_axis::text(claim, &normalized);
     ClaimResult {
         id: claim.id.clone(),
         text: claim.text.clone(),
@@ -309,6 +123,8 @@ pub fn evaluate_with_repetitions(
         accepted: accepted_text(claim),
         cause,
         repetitions,
+        normalized,
+        normalized_text,
     }
 }
 
@@ -399,7 +215,7 @@ fn points_at(claim: &ClaimSpec, data: &Dataset, numbers: &[f64]) -> Vec<(String,
 
 /// The distinct combinations of the `per` keys among points matching `where`, each as a label
 /// and the conditions that select it.
-fn groups(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Conditions)> {
+pub(crate) fn groups(claim: &ClaimSpec, data: &Dataset) -> Vec<(String, Conditions)> {
     let mut out: Vec<(String, Conditions)> = Vec::new();
     if claim.per.is_empty() {
         return vec![(String::new(), claim.filter.clone())];
@@ -456,7 +272,7 @@ fn and(a: &Conditions, b: &Conditions) -> Conditions {
     Conditions(a.0.iter().chain(&b.0).cloned().collect())
 }
 
-fn group_value(
+pub(crate) fn group_value(
     claim: &ClaimSpec,
     data: &Dataset,
     group: &Conditions,
