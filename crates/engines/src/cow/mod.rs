@@ -125,6 +125,7 @@ fn layout(options: &EngineOptions, page_count: u64) -> Layout {
         undo_pages: 1,
         sys_undo_pages: 2,
         node_capacity: options.node_capacity,
+        row_checksums: options.checksums,
     }
 }
 

@@ -186,6 +186,7 @@ fn plan(o: &EngineOptions, page_count: u64) -> (Areas, Layout) {
         undo_pages: (fixed_pages - 2) as u32,
         sys_undo_pages: 2,
         node_capacity: storage::btree::MAX_NODE_ENTRIES as u32,
+        row_checksums: o.checksums,
     };
     areas.control_page = layout.undo_log_page(0);
     debug_assert_eq!(areas.first_run_page(), layout.first_data_page());
