@@ -50,12 +50,21 @@ impl<'a> CowTxn<'a> {
         Ok((t, self.db.shape(table, &t.spec)))
     }
 
-    /// A node of the transaction's view: its own new page, or a committed one (validated).
+    /// A node of the transaction's view: its own new page, or a committed one (validated; a
+    /// committed leaf's checksum too, so that no damaged row is returned).
     fn node(&self, shape: &Shape, page: PageId, level: u16) -> Result<Node<'_>> {
         if let Some(n) = self.w.as_ref().and_then(|w| w.dirty.get(&page)) {
             return Ok(n.view());
         }
-        Node::parse(self.db.page(page)?, page, shape, level)
+        let node = Node::parse(self.db.page(page)?, page, shape, level)?;
+        if level == 0 && self.db.row_checksums() && !node.crc_ok() {
+            return Err(DbError::Corrupt(format!(
+                "cow: table {}: leaf at page {page} ({} rows) fails its checksum",
+                shape.owner - 1,
+                node.count
+            )));
+        }
+        Ok(node)
     }
 
     /// The leaf holding `key` and the entry's index, if present.
@@ -495,7 +504,11 @@ fn walk(db: &Cow, snap: &Version) -> Result<(HashSet<PageId>, u64)> {
             }
             let node = Node::parse(db.page(page)?, page, &shape, level)?;
             if !node.crc_ok() {
-                return Err(DbError::Corrupt(format!("cow: node at page {page} fails its crc")));
+                return Err(DbError::Corrupt(format!(
+                    "cow: table {}: node at page {page} (level {level}, {} entries) fails its \
+                     checksum",
+                    t.spec.name, node.count
+                )));
             }
             if level == 0 {
                 for i in 0..node.count {
