@@ -414,9 +414,10 @@ pub fn region_engine_options(
                 })?
             }
             "checksums" => {
+                // `true`/`false` too: a run's JSON config records the resolved option so.
                 o.checksums = match v.as_str() {
-                    "on" => true,
-                    "off" => false,
+                    "on" | "true" => true,
+                    "off" | "false" => false,
                     _ => {
                         return Err(RegistryError::Db(DbError::Invalid(format!(
                             "checksums must be on or off, not `{v}`"
