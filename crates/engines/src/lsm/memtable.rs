@@ -20,12 +20,14 @@ use storage::format::{get_u32, get_u64};
 use storage::{DbError, Result, TableSpec};
 
 pub(crate) const MAX_HEIGHT: usize = 12;
-/// `[u32 table][u8 height][u8 flags][2 pad][u64 key][u64 seq][u32 crc][4 pad]`, then the next
-/// pointers and the row.
-const NODE_HEADER: u64 = 32;
-/// Where a node's checksum lies: CRC-32C of header bytes `0..24` and the row (not the next
-/// pointers, which linking changes after the node is persisted). 0 with `checksums=off`.
-const NODE_CRC: usize = 24;
+/// `[u16 table][u8 height][u8 flags][u32 crc][u64 key][u64 seq]`, then the next pointers and
+/// the row. (Tables are at most 63, so the table id gave up two bytes to the checksum and nodes
+/// kept their size: the memtable holds as many rows as before.)
+const NODE_HEADER: u64 = 24;
+/// Where a node's checksum lies: CRC-32C of header bytes `0..4` and `8..24` and the row (not
+/// the next pointers, which linking changes after the node is persisted). 0 with
+/// `checksums=off`.
+const NODE_CRC: usize = 4;
 /// The head node: a header and `MAX_HEIGHT` next pointers.
 pub(crate) const HEAD_BYTES: u64 = 128;
 const _: () = assert!(NODE_HEADER + 8 * MAX_HEIGHT as u64 <= HEAD_BYTES);
@@ -116,9 +118,9 @@ impl NvmMem {
             return bad("pointer outside the arena");
         }
         let h = region.read(off, NODE_HEADER as usize);
-        let table = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-        let height = h[4] as usize;
-        let flags = h[5];
+        let table = u32::from(u16::from_le_bytes([h[0], h[1]]));
+        let height = h[2] as usize;
+        let flags = h[3];
         let Some(spec) = tables.get(table as usize) else { return bad("no such table") };
         if height == 0 || height > MAX_HEIGHT || flags > FLAG_TOMBSTONE {
             return bad("bad height or flags");
@@ -171,9 +173,10 @@ impl NvmMem {
         checksums: bool,
     ) {
         let mut h = [0u8; NODE_HEADER as usize];
-        h[0..4].copy_from_slice(&table.to_le_bytes());
-        h[4] = height as u8;
-        h[5] = if value.is_none() { FLAG_TOMBSTONE } else { 0 };
+        debug_assert!(table <= u32::from(u16::MAX), "the manifest holds at most 63 tables");
+        h[0..2].copy_from_slice(&(table as u16).to_le_bytes());
+        h[2] = height as u8;
+        h[3] = if value.is_none() { FLAG_TOMBSTONE } else { 0 };
         h[8..16].copy_from_slice(&key.to_le_bytes());
         h[16..24].copy_from_slice(&seq.to_le_bytes());
         if checksums {
@@ -344,7 +347,8 @@ impl NvmMem {
 }
 
 fn node_crc(header: &[u8], value: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&header[..NODE_CRC]), value)
+    let head = crc32c::crc32c(&header[..NODE_CRC]);
+    crc32c::crc32c_append(crc32c::crc32c_append(head, &header[NODE_CRC + 4..]), value)
 }
 
 /// The DRAM memtable of the traditional engine: the newest version of each key.
