@@ -218,7 +218,7 @@ pub fn open_engine_on(
 const REGION_OPTS: &[&str] = &["undo_pages", "sys_undo_pages", "node_capacity", "fault"];
 /// What `inplace` accepts beyond [`REGION_OPTS`].
 const INPLACE_OPTS: &[&str] =
-    &["undo_pages", "sys_undo_pages", "node_capacity", "fault", "protocol"];
+    &["undo_pages", "sys_undo_pages", "node_capacity", "fault", "protocol", "checksums"];
 /// What `group` accepts beyond [`REGION_OPTS`].
 const GROUP_OPTS: &[&str] = &[
     "undo_pages",
@@ -229,9 +229,10 @@ const GROUP_OPTS: &[&str] = &[
     "persist_threads",
     "staging_bytes",
     "batch_txns",
+    "checksums",
 ];
 /// What `cow` accepts (no undo logs).
-const COW_OPTS: &[&str] = &["node_capacity", "fault", "io", "group_commit_ms"];
+const COW_OPTS: &[&str] = &["node_capacity", "fault", "io", "group_commit_ms", "checksums"];
 /// What `wal` accepts beyond [`REGION_OPTS`].
 const WAL_OPTS: &[&str] = &[
     "undo_pages",
@@ -247,10 +248,11 @@ const WAL_OPTS: &[&str] = &[
     "io",
     "log",
     "cache",
+    "checksums",
 ];
 
 /// What `lsm` accepts.
-const LSM_OPTS: &[&str] = &["fault", "io", "memtable_bytes"];
+const LSM_OPTS: &[&str] = &["fault", "io", "memtable_bytes", "checksums"];
 
 fn parse_opt<T: std::str::FromStr>(
     engine: &'static str,
@@ -410,6 +412,18 @@ pub fn region_engine_options(
                         "cache must be volatile or durable, not `{v}`"
                     )))
                 })?
+            }
+            "checksums" => {
+                // `true`/`false` too: a run's JSON config records the resolved option so.
+                o.checksums = match v.as_str() {
+                    "on" | "true" => true,
+                    "off" | "false" => false,
+                    _ => {
+                        return Err(RegistryError::Db(DbError::Invalid(format!(
+                            "checksums must be on or off, not `{v}`"
+                        ))))
+                    }
+                }
             }
             "protocol" => {
                 o.protocol = engines::inplace::Protocol::parse(v).ok_or_else(|| {

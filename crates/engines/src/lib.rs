@@ -106,6 +106,15 @@ pub struct EngineOptions {
     /// `lsm`: bytes of the memtable (an NVRAM arena with `io=nvm`, of which there are two; DRAM
     /// with `io=fs`, whose log is twice this); a full memtable is flushed into runs.
     pub memtable_bytes: u64,
+    /// Row checksums (heap slots, `cow` leaves, the `lsm` memtable), verified on every read and
+    /// by the integrity check; recorded at format time, so a region keeps what it was made
+    /// with. Off only to measure their cost (`--engine-opt checksums=off`).
+    #[serde(default = "default_checksums")]
+    pub checksums: bool,
+}
+
+fn default_checksums() -> bool {
+    true
 }
 
 fn default_log() -> wal::LogLayout {
@@ -146,6 +155,7 @@ impl Default for EngineOptions {
             protocol: inplace::Protocol::Lean,
             group_commit_ms: 0,
             memtable_bytes: 4 << 20,
+            checksums: default_checksums(),
         }
     }
 }

@@ -103,6 +103,7 @@ fn image_layout(options: &crate::EngineOptions, pages: u64) -> storage::format::
         undo_pages: options.undo_pages,
         sys_undo_pages: options.sys_undo_pages,
         node_capacity: options.node_capacity,
+        row_checksums: options.checksums,
     }
 }
 

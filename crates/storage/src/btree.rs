@@ -890,6 +890,7 @@ mod tests {
                 undo_pages: 1,
                 sys_undo_pages: 8,
                 node_capacity: 4,
+                row_checksums: true,
             };
             layout.validate().unwrap();
             let at = page_offset(layout.sys_undo_log_page(0));

@@ -26,7 +26,8 @@ const _: () = assert!(PAGE_SIZE.is_multiple_of(pmem::CACHE_LINE as usize));
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NVMDB\0sb");
 /// Offset 0 while formatting: the region holds nothing committed and may be formatted again.
 pub const MAGIC_FORMATTING: u64 = u64::from_le_bytes(*b"NVMDB\0fm");
-pub const FORMAT_VERSION: u32 = 3;
+/// 4: heap slots carry a row checksum (`docs/format.md`, version history).
+pub const FORMAT_VERSION: u32 = 4;
 pub const SUPERBLOCK_BYTES: usize = 256;
 
 pub type PageId = u64;
@@ -40,6 +41,9 @@ pub struct Layout {
     pub sys_undo_pages: u32,
     /// Maximum entries per B+tree node (small values exercise splits and merges in tests).
     pub node_capacity: u32,
+    /// Heap rows carry a CRC-32C, verified on every read (`storage::heap`); off only to
+    /// measure what it costs (`--engine-opt checksums=off`).
+    pub row_checksums: bool,
 }
 
 pub const SUPERBLOCK_COPY_PAGE: PageId = 1;
@@ -162,6 +166,9 @@ const SB_WORKERS: usize = 56;
 const SB_UNDO_PAGES: usize = 60;
 const SB_SYS_UNDO_PAGES: usize = 64;
 const SB_NODE_CAPACITY: usize = 68;
+const SB_FLAGS: usize = 72;
+/// `SB_FLAGS` bit: heap rows carry checksums.
+const FLAG_ROW_CHECKSUMS: u32 = 1;
 const SB_CRC: usize = 252;
 
 /// What one superblock slot (page 0 or its copy in page 1) holds.
@@ -209,6 +216,8 @@ impl Superblock {
             .copy_from_slice(&self.layout.sys_undo_pages.to_le_bytes());
         b[SB_NODE_CAPACITY..SB_NODE_CAPACITY + 4]
             .copy_from_slice(&self.layout.node_capacity.to_le_bytes());
+        let flags = if self.layout.row_checksums { FLAG_ROW_CHECKSUMS } else { 0 };
+        b[SB_FLAGS..SB_FLAGS + 4].copy_from_slice(&flags.to_le_bytes());
         // The checksum leaves out the magic word, so that publishing the region is one 8-byte
         // store over an already persisted, already checksummed body.
         let c = crc(&b[8..SB_CRC]);
@@ -266,7 +275,8 @@ impl Superblock {
         let version = u32_at(SB_VERSION);
         if version != FORMAT_VERSION {
             return SlotState::Damaged(format!(
-                "region has format version {version}, this build reads version {FORMAT_VERSION}"
+                "region has format version {version}, this build reads version {FORMAT_VERSION} \
+                 (version 4 added row checksums): load it again with this build"
             ));
         }
         if u32_at(SB_PAGE_SIZE) as usize != PAGE_SIZE {
@@ -281,7 +291,11 @@ impl Superblock {
             undo_pages: u32_at(SB_UNDO_PAGES),
             sys_undo_pages: u32_at(SB_SYS_UNDO_PAGES),
             node_capacity: u32_at(SB_NODE_CAPACITY),
+            row_checksums: u32_at(SB_FLAGS) & FLAG_ROW_CHECKSUMS != 0,
         };
+        if u32_at(SB_FLAGS) & !FLAG_ROW_CHECKSUMS != 0 {
+            return SlotState::Damaged(format!("superblock flags {:#x}", u32_at(SB_FLAGS)));
+        }
         if let Err(e) = layout.validate() {
             return SlotState::Damaged(format!("superblock layout: {e}"));
         }
@@ -552,6 +566,7 @@ mod tests {
                 undo_pages: 8,
                 sys_undo_pages: 8,
                 node_capacity: 64,
+                row_checksums: true,
             },
         }
     }

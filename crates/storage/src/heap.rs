@@ -3,7 +3,16 @@
 //! safe however the index reorganises.
 //!
 //! Page layout: 64-byte header `[u16 kind = 3][2 pad][u32 table][u64 next heap page][u32 slot
-//! bytes][u32 slots]`, then slots of `[u64 state (0 free, 1 used)][u64 key][row, padded to 8]`.
+//! bytes][u32 slots]`, then slots of `[u32 state (0 free, 1 used)][u32 row crc][u64 key][row,
+//! padded to 8]`.
+//!
+//! **Row checksums** (format version 4, issue 37): a used slot's state word carries, in its high
+//! half, the CRC-32C of the row's rid, key and bytes ([`row_crc`]), so changed row bytes that
+//! still parse are caught on every read and by the integrity check instead of being returned.
+//! Invariant: the crc and the bytes it covers change together, under one undo record (or in a
+//! slot no committed state reaches yet), so after recovery they agree again. CRC-32C because
+//! the crate we already use for every other checksum runs it in hardware (SSE 4.2 / ARMv8 CRC):
+//! a 100-byte row costs tens of nanoseconds, and 32 bits miss a random change 1 in 4·10^9.
 
 use crate::engine::Result;
 use crate::format::{get_u16, get_u32, get_u64, page_offset, PageId, PAGE_SIZE};
@@ -15,6 +24,37 @@ pub const SLOT_FREE: u64 = 0;
 pub const SLOT_USED: u64 = 1;
 /// Bytes before the row inside a slot.
 pub const SLOT_HEADER: u64 = 16;
+
+/// The slot state (`SLOT_FREE`, `SLOT_USED`) of a slot's first word.
+#[inline]
+pub fn slot_state(word: u64) -> u64 {
+    word & u64::from(u32::MAX)
+}
+
+/// The row checksum a used slot's first word holds (0 in a region without row checksums).
+#[inline]
+pub fn stored_crc(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+/// A used slot's first word with row checksum `crc`.
+#[inline]
+pub fn used_word(crc: u32) -> u64 {
+    SLOT_USED | u64::from(crc) << 32
+}
+
+/// Byte offset of the row checksum inside a slot (the high half of the state word).
+pub const SLOT_CRC_OFFSET: u64 = 4;
+
+/// The checksum of the row in slot `rid` holding `key`: the rid is in it so that a row's bytes
+/// written into another slot do not verify there. `row` may come in pieces (an update checks
+/// the new row without building it).
+pub fn row_crc(rid: u64, key: u64, row: &[&[u8]]) -> u32 {
+    let mut head = [0u8; 16];
+    head[..8].copy_from_slice(&rid.to_le_bytes());
+    head[8..].copy_from_slice(&key.to_le_bytes());
+    row.iter().fold(crc32c::crc32c(&head), |c, part| crc32c::crc32c_append(c, part))
+}
 
 pub fn slots_per_page(slot_bytes: u32) -> usize {
     (PAGE_SIZE - HEAP_HEADER) / slot_bytes as usize
@@ -107,6 +147,20 @@ pub fn check_rid(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn row_crc_covers_rid_key_and_every_byte_and_pieces_agree() {
+        let row: Vec<u8> = (0..100u8).collect();
+        let whole = row_crc(4096 + 64, 7, &[&row]);
+        assert_eq!(whole, row_crc(4096 + 64, 7, &[&row[..10], &row[10..60], &row[60..]]));
+        assert_ne!(whole, row_crc(4096 + 64 + 120, 7, &[&row]), "another slot");
+        assert_ne!(whole, row_crc(4096 + 64, 8, &[&row]), "another key");
+        let mut changed = row.clone();
+        changed[99] ^= 0x10;
+        assert_ne!(whole, row_crc(4096 + 64, 7, &[&changed]));
+        let word = used_word(whole);
+        assert_eq!((slot_state(word), stored_crc(word)), (SLOT_USED, whole));
+    }
 
     #[test]
     fn row_lines_count_the_lines_beyond_the_slot_header() {

@@ -39,6 +39,7 @@ fn fixture(capacity: usize, workers: u32) -> Fixture {
         undo_pages: 1,
         sys_undo_pages: 8,
         node_capacity: capacity as u32,
+        row_checksums: true,
     };
     layout.validate().unwrap();
     for w in 0..workers {

@@ -14,6 +14,7 @@ fn allocator() -> PageAllocator {
         undo_pages: 1,
         sys_undo_pages: 2,
         node_capacity: 8,
+        row_checksums: true,
     };
     layout.validate().unwrap();
     PageAllocator::format(&region, &layout);

@@ -18,6 +18,7 @@ fn regression_bitmap_mirror_torn_by_crash() {
         undo_pages: 1,
         sys_undo_pages: 2,
         node_capacity: 8,
+        row_checksums: true,
     };
     layout.validate().unwrap();
     PageAllocator::format(&region, &layout);

@@ -102,7 +102,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         out.ok = report.ok();
                         out.check = Some(report);
                     }
-                    Err(e) => out.error = Some(format!("reading the tables: {e}")),
+                    Err(e) => {
+                        // Reading stops at the first damaged row; the integrity walk goes on
+                        // and names every one (row checksums, issue 37).
+                        let walk = db.check_integrity().err().map(|w| format!("; integrity: {w}"));
+                        out.error =
+                            Some(format!("reading the tables: {e}{}", walk.unwrap_or_default()))
+                    }
                 }
                 // A library database (named tables) was never loaded by a workload.
                 let library = out.check.as_ref().is_some_and(|c| c.named_tables.is_some());

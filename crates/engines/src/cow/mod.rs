@@ -125,6 +125,7 @@ fn layout(options: &EngineOptions, page_count: u64) -> Layout {
         undo_pages: 1,
         sys_undo_pages: 2,
         node_capacity: options.node_capacity,
+        row_checksums: options.checksums,
     }
 }
 
@@ -217,6 +218,11 @@ impl Cow {
     }
 
     /// A committed page's bytes, after checking the id names a data page the region holds.
+    /// Whether readers verify leaf checksums (fixed at format: `checksums=off` regions skip it).
+    pub(crate) fn row_checksums(&self) -> bool {
+        self.layout.row_checksums
+    }
+
     pub(crate) fn page(&self, page: PageId) -> Result<&[u8]> {
         if !self.is_data_page(page) || page_offset(page + 1) > self.region.backed_len() {
             return Err(DbError::Corrupt(format!(

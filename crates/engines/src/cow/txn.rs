@@ -58,6 +58,25 @@ impl<'a> CowTxn<'a> {
         Node::parse(self.db.page(page)?, page, shape, level)
     }
 
+    /// Row `i` of leaf `node` (at `page`), its checksum verified: a damaged row is an error
+    /// naming it, never data returned.
+    fn checked_row<'n>(
+        &self,
+        shape: &Shape,
+        node: &Node<'n>,
+        page: PageId,
+        i: usize,
+    ) -> Result<&'n [u8]> {
+        if self.db.row_checksums() && !node.row_ok(i) {
+            return Err(DbError::Corrupt(format!(
+                "cow: table {}: leaf at page {page} entry {i} (key {}): row fails its checksum",
+                shape.owner - 1,
+                node.key(i)
+            )));
+        }
+        Ok(node.row(i))
+    }
+
     /// The leaf holding `key` and the entry's index, if present.
     fn find(&self, table: TableId, key: u64) -> Result<Option<(PageId, usize)>> {
         let (t, shape) = self.table(table)?;
@@ -286,7 +305,7 @@ impl<'a> CowTxn<'a> {
                     return Ok(false);
                 }
                 *budget -= 1;
-                if !visit(k, node.value(i)) {
+                if !visit(k, self.checked_row(shape, &node, page, i)?) {
                     return Ok(false);
                 }
             }
@@ -331,7 +350,8 @@ impl Txn for CowTxn<'_> {
         self.read_any = true;
         let Some((leaf, i)) = self.find(table, key)? else { return Ok(false) };
         let (_, shape) = self.table(table)?;
-        out.extend_from_slice(self.node(&shape, leaf, 0)?.value(i));
+        let node = self.node(&shape, leaf, 0)?;
+        out.extend_from_slice(self.checked_row(&shape, &node, leaf, i)?);
         Ok(true)
     }
 
@@ -344,14 +364,15 @@ impl Txn for CowTxn<'_> {
         }
         let path = self.cow_path(table, key)?;
         let (leaf, _) = path[path.len() - 1];
+        let value = super::layout::leaf_value(key, row, self.db.row_checksums());
         let n = self.dirty(leaf)?;
         let pos = n.view().search(key).unwrap_or_else(|i| i);
         if n.count() < shape.leaf_capacity {
-            n.insert(pos, key, row);
+            n.insert(pos, key, &value);
         } else {
             let right = self.new_node(&shape, 0)?;
             let mut rbuf = self.writer().dirty.remove(&right).expect("just added");
-            let sep = self.dirty(leaf)?.insert_split(pos, key, row, &mut rbuf);
+            let sep = self.dirty(leaf)?.insert_split(pos, key, &value, &mut rbuf);
             self.writer().dirty.insert(right, rbuf);
             self.propagate(table, &shape, &path, path.len() - 1, sep, right)?;
         }
@@ -367,12 +388,20 @@ impl Txn for CowTxn<'_> {
             return Ok(false);
         }
         let path = self.cow_path(table, key)?;
-        let n = self.dirty(path[path.len() - 1].0)?;
+        let (leaf, _) = path[path.len() - 1];
+        let checksums = self.db.row_checksums();
+        let n = self.dirty(leaf)?;
         let i = n.view().search(key).map_err(|_| {
             DbError::Corrupt(format!("cow: key {key} vanished from its leaf in table {table}"))
         })?;
-        let at = offset as usize;
-        n.value_mut(i)[at..at + bytes.len()].copy_from_slice(bytes);
+        // The row as it was must verify: a new checksum over damaged bytes would launder them.
+        if checksums && !n.view().row_ok(i) {
+            return Err(DbError::Corrupt(format!(
+                "cow: table {table}: leaf at page {leaf} entry {i} (key {key}): row fails its \
+                 checksum"
+            )));
+        }
+        n.update_row(i, offset as usize, bytes, checksums);
         Ok(true)
     }
 
@@ -494,12 +523,27 @@ fn walk(db: &Cow, snap: &Version) -> Result<(HashSet<PageId>, u64)> {
                 return Err(DbError::Corrupt(format!("cow: page {page} is reachable twice")));
             }
             let node = Node::parse(db.page(page)?, page, &shape, level)?;
-            if !node.crc_ok() {
-                return Err(DbError::Corrupt(format!("cow: node at page {page} fails its crc")));
+            // A leaf's damaged rows are named first (the node's crc then only says "page").
+            let bad_row = (level == 0 && db.row_checksums())
+                .then(|| (0..node.count).find(|&i| !node.row_ok(i)))
+                .flatten();
+            if bad_row.is_none() && !node.crc_ok() {
+                return Err(DbError::Corrupt(format!(
+                    "cow: table {}: node at page {page} (level {level}, {} entries) fails its \
+                     checksum",
+                    t.spec.name, node.count
+                )));
             }
             if level == 0 {
                 for i in 0..node.count {
                     let k = node.key(i);
+                    if bad_row == Some(i) {
+                        return Err(DbError::Corrupt(format!(
+                            "cow: table {}: leaf at page {page} entry {i} (key {k}): row fails \
+                             its checksum",
+                            t.spec.name
+                        )));
+                    }
                     if last.is_some_and(|l| l >= k) {
                         return Err(DbError::Corrupt(format!(
                             "cow: table {}: key {k} out of order",

@@ -241,6 +241,7 @@ fn layout(options: &EngineOptions, page_count: u64) -> Layout {
         undo_pages: options.undo_pages,
         sys_undo_pages: options.sys_undo_pages,
         node_capacity: options.node_capacity,
+        row_checksums: options.checksums,
     }
 }
 
@@ -351,7 +352,7 @@ impl InPlace {
             let rid = storage::heap::rid(page, t.slot_bytes, i);
             match self.region.read_u64(rid) {
                 storage::heap::SLOT_FREE => free.list.push(rid),
-                storage::heap::SLOT_USED => {}
+                w if storage::heap::slot_state(w) == storage::heap::SLOT_USED => {}
                 s => {
                     return Err(DbError::Corrupt(format!(
                         "table {}: slot {rid} has state {s}",
@@ -457,24 +458,37 @@ impl InPlace {
     }
 
     /// Validates a rid read from an index or an undo record and the slot it names: in use and
-    /// holding `key` (when given).
-    pub(crate) fn check_row(&self, t: &TableRt, rid: u64, key: Option<u64>) -> Result<()> {
+    /// holding `key` (when given). Returns the slot's state word (0 without a key).
+    pub(crate) fn check_row(&self, t: &TableRt, rid: u64, key: Option<u64>) -> Result<u64> {
         let page = storage::heap::check_rid(&self.store, t.id, t.slot_bytes, rid)?;
-        if let Some(key) = key {
-            self.store.touch_more(
-                Heap,
-                page,
-                pmem::line_span(rid, storage::heap::SLOT_HEADER).count,
-            );
-            let (state, k) = (self.region.read_u64(rid), self.region.read_u64(rid + 8));
-            if state != storage::heap::SLOT_USED || k != key {
-                return Err(DbError::Corrupt(format!(
-                    "table {}: index key {key} names slot {rid} holding state {state} key {k}",
-                    t.spec.name
-                )));
-            }
+        let Some(key) = key else { return Ok(0) };
+        self.store.touch_more(Heap, page, pmem::line_span(rid, storage::heap::SLOT_HEADER).count);
+        let (word, k) = (self.region.read_u64(rid), self.region.read_u64(rid + 8));
+        let state = storage::heap::slot_state(word);
+        if state != storage::heap::SLOT_USED || k != key {
+            return Err(DbError::Corrupt(format!(
+                "table {}: index key {key} names slot {rid} holding state {state} key {k}",
+                t.spec.name
+            )));
         }
-        Ok(())
+        Ok(word)
+    }
+
+    /// Checks the row `row` read from slot `rid` (state word `word`, holding `key`) against
+    /// its checksum: damaged row bytes are an error naming the row, never data returned.
+    pub(crate) fn verify_row(
+        &self,
+        t: &TableRt,
+        rid: u64,
+        key: u64,
+        word: u64,
+        row: &[&[u8]],
+    ) -> Result<()> {
+        let crc = storage::heap::row_crc(rid, key, row);
+        if !self.layout.row_checksums || u64::from(crc) == word >> 32 {
+            return Ok(());
+        }
+        Err(DbError::Corrupt(row_damage(&t.spec.name, t.slot_bytes, rid, key)))
     }
 
     /// A system transaction on `log`, with the engine's test-only fault applied.
@@ -552,6 +566,13 @@ pub(crate) fn read_activity(store: &PageStore) -> Vec<(&'static str, u64)> {
         ("other_lines", o.lines),
         ("other_missed_lines", o.missed_lines),
     ]
+}
+
+/// The one-line report of a row that fails its checksum: table, page, slot and key.
+pub(crate) fn row_damage(table: &str, slot_bytes: u32, rid: u64, key: u64) -> String {
+    let page = rid / PAGE_SIZE_U64;
+    let slot = (rid % PAGE_SIZE_U64 - storage::heap::HEAP_HEADER as u64) / u64::from(slot_bytes);
+    format!("table {table}: heap page {page} slot {slot} (key {key}): row fails its checksum")
 }
 
 /// What lives at `offset`, for wear reports.

@@ -300,6 +300,9 @@ pub(crate) fn check_integrity(db: &InPlace) -> IntegrityResult {
     for p in 0..db.layout.first_data_page() {
         claim(p, "metadata")?;
     }
+    // Rows that fail their checksums are all reported (the structure around them is sound, so
+    // the walk goes on): what was damaged is the first thing a reader of `check` needs.
+    let mut damaged: Vec<String> = Vec::new();
     for t in db.tables.iter() {
         report.tables += 1;
         let tree = db.tree(t).check().map_err(|e| format!("table {}: {e}", t.spec.name))?;
@@ -314,8 +317,13 @@ pub(crate) fn check_integrity(db: &InPlace) -> IntegrityResult {
                 let rid = heap::rid(*p, t.slot_bytes, i);
                 match db.region.read_u64(rid) {
                     SLOT_FREE => {}
-                    SLOT_USED => {
-                        used.insert(rid, db.region.read_u64(rid + 8));
+                    w if heap::slot_state(w) == SLOT_USED => {
+                        let key = db.region.read_u64(rid + 8);
+                        let row = db.region.read(rid + heap::SLOT_HEADER, t.spec.row_bytes as _);
+                        if db.verify_row(t, rid, key, w, &[row]).is_err() {
+                            damaged.push(super::row_damage(&t.spec.name, t.slot_bytes, rid, key));
+                        }
+                        used.insert(rid, key);
                     }
                     s => return Err(format!("table {}: slot {rid} has state {s}", t.spec.name)),
                 }
@@ -347,6 +355,19 @@ pub(crate) fn check_integrity(db: &InPlace) -> IntegrityResult {
             ));
         }
         report.rows += used.len() as u64;
+    }
+    if !damaged.is_empty() {
+        const SHOWN: usize = 8;
+        let more = damaged.len().saturating_sub(SHOWN);
+        let mut why = format!(
+            "{} damaged rows: {}",
+            damaged.len(),
+            damaged[..damaged.len().min(SHOWN)].join("; ")
+        );
+        if more > 0 {
+            why += &format!("; and {more} more");
+        }
+        return Err(why);
     }
     // Beyond the file (a growable region is laid out for far more) nothing may be in use; those
     // pages are checked a bitmap word at a time, or a 1 TiB layout takes seconds.

@@ -9,7 +9,7 @@ use crate::Fault;
 use parking_lot::MutexGuard;
 use storage::engine::{check_row, check_update};
 use storage::format::{page_offset, PAGE_SIZE_U64};
-use storage::heap::{row_lines, SLOT_FREE, SLOT_HEADER, SLOT_USED};
+use storage::heap::{row_crc, row_lines, used_word, SLOT_CRC_OFFSET, SLOT_FREE, SLOT_HEADER};
 use storage::lock::{LockMode, LockSet};
 use storage::pages::PageClass::Heap;
 use storage::systxn::{encode_phys, SysTxn};
@@ -130,6 +130,62 @@ impl<'a> InPlaceTxn<'a> {
         }
     }
 
+    /// The checksum the row in `rid` will have once `bytes` are written at `offset` (`None`
+    /// in a region without row checksums), after checking the row as it is: an update never
+    /// launders damaged bytes into a row that verifies.
+    fn new_row_crc(
+        &self,
+        t: &TableRt,
+        rid: u64,
+        key: u64,
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<Option<u32>> {
+        let db = self.db;
+        if !db.layout.row_checksums {
+            return Ok(None);
+        }
+        let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
+        db.verify_row(t, rid, key, db.region.read_u64(rid), &[row])?;
+        let tail = &row[offset + bytes.len()..];
+        Ok(Some(row_crc(rid, key, &[&row[..offset], bytes, tail])))
+    }
+
+    /// Writes a row update and its new checksum (when the region has them). Pelley's protocol
+    /// persists one page update per row write, so there the checksum and the bytes go as one
+    /// contiguous write from the checksum field on (the bytes between are rewritten unchanged);
+    /// ours writes the two ranges, which the same barrier persists.
+    fn write_update(
+        &mut self,
+        rid: u64,
+        at: u64,
+        bytes: &[u8],
+        crc: Option<u32>,
+        skip_flush: bool,
+    ) -> Result<()> {
+        let pelley = self.db.protocol == Protocol::Pelley;
+        let Some(crc) = crc else {
+            return if skip_flush {
+                self.persist_page(at, bytes, true)
+            } else {
+                self.write(at, bytes)
+            };
+        };
+        let crc_at = rid + SLOT_CRC_OFFSET;
+        if pelley || skip_flush {
+            let mut span = self.db.region.read(crc_at, (at - crc_at) as usize).to_vec();
+            span[..4].copy_from_slice(&crc.to_le_bytes());
+            span.extend_from_slice(bytes);
+            return if skip_flush {
+                self.persist_page(crc_at, &span, true)
+            } else {
+                self.write(crc_at, &span)
+            };
+        }
+        self.write(at, bytes)?;
+        self.write(crc_at, &crc.to_le_bytes())
+    }
+
     fn take_slot(&mut self, t: &TableRt) -> Result<u64> {
         let mut free = t.free.lock();
         self.db.take_slot(t, &mut self.logs.sys, &mut free)
@@ -186,9 +242,10 @@ impl Txn for InPlaceTxn<'_> {
         self.locks.read_optimistic(&db.locks, self.id, table, key, || {
             out.clear();
             let Some(rid) = db.tree(t).get(key)? else { return Ok(false) };
-            db.check_row(t, rid, Some(key))?;
+            let word = db.check_row(t, rid, Some(key))?;
             let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
             db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
+            db.verify_row(t, rid, key, word, &[row])?;
             out.extend_from_slice(row);
             Ok(true)
         })
@@ -211,7 +268,8 @@ impl Txn for InPlaceTxn<'_> {
         }
         self.fresh.push(rid);
         let mut slot = Vec::with_capacity(SLOT_HEADER as usize + row.len());
-        slot.extend_from_slice(&SLOT_USED.to_le_bytes());
+        let crc = if db.layout.row_checksums { row_crc(rid, key, &[row]) } else { 0 };
+        slot.extend_from_slice(&used_word(crc).to_le_bytes());
         slot.extend_from_slice(&key.to_le_bytes());
         slot.extend_from_slice(row);
         let lines = pmem::line_span(rid, slot.len() as u64).count;
@@ -234,25 +292,32 @@ impl Txn for InPlaceTxn<'_> {
         self.lock(table, key, LockMode::Exclusive)?;
         let Some(rid) = self.find(t, key)? else { return Ok(false) };
         let at = rid + SLOT_HEADER + offset as u64;
-        let lines = row_lines(rid, offset.into(), bytes.len() as u64);
+        let crc = self.new_row_crc(t, rid, key, offset as usize, bytes)?;
+        let lines = match crc {
+            // The whole row was read to check and recompute its checksum.
+            Some(_) => row_lines(rid, 0, t.spec.row_bytes.into()),
+            None => row_lines(rid, offset.into(), bytes.len() as u64),
+        };
         self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, lines);
         let _latch = self.page_latch(at);
         if self.fresh.contains(&rid) {
-            self.write(at, bytes)?;
+            self.write_update(rid, at, bytes, crc, false)?;
             return Ok(true);
         }
-        let before = encode_phys(&self.db.region, &[(at, bytes.len())]);
+        // One undo record holds the old bytes and the old checksum: rolled back, they agree.
+        let crc_at = rid + SLOT_CRC_OFFSET;
+        let before = match crc {
+            Some(_) => encode_phys(&self.db.region, &[(at, bytes.len()), (crc_at, 4)]),
+            None => encode_phys(&self.db.region, &[(at, bytes.len())]),
+        };
         if matches!(self.db.fault, Some(Fault::UpdateBeforeUndo | Fault::PelleyPageBeforeWal)) {
-            self.write(at, bytes)?;
+            self.write_update(rid, at, bytes, crc, false)?;
             self.log(&[(REC_PHYS, &before)])?;
             return Ok(true);
         }
         self.log(&[(REC_PHYS, &before)])?;
-        if self.db.fault == Some(Fault::PelleyPageNotFlushed) {
-            self.persist_page(at, bytes, true)?;
-        } else {
-            self.write(at, bytes)?;
-        }
+        let skip_flush = self.db.fault == Some(Fault::PelleyPageNotFlushed);
+        self.write_update(rid, at, bytes, crc, skip_flush)?;
         Ok(true)
     }
 
@@ -305,9 +370,10 @@ impl Txn for InPlaceTxn<'_> {
                 }
             }
             locks.lock(&db.locks, id, table, key, LockMode::Shared)?;
-            db.check_row(t, rid, Some(key))?;
+            let word = db.check_row(t, rid, Some(key))?;
             let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
             db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
+            db.verify_row(t, rid, key, word, &[row])?;
             n += 1;
             gap = key.checked_add(1);
             stopped = !(visit(key, row) && n < limit);

@@ -10,15 +10,24 @@
 //!
 //! Invariant: every node reachable from the head was fully persisted (contents and next
 //! pointers) before the store that made it reachable; every pointer read from the arena is
-//! checked to lie inside the arena's used part before it is followed.
+//! checked to lie inside the arena's used part before it is followed. A node's checksum is
+//! written with its contents (so it is persisted before the node is reachable) and verified
+//! whenever its row is read (issue 37: changed row bytes are an error, never data).
 
 use pmem::Region;
 use std::collections::{BTreeMap, HashMap};
-use storage::format::get_u64;
+use storage::format::{get_u32, get_u64};
 use storage::{DbError, Result, TableSpec};
 
 pub(crate) const MAX_HEIGHT: usize = 12;
+/// `[u16 table][u8 height][u8 flags][u32 crc][u64 key][u64 seq]`, then the next pointers and
+/// the row. (Tables are at most 63, so the table id gave up two bytes to the checksum and nodes
+/// kept their size: the memtable holds as many rows as before.)
 const NODE_HEADER: u64 = 24;
+/// Where a node's checksum lies: CRC-32C of header bytes `0..4` and `8..24` and the row (not
+/// the next pointers, which linking changes after the node is persisted). 0 with
+/// `checksums=off`.
+const NODE_CRC: usize = 4;
 /// The head node: a header and `MAX_HEIGHT` next pointers.
 pub(crate) const HEAD_BYTES: u64 = 128;
 const _: () = assert!(NODE_HEADER + 8 * MAX_HEIGHT as u64 <= HEAD_BYTES);
@@ -58,6 +67,8 @@ pub(crate) struct NvmMem {
     /// Bytes of the arena in use (head included); nodes lie below `base + used`.
     pub used: u64,
     rng: u64,
+    /// Nodes carry checksums (fixed at format, `Layout::row_checksums`).
+    pub checksums: bool,
 }
 
 /// Where a search is: the head, or a node.
@@ -68,8 +79,8 @@ enum At {
 }
 
 impl NvmMem {
-    pub fn new(base: u64, capacity: u64, used: u64) -> NvmMem {
-        NvmMem { base, capacity, used, rng: 0x9E37_79B9_7F4A_7C15 ^ base }
+    pub fn new(base: u64, capacity: u64, used: u64, checksums: bool) -> NvmMem {
+        NvmMem { base, capacity, used, rng: 0x9E37_79B9_7F4A_7C15 ^ base, checksums }
     }
 
     /// Writes an empty head (flushed; the caller fences).
@@ -107,9 +118,9 @@ impl NvmMem {
             return bad("pointer outside the arena");
         }
         let h = region.read(off, NODE_HEADER as usize);
-        let table = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
-        let height = h[4] as usize;
-        let flags = h[5];
+        let table = u32::from(u16::from_le_bytes([h[0], h[1]]));
+        let height = h[2] as usize;
+        let flags = h[3];
         let Some(spec) = tables.get(table as usize) else { return bad("no such table") };
         if height == 0 || height > MAX_HEIGHT || flags > FLAG_TOMBSTONE {
             return bad("bad height or flags");
@@ -128,17 +139,29 @@ impl NvmMem {
         })
     }
 
+    /// The row of node `n` (`None`: a tombstone), its checksum verified.
     pub fn value<'r>(
         &self,
         region: &'r Region,
         tables: &[TableSpec],
         n: &Node,
-    ) -> Option<&'r [u8]> {
-        (!n.tombstone)
-            .then(|| region.read(n.value_at(), tables[n.table as usize].row_bytes as usize))
+    ) -> Result<Option<&'r [u8]>> {
+        let value = (!n.tombstone)
+            .then(|| region.read(n.value_at(), tables[n.table as usize].row_bytes as usize));
+        if self.checksums {
+            let h = region.read(n.off, NODE_HEADER as usize);
+            if get_u32(h, NODE_CRC) != node_crc(h, value.unwrap_or(&[])) {
+                return Err(DbError::Corrupt(format!(
+                    "lsm memtable: table {} key {} (node at offset {}): row fails its checksum",
+                    n.table, n.key, n.off
+                )));
+            }
+        }
+        Ok(value)
     }
 
     /// Writes a node's header and value (not its next pointers) at `off`.
+    #[allow(clippy::too_many_arguments)]
     pub fn write_node(
         region: &Region,
         off: u64,
@@ -147,13 +170,19 @@ impl NvmMem {
         seq: u64,
         height: usize,
         value: Option<&[u8]>,
+        checksums: bool,
     ) {
         let mut h = [0u8; NODE_HEADER as usize];
-        h[0..4].copy_from_slice(&table.to_le_bytes());
-        h[4] = height as u8;
-        h[5] = if value.is_none() { FLAG_TOMBSTONE } else { 0 };
+        debug_assert!(table <= u32::from(u16::MAX), "the manifest holds at most 63 tables");
+        h[0..2].copy_from_slice(&(table as u16).to_le_bytes());
+        h[2] = height as u8;
+        h[3] = if value.is_none() { FLAG_TOMBSTONE } else { 0 };
         h[8..16].copy_from_slice(&key.to_le_bytes());
         h[16..24].copy_from_slice(&seq.to_le_bytes());
+        if checksums {
+            let c = node_crc(&h, value.unwrap_or(&[]));
+            h[NODE_CRC..NODE_CRC + 4].copy_from_slice(&c.to_le_bytes());
+        }
         region.write(off, &h);
         region.write(off + NODE_HEADER, &vec![0u8; 8 * height]);
         if let Some(v) = value {
@@ -315,6 +344,11 @@ impl NvmMem {
         let next = region.read_u64(self.base + NODE_HEADER);
         self.at(region, tables, next)
     }
+}
+
+fn node_crc(header: &[u8], value: &[u8]) -> u32 {
+    let head = crc32c::crc32c(&header[..NODE_CRC]);
+    crc32c::crc32c_append(crc32c::crc32c_append(head, &header[NODE_CRC + 4..]), value)
 }
 
 /// The DRAM memtable of the traditional engine: the newest version of each key.

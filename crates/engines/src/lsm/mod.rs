@@ -186,6 +186,7 @@ fn plan(o: &EngineOptions, page_count: u64) -> (Areas, Layout) {
         undo_pages: (fixed_pages - 2) as u32,
         sys_undo_pages: 2,
         node_capacity: storage::btree::MAX_NODE_ENTRIES as u32,
+        row_checksums: o.checksums,
     };
     areas.control_page = layout.undo_log_page(0);
     debug_assert_eq!(areas.first_run_page(), layout.first_data_page());
@@ -234,7 +235,7 @@ impl Lsm {
         let (mem, committed_seq, log_end) = if io_fs {
             recover_fs(&region, &areas, &manifest, &mut report)?
         } else {
-            recover_nvm(&region, &areas, &manifest, &mut report)?
+            recover_nvm(&region, &areas, &manifest, sb.layout.row_checksums, &mut report)?
         };
         let recover_us = recover_started.elapsed().as_micros();
         report.notes.push(format!(
@@ -315,7 +316,7 @@ impl Lsm {
             }
             Mem::Nvm(m) => {
                 if let Some(n) = m.get(&self.region, tables, table, key)? {
-                    if let Some(v) = m.value(&self.region, tables, &n) {
+                    if let Some(v) = m.value(&self.region, tables, &n)? {
                         out.extend_from_slice(v);
                     }
                     return Ok(!n.tombstone);
@@ -407,7 +408,8 @@ impl Lsm {
         let mut nodes = Vec::with_capacity(writes.len());
         for ((&(table, key), v), &h) in writes.iter().zip(&heights) {
             let off = m.base + m.used;
-            NvmMem::write_node(&self.region, off, table, key, seq, h, v.as_deref());
+            let checksums = m.checksums;
+            NvmMem::write_node(&self.region, off, table, key, seq, h, v.as_deref(), checksums);
             m.used += memtable::node_bytes(h, v.as_ref().map_or(0, |v| v.len()));
             nodes.push(Node { off, table, key, seq, height: h, tombstone: v.is_none() });
         }
@@ -516,7 +518,7 @@ impl Lsm {
             Mem::Nvm(m) => {
                 let mut cur = m.first(&self.region, tables)?;
                 while let Some(n) = cur {
-                    let v = m.value(&self.region, tables, &n).map(|v| v.to_vec());
+                    let v = m.value(&self.region, tables, &n)?.map(|v| v.to_vec());
                     out[n.table as usize].push((n.key, v));
                     cur = m.next_key(&self.region, tables, &n)?;
                 }
@@ -613,10 +615,11 @@ impl Lsm {
         self.persist_late(&new);
         st.mem = match st.mem {
             Mem::Dram(_) => Mem::Dram(DramMem::default()),
-            Mem::Nvm(_) => Mem::Nvm(NvmMem::new(
+            Mem::Nvm(ref m) => Mem::Nvm(NvmMem::new(
                 self.areas.arena_base(other),
                 self.areas.memtable_bytes,
                 HEAD_BYTES,
+                m.checksums,
             )),
         };
         st.log_end = 0;
@@ -936,6 +939,7 @@ fn recover_nvm(
     region: &Region,
     areas: &Areas,
     m: &Manifest,
+    checksums: bool,
     report: &mut RecoveryReport,
 ) -> Result<(Mem, u64, u64)> {
     let control = page_offset(areas.control_page);
@@ -967,7 +971,7 @@ fn recover_nvm(
             }
         }
     };
-    let mut mem = NvmMem::new(base, cap, used);
+    let mut mem = NvmMem::new(base, cap, used, checksums);
     if let Some((seq, start, end, ptrs)) = decode_ptr_record(region, slot_of(committed + 1)) {
         if seq == committed + 1 && start == used {
             // Follow pointers up to the in-flight record's end while undoing it.

@@ -175,7 +175,7 @@ impl<'a> Source<'a> {
             Source::Dram(r) => Ok(r.next().map(|(&(_, k), v)| (k, v.as_deref()))),
             Source::Nvm { mem, tables, cur } => match *cur {
                 Some(n) if n.table == table && n.key <= high => {
-                    let v = mem.value(region, tables, &n);
+                    let v = mem.value(region, tables, &n)?;
                     *cur = mem.next_key(region, tables, &n)?;
                     Ok(Some((n.key, v)))
                 }
