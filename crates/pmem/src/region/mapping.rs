@@ -337,8 +337,8 @@ impl Region {
             }
             actual
         };
-        // A private mapping reserves no swap for its copy-on-write pages: a growable region maps far
-        // more than it will ever touch, and the kernel would refuse the whole reservation.
+        // A private mapping reserves no swap for its copy-on-write pages: a growable region maps
+        // far more than it will ever touch, and the kernel would refuse the whole reservation.
         let flags = if options.private {
             libc::MAP_PRIVATE | libc::MAP_NORESERVE
         } else {
