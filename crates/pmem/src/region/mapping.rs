@@ -466,6 +466,8 @@ impl Region {
         let step = GROW_STEP_BYTES.max(backed / 8);
         let target = end.max(backed + step).div_ceil(2 << 20) * (2 << 20);
         let target = target.min(max);
+        // Postcondition of the growth step, which callers rely on to place data at `end`.
+        assert!(backed < target && end <= target && target <= max, "grow {backed} -> {target}");
         // SAFETY: a plain syscall on an open descriptor; errors come back as its return value.
         let rc = unsafe {
             libc::posix_fallocate(
