@@ -1,15 +1,15 @@
 //! `Region`: a byte range of persistent memory addressed by `u64` offsets, on one medium
 //! (`docs/design.md` §2; persist primitives after Pelley et al., VLDB 2014, §3.2).
 //!
-//! Split by job:
-//! * [`options`]: the medium, the sync mode and [`RegionOptions`] with their defaults and checks;
-//! * [`mapping`]: mapping each medium, the region file's lock, and growth under a fixed mapping;
-//! * [`access`]: the access path — loads, stores, flushes, fences — and what a flush does on
+//! Split by job (the files of `region/`):
+//! * `options.rs`: the medium, the sync mode and [`RegionOptions`] with their defaults and checks;
+//! * `mapping.rs`: mapping each medium, the region file's lock, and growth under a fixed mapping;
+//! * `access.rs`: the access path — loads, stores, flushes, fences — and what a flush does on
 //!   each medium;
-//! * [`observe`]: the store-event seam, [`StoreObserver`], and its implementations (wear map,
+//! * `observe.rs`: the store-event seam, [`StoreObserver`], and its implementations (wear map,
 //!   dirty-line tracker, tracer, timing model);
-//! * [`image`]: crash images, staging copies, saved images;
-//! * [`probe`]: file-system probes (free space, kind, DAX).
+//! * `image.rs`: crash images, staging copies, saved images;
+//! * `probe.rs`: file-system probes (free space, kind, DAX).
 //!
 //! This file holds the region itself: what an open assembles and what a caller may ask of it.
 //! Invariant: every persistent store goes through [`Region::write`] / [`Region::write_u64`], so
@@ -53,7 +53,7 @@ struct Inner {
     /// Everything that sees the access path's events; the fields below are the built-in
     /// observers' own handles, for what is asked of them directly (counts, traces, delays).
     observers: Observers,
-    /// The `sim` medium's persistence domain (not an observer: see [`observe`]).
+    /// The `sim` medium's persistence domain (not an observer: see `observe.rs`).
     sim: Option<Sim>,
     timing: Option<Arc<TimingCharge>>,
     wear: Option<Arc<WearMap>>,

@@ -119,7 +119,7 @@ pub struct RegionOptions {
     pub wear_granularity: WearGranularity,
     /// Record a persist trace.
     pub trace: bool,
-    /// Track written lines in a [`DirtyLines`] set (the staging copy of NVRAM Group Commit).
+    /// Track written lines in a [`crate::DirtyLines`] set (the staging copy of NVRAM Group Commit).
     pub track_dirty: bool,
     /// Largest size the region may grow to (file media): the mapping is this long from the
     /// start, the file only `size_bytes`, and [`Region::ensure_backed`] extends the file as the
