@@ -122,8 +122,8 @@ pub struct RegionOptions {
     /// Track written lines in a [`crate::DirtyLines`] set (the staging copy of NVRAM Group Commit).
     pub track_dirty: bool,
     /// Largest size the region may grow to (file media): the mapping is this long from the
-    /// start, the file only `size_bytes`, and [`Region::ensure_backed`] extends the file as the
-    /// engine allocates further. 0: the region stays at its size.
+    /// start, the file only `size_bytes`, and [`crate::Region::ensure_backed`] extends the file
+    /// as the engine allocates further. 0: the region stays at its size.
     pub max_size_bytes: u64,
     /// Map an existing file privately (copy-on-write): stores never reach the file. For
     /// read-only inspection (`nvmdb check`): recovery can run without changing the region.
