@@ -7,7 +7,7 @@
 //! descriptor of its open file description closes, so a killed process leaves no lock behind.
 //!
 //! Invariant: while a [`FileLock`] lives, no other open file description holds a lock on its
-//! file, and this process's registry of held files ([`HELD`]) names it.
+//! file, and this process's registry of held files (`HELD`) names it.
 
 use crate::error::{PmemError, Result};
 use std::collections::BTreeMap;

@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 const SHARDS: usize = 64;
-const COUNTERS: usize = 7;
+const COUNTERS: usize = 4;
 
+/// The access path's own counters; the timing model keeps its delays, charged reads and
+/// reservations itself (it is one of the region's observers) and `Region::stats` adds them.
 #[derive(Clone, Copy)]
 #[repr(usize)]
 pub(crate) enum Counter {
@@ -18,9 +20,6 @@ pub(crate) enum Counter {
     BytesWritten = 1,
     LinesFlushed = 2,
     Fences = 3,
-    DelayNs = 4,
-    LinesReadCharged = 5,
-    Reservations = 6,
 }
 
 /// A snapshot of a region's counters (or a difference of two snapshots).
@@ -123,9 +122,7 @@ impl StatCounters {
             bytes_written: sum(Counter::BytesWritten),
             lines_flushed: sum(Counter::LinesFlushed),
             fences: sum(Counter::Fences),
-            delay_ns: sum(Counter::DelayNs),
-            lines_read_charged: sum(Counter::LinesReadCharged),
-            reservations: sum(Counter::Reservations),
+            ..Stats::default()
         }
     }
 }
@@ -245,7 +242,7 @@ impl WearMap {
 
     /// A store of `len` bytes at `offset` (byte granularity: marks them stored).
     #[inline]
-    pub(crate) fn on_store(&self, offset: u64, len: u64) {
+    pub(crate) fn mark_stored(&self, offset: u64, len: u64) {
         let Some(chunks) = &self.bytes else { return };
         let (mut at, end) = (offset as usize, (offset + len) as usize);
         while at < end {
@@ -349,10 +346,10 @@ mod wear_tests {
         // Line granularity counts all 64 bytes of a flushed line alike; the thesis counts bytes.
         let w = WearMap::new(8192, WearGranularity::Byte);
         for _ in 0..10 {
-            w.on_store(8, 8); // an LSN-like word, stored every time
+            w.mark_stored(8, 8); // an LSN-like word, stored every time
             w.record(line_span(0, 64));
         }
-        w.on_store(16, 4); // a row field, stored once
+        w.mark_stored(16, 4); // a row field, stored once
         w.record(line_span(0, 64));
         w.record(line_span(0, 64)); // flushed again without a store: no write
         let mut seen = Vec::new();
@@ -361,14 +358,14 @@ mod wear_tests {
             (8..16).map(|o| (o, 10)).chain((16..20).map(|o| (o, 1))).collect();
         assert_eq!(seen, expect);
         assert_eq!(w.counts()[0], 12, "the line was flushed 12 times");
-        w.on_store(100, 1);
+        w.mark_stored(100, 1);
         w.reset();
         w.record(line_span(64, 64));
         seen.clear();
         w.for_each_byte(|o, n| seen.push((o, n)));
         assert_eq!(seen, vec![(100, 1)], "a store before the reset persists after it");
         let lines = WearMap::new(8192, WearGranularity::Line);
-        lines.on_store(0, 8);
+        lines.mark_stored(0, 8);
         lines.record(line_span(0, 8));
         lines.for_each_byte(|_, _| panic!("no byte counts at line granularity"));
     }

@@ -1,0 +1,263 @@
+//! `Region`: a byte range of persistent memory addressed by `u64` offsets, on one medium
+//! (`docs/design.md` §2; persist primitives after Pelley et al., VLDB 2014, §3.2).
+//!
+//! Split by job (the files of `region/`):
+//! * `options.rs`: the medium, the sync mode and [`RegionOptions`] with their defaults and checks;
+//! * `mapping.rs`: mapping each medium, the region file's lock, and growth under a fixed mapping;
+//! * `access.rs`: the access path — loads, stores, flushes, fences — and what a flush does on
+//!   each medium;
+//! * `observe.rs`: the store-event seam, [`StoreObserver`], and its implementations (wear map,
+//!   dirty-line tracker, tracer, timing model);
+//! * `image.rs`: crash images, staging copies, saved images;
+//! * `probe.rs`: file-system probes (free space, kind, DAX).
+//!
+//! This file holds the region itself: what an open assembles and what a caller may ask of it.
+//! Invariant: every persistent store goes through [`Region::write`] / [`Region::write_u64`], so
+//! the statistics, the observers and the crash simulator see all of them.
+
+mod access;
+mod image;
+mod mapping;
+mod observe;
+mod options;
+mod probe;
+
+pub use image::{sparse_clone, IMAGE_BLOCK};
+pub use mapping::{classify_dax_map_error, map_flags};
+pub use observe::{Events, StoreObserver, MAX_OBSERVERS};
+pub use options::{Medium, RegionOptions, SyncMode};
+pub use probe::{filesystem_name, free_bytes, is_dax};
+
+use crate::dirty::DirtyLines;
+use crate::flush::FlushKind;
+use crate::lock::FileLock;
+use crate::sim::{CrashPolicy, Sim, View};
+use crate::stats::{StatCounters, Stats, WearMap};
+use crate::timing::{TimingModel, TimingOptions};
+use crate::trace::{TraceEvent, Tracer};
+use access::WriteBack;
+use mapping::{Grower, Mapping, Opened};
+use observe::{Observers, TimingCharge};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+struct Inner {
+    map: Mapping,
+    medium: Medium,
+    flush_kind: FlushKind,
+    eadr: bool,
+    /// What a flush does here (the medium, `eadr`, the sync mode and the flush instruction).
+    write_back: WriteBack,
+    path: Option<PathBuf>,
+    stats: StatCounters,
+    /// Everything that sees the access path's events; the fields below are the built-in
+    /// observers' own handles, for what is asked of them directly (counts, traces, delays).
+    observers: Observers,
+    /// The `sim` medium's persistence domain (not an observer: see `observe.rs`).
+    sim: Option<Sim>,
+    timing: Option<Arc<TimingCharge>>,
+    wear: Option<Arc<WearMap>>,
+    tracer: Option<Arc<Tracer>>,
+    dirty: Option<Arc<DirtyLines>>,
+    /// This open produced brand-new zeroed contents (see [`Region::created`]).
+    created: bool,
+    /// How a growable region extends its file (`None`: the mapping is all backed).
+    grower: Option<Grower>,
+    file: Option<std::fs::File>,
+    /// The exclusive lock on the region file (file media with a path). Declared last so that it
+    /// is released after `map` is unmapped: no other opener maps the file while this one does.
+    _lock: Option<FileLock>,
+}
+
+/// A persistent-memory region. Cheap to clone (shared).
+///
+/// **Contract**: every store goes through [`Region::write`] / [`Region::write_u64`]; durability
+/// and ordering only through [`Region::flush`], [`Region::fence`] and [`Region::persist`]. Eight
+/// aligned bytes persist atomically, nothing larger does. Concurrent writers of the same bytes
+/// must be serialised by the caller (page latches); reads may borrow slices.
+#[derive(Clone)]
+pub struct Region {
+    inner: Arc<Inner>,
+}
+
+impl Region {
+    /// The region around a mapping: its statistics, the observers its options ask for (added
+    /// in the order tracer, wear map, dirty lines, timing model) and, with `sim_image`, the
+    /// crash simulator over that persisted image.
+    fn assemble(
+        options: &RegionOptions,
+        opened: Opened,
+        flush_kind: FlushKind,
+        sim_image: Option<Vec<u8>>,
+    ) -> Region {
+        let Opened { map, path, lock, created, grower, file } = opened;
+        let len = map.len;
+        let sim = sim_image.map(|img| Sim::new(img, options.eadr));
+        let write_back = WriteBack::new(sim.is_some(), options.eadr, options.sync, flush_kind);
+        let medium_bits = if sim.is_some() { observe::Events::SIM_MEDIUM } else { Events::NONE };
+        let observers = Observers::new(medium_bits);
+        let tracer = options.trace.then(|| Arc::new(Tracer::default()));
+        let wear = options.wear.then(|| Arc::new(WearMap::new(len, options.wear_granularity)));
+        let dirty = options.track_dirty.then(|| Arc::new(DirtyLines::new(len)));
+        let timing = (!options.timing.is_off())
+            .then(|| Arc::new(TimingCharge::new(TimingModel::new(options.timing))));
+        let built_in: [Option<Arc<dyn StoreObserver>>; 4] = [
+            tracer.clone().map(|t| t as Arc<dyn StoreObserver>),
+            wear.clone().map(|w| w as Arc<dyn StoreObserver>),
+            dirty.clone().map(|d| d as Arc<dyn StoreObserver>),
+            timing.clone().map(|t| t as Arc<dyn StoreObserver>),
+        ];
+        for observer in built_in.into_iter().flatten() {
+            let added = observers.add(observer);
+            assert!(added, "{MAX_OBSERVERS} observer slots hold the 4 built-in observers");
+        }
+        Region {
+            inner: Arc::new(Inner {
+                map,
+                medium: options.medium,
+                flush_kind,
+                eadr: options.eadr,
+                write_back,
+                path,
+                stats: StatCounters::new(),
+                observers,
+                sim,
+                timing,
+                wear,
+                tracer,
+                dirty,
+                created,
+                grower,
+                file,
+                _lock: lock,
+            }),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.map.len == 0
+    }
+
+    pub fn medium(&self) -> Medium {
+        self.inner.medium
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// Whether this open produced brand-new zeroed contents: `dram`, a new `sim` region, the
+    /// private `shm` file, or a region file that did not exist or was empty before this open.
+    /// False for a file with contents (even all-zero ones) and for [`Region::from_image`]. An
+    /// engine may format a created region without scanning it first.
+    pub fn created(&self) -> bool {
+        self.inner.created
+    }
+
+    pub fn flush_kind(&self) -> FlushKind {
+        self.inner.flush_kind
+    }
+
+    pub fn eadr(&self) -> bool {
+        self.inner.eadr
+    }
+
+    fn whole(&self) -> &[u8] {
+        // SAFETY: the mapping is live for as long as `self` and `len` bytes long.
+        unsafe { std::slice::from_raw_parts(self.inner.map.base, self.inner.map.len as usize) }
+    }
+
+    /// The mapping's address, for the raw-instruction baselines in [`crate::calib`].
+    pub(crate) fn base_ptr(&self) -> *mut u8 {
+        self.inner.map.base
+    }
+
+    /// The mapping as the crash simulator reads it (under its lock).
+    fn view(&self) -> View {
+        // SAFETY: the mapping is live for as long as `self`; on a `sim` region every store goes
+        // through `Sim::store` (the access path's observed store).
+        unsafe { View::new(self.inner.map.base, self.inner.map.len as usize) }
+    }
+
+    /// Whether this region records a trace.
+    pub fn tracing(&self) -> bool {
+        self.inner.tracer.is_some()
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut stats = self.inner.stats.snapshot();
+        if let Some(timing) = &self.inner.timing {
+            timing.add_to(&mut stats);
+        }
+        stats
+    }
+
+    /// Turns the timing model's delays off (loading, checking) or back on. Statistics are kept
+    /// either way.
+    pub fn set_timing_enabled(&self, on: bool) {
+        if let Some(timing) = &self.inner.timing {
+            timing.set_enabled(on);
+        }
+    }
+
+    pub fn timing(&self) -> Option<&TimingOptions> {
+        self.inner.timing.as_ref().map(|t| &t.model.options)
+    }
+
+    /// Per-line flush counts, if the region was opened with `wear`.
+    pub fn wear(&self) -> Option<Vec<u32>> {
+        self.inner.wear.as_deref().map(WearMap::counts)
+    }
+
+    /// The wear map itself (byte counts, granularity, reset), if the region keeps one.
+    pub fn wear_map(&self) -> Option<&WearMap> {
+        self.inner.wear.as_deref()
+    }
+
+    /// Takes the recorded trace and the count of events dropped over the limit.
+    pub fn take_trace(&self) -> Option<(Vec<TraceEvent>, u64)> {
+        self.inner.tracer.as_deref().map(Tracer::take)
+    }
+
+    /// Installs the observer of every later store (once per region): how a write-ahead log
+    /// captures the stores made to a volatile buffer-pool copy. Returns false if one is set
+    /// (or the region's [`MAX_OBSERVERS`] are taken).
+    pub fn set_observer(&self, observer: Arc<dyn StoreObserver>) -> bool {
+        self.inner.observers.set_external(observer)
+    }
+
+    /// Adds an observer of the events it asks for ([`StoreObserver::events`]) from now on,
+    /// after those already there. Returns false when the region holds [`MAX_OBSERVERS`].
+    pub fn add_observer(&self, observer: Arc<dyn StoreObserver>) -> bool {
+        self.inner.observers.add(observer)
+    }
+
+    /// The lines written since the set was last cleared (regions opened with `track_dirty`).
+    pub fn dirty(&self) -> Option<&DirtyLines> {
+        self.inner.dirty.as_deref()
+    }
+
+    /// The crash simulator, on the `sim` medium.
+    pub fn sim(&self) -> Option<&Sim> {
+        self.inner.sim.as_ref()
+    }
+
+    /// What a power failure now would leave (sim medium only).
+    pub fn crash_image(&self, policy: CrashPolicy, seed: u64) -> Option<Vec<u8>> {
+        self.inner.sim.as_ref().map(|s| s.crash_image(self.view(), policy, seed))
+    }
+
+    /// A copy of the current contents (as a crash image with durable caches would be).
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.whole()[..self.backed_len() as usize].to_vec()
+    }
+}
+
+/// A fresh scratch directory in `/dev/shm` for a test named `name`.
+#[cfg(test)]
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(format!("/dev/shm/nvmdb-region-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
