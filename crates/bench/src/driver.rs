@@ -161,15 +161,17 @@ pub struct Hooks<'a> {
 pub enum BenchError {
     #[error("{0}")]
     Options(String),
-    #[error("loading workload {workload}: {source}")]
-    Load { workload: String, source: DbError },
+    // The engine's error is a field named `error`, not `source`: its text is in the message
+    // already, and as a source an error chain would print it twice.
+    #[error("loading workload {workload}: {error}")]
+    Load { workload: String, error: DbError },
     #[error(
-        "attaching workload {workload} to the existing database: {source}; \
+        "attaching workload {workload} to the existing database: {error}; \
          remove the region file to load afresh"
     )]
-    Attach { workload: String, source: DbError },
-    #[error("worker {worker}: {source}")]
-    Txn { worker: usize, source: DbError },
+    Attach { workload: String, error: DbError },
+    #[error("worker {worker}: {error}")]
+    Txn { worker: usize, error: DbError },
     #[error(
         "worker {worker}: {failures} retryable failures in a row (last: {last}); \
          the run is livelocked, use fewer threads or a less skewed workload"
@@ -186,8 +188,8 @@ impl BenchError {
     pub fn is_region_full(&self) -> bool {
         matches!(
             self,
-            BenchError::Load { source: DbError::RegionFull(_), .. }
-                | BenchError::Txn { source: DbError::RegionFull(_), .. }
+            BenchError::Load { error: DbError::RegionFull(_), .. }
+                | BenchError::Txn { error: DbError::RegionFull(_), .. }
         )
     }
 }
@@ -304,10 +306,10 @@ fn prepare(
             workload
                 .load(engine, &progress)
                 .and_then(|()| crate::loaded::mark_loaded(engine, &name))
-                .map_err(|source| BenchError::Load { workload: name, source })?;
+                .map_err(|error| BenchError::Load { workload: name, error })?;
         }
         Setup::Attach => {
-            let attach_error = |source| BenchError::Attach { workload: name.clone(), source };
+            let attach_error = |error| BenchError::Attach { workload: name.clone(), error };
             match crate::loaded::load_state(engine) {
                 crate::loaded::LoadState::Complete(loaded) if loaded != name => {
                     return Err(attach_error(DbError::Invalid(format!(
@@ -627,7 +629,7 @@ fn wait(
 
 fn worker_error(worker: usize, e: WorkerError) -> BenchError {
     match e {
-        WorkerError::Db(source) => BenchError::Txn { worker, source },
+        WorkerError::Db(error) => BenchError::Txn { worker, error },
         WorkerError::Livelock { failures, last } => BenchError::Livelock { worker, failures, last },
     }
 }

@@ -2,7 +2,7 @@
 //! `cli/<name>.rs`; `registry` opens any engine by name (peers and testing engines included) for
 //! them. The embeddable library is the separate `nvmdb` crate, which this binary depends on.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod cli;
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let cli = parse_args();
     let result = match cli.command {
         Command::Info(args) => cli::info::run(args),
         Command::Calibrate(args) => cli::calibrate::run(args),
@@ -79,8 +79,75 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(&e));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The command line, or the process ends: help and version as clap prints them, a usage error
+/// (an unknown flag, a value out of its range) as one line and status 2, not a usage block.
+fn parse_args() -> Cli {
+    let matches = negative_numbers_are_values(Cli::command()).try_get_matches();
+    match matches.and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                e.exit();
+            }
+            let rendered = e.render().to_string();
+            eprintln!("{}", rendered.lines().next().unwrap_or("error: invalid command line"));
+            std::process::exit(e.exit_code());
+        }
+    }
+}
+
+/// Lets `--threads -1` reach the flag's value parser (which says what range it takes) instead
+/// of reading `-1` as an unknown flag, in every subcommand.
+fn negative_numbers_are_values(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| {
+            let takes_values = arg.get_action().takes_values();
+            arg.allow_negative_numbers(takes_values)
+        })
+        .mut_subcommands(negative_numbers_are_values)
+}
+
+/// An error and its causes, each clause once: a cause whose text the message already holds
+/// (an error that prints its source and also reports it as its source) is not repeated.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = e.to_string();
+    for cause in e.chain().skip(1) {
+        let clause = cause.to_string();
+        if !text.contains(&clause) {
+            text = format!("{text}: {clause}");
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("worker 0: {source}")]
+    struct Echoes {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn an_error_chain_prints_each_clause_once() {
+        let io = std::io::Error::other("disk on fire");
+        let e = anyhow::Error::new(Echoes { source: io }).context("bench");
+        assert_eq!(error_chain(&e), "bench: worker 0: disk on fire");
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(error_chain(&plain), "outer: inner");
     }
 }

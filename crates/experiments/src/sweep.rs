@@ -28,10 +28,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub enum SweepError {
     #[error(transparent)]
     Override(#[from] OverrideError),
+    /// Not `#[from]`: that would make the `StoreError` the source as well, and an error chain
+    /// would print its text twice.
     #[error("cannot record results: {0}")]
-    Store(#[from] StoreError),
+    Store(StoreError),
     #[error("two specs are called `{0}`; give one a different [spec] name")]
     DuplicateName(String),
+}
+
+impl From<StoreError> for SweepError {
+    fn from(e: StoreError) -> Self {
+        SweepError::Store(e)
+    }
 }
 
 /// What a sweep does besides the specs.

@@ -386,11 +386,12 @@ impl Db {
             attempt += 1;
             let tx: X = self.begin_on(tables, slot.slot)?;
             let result = f(&tx);
-            match self.end(tx.core(), result.is_ok(), tx.ending()) {
+            let ended = self.end(tx.core(), result.is_ok(), tx.ending());
+            match ended {
                 Ok(()) => return result,
-                // The engine's conflict names internal table ids: say what to do instead.
+                // Still retryable, so a caller's own loop may go on.
                 Err(e) if e.is_retryable() && attempt >= self.retry.max_attempts => {
-                    return Err(conflict_persisted(attempt).into())
+                    return Err(conflict_persisted(attempt, tx.core().conflict_table()).into())
                 }
                 Err(e) if e.is_retryable() => std::thread::sleep(self.retry.backoff(attempt)),
                 Err(e) => return Err(e.into()),
@@ -427,7 +428,13 @@ impl Db {
             Ending::Read => txn.commit().map(drop),
             Ending::Write(durability) => self.commit_with(txn, durability),
         };
-        committed.map_err(|e| if e.is_retryable() { e } else { self.explain(e) })?;
+        committed.map_err(|e| {
+            if e.is_retryable() {
+                kv::conflict_in_library_terms(e, None)
+            } else {
+                self.explain(e)
+            }
+        })?;
         if core.trashed.get() {
             self.reclaim(core.tables, core.slot);
         }
@@ -591,11 +598,19 @@ fn full_hint(options: &DbOptions, region: &RegionOptions) -> String {
     )
 }
 
-fn conflict_persisted(attempts: u32) -> DbError {
-    DbError::Invalid(format!(
-        "the transaction still conflicted after {attempts} attempts; \
-         raise DbOptions::retry.max_attempts or reduce contention"
-    ))
+/// The error of a transaction whose every attempt conflicted, naming the user's `table`
+/// whose operation met the first conflict of the last attempt (the engine's error names
+/// internal table ids and node keys).
+fn conflict_persisted(attempts: u32, table: Option<String>) -> DbError {
+    let on = table.map(|t| format!("table `{t}`: ")).unwrap_or_default();
+    DbError::Peer {
+        engine: kv::LIBRARY,
+        message: format!(
+            "{on}the transaction still conflicted after {attempts} attempts; \
+             raise DbOptions::retry.max_attempts or reduce contention"
+        ),
+        retryable: true,
+    }
 }
 
 /// What [`Db::check`] found.

@@ -49,7 +49,8 @@ pub enum DbError {
     Invalid(String),
     #[error(transparent)]
     Pmem(#[from] pmem::PmemError),
-    /// An error reported by a peer engine (SQLite, LMDB, ...), with its message.
+    /// An error reported by a peer engine (SQLite, LMDB, ...), with its message; the `nvmdb`
+    /// library reports conflicts in its users' terms this way (engine `"nvmdb"`).
     #[error("{engine}: {message}")]
     Peer { engine: &'static str, message: String, retryable: bool },
 }

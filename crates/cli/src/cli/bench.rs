@@ -56,7 +56,11 @@ pub struct Args {
     #[arg(long, default_value = "ycsb")]
     pub workload: String,
     /// Worker threads.
-    #[arg(long, default_value_t = 1)]
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_parser = super::numeric::whole::<usize>(1, bench::driver::MAX_THREADS as u64),
+    )]
     pub threads: usize,
     /// Warm-up before measuring (`2s`, `500ms`; a bare number is seconds).
     #[arg(long, default_value = "1s")]
@@ -65,12 +69,16 @@ pub struct Args {
     #[arg(long, default_value = "5s")]
     pub duration: String,
     /// Instead of a timed run: every thread runs exactly this many transactions, all measured.
-    #[arg(long, conflicts_with_all = ["warmup", "duration"])]
+    #[arg(
+        long,
+        conflicts_with_all = ["warmup", "duration"],
+        value_parser = super::numeric::whole::<u64>(1, 1 << 40),
+    )]
     pub txns: Option<u64>,
     #[command(flatten)]
     pub shape: super::workload_flags::WorkloadFlags,
     /// Seed of every generator stream (worker i gets a seed derived from it).
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = super::numeric::any_u64())]
     pub seed: u64,
     /// Where the region lives: dram, shm, file, dax, sim (default shm: the embedded default,
     /// real cache-line flushes to a /dev/shm file). Region engines only.
@@ -118,7 +126,7 @@ pub struct Args {
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub read_latency: String,
     /// Simulated page-cache capacity in 8 KiB pages for the read-latency model.
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::whole::<u64>(1, 1 << 40))]
     pub cache_pages: Option<u64>,
     /// Its replacement policy: lru (fully associative, exact; Pelley §5.1) or set8 (8-way
     /// set-associative, lock-free).
@@ -142,12 +150,21 @@ pub struct Args {
     #[arg(long = "engine-opt", value_name = "KEY=VALUE")]
     pub engine_opt: Vec<String>,
     /// Per-thread bound on commits waiting for durability (group commit).
-    #[arg(long, default_value_t = bench::driver::DEFAULT_MAX_PENDING)]
+    #[arg(
+        long,
+        default_value_t = bench::driver::DEFAULT_MAX_PENDING,
+        value_parser = super::numeric::whole::<usize>(1, bench::driver::MAX_PENDING_LIMIT as u64)
+    )]
     pub max_pending: usize,
     /// Cap the commit rate at this many transactions per second, all threads together (each
     /// worker paced at its share): thesis Fig. 5.7 runs every method at In-Place Updates'
     /// throughput. Default: flat out.
-    #[arg(long, value_name = "TPS")]
+    #[arg(
+        long,
+        value_name = "TPS",
+        allow_hyphen_values = true,
+        value_parser = super::numeric::real_in(1.0, 1e12),
+    )]
     pub target_tps: Option<f64>,
     /// Skip the workload's consistency checker and the engine's integrity check.
     #[arg(long)]
@@ -1065,7 +1082,7 @@ mod tests {
         let plan = plan_of(&["--engine", "inplace", "--size", "1MiB"]).unwrap();
         let e = bench::BenchError::Load {
             workload: "ycsb".into(),
-            source: storage::DbError::RegionFull("no free page".into()),
+            error: storage::DbError::RegionFull("no free page".into()),
         };
         let message = explain_run_error(e, &plan).to_string();
         assert!(message.contains("does not fit the 1.0 MiB region"), "{message}");

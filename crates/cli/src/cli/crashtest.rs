@@ -86,10 +86,10 @@ pub struct Args {
     #[command(flatten)]
     pub shape: WorkloadFlags,
     /// Crash points to test; with --kill, processes to kill.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = super::numeric::whole::<u64>(1, 1 << 32))]
     pub crashes: u64,
     /// Seed of everything random; iteration i derives its own seed from it.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = super::numeric::any_u64())]
     pub seed: u64,
     /// What a simulated power failure keeps of unpersisted lines: persisted, evict, torn, or
     /// all (taken in turn). Default: all.
@@ -99,34 +99,38 @@ pub struct Args {
     #[arg(long)]
     pub event: Option<String>,
     /// Worker threads of each run (with more than 1, replays may not reproduce exactly).
-    #[arg(long, default_value_t = 1)]
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_parser = super::numeric::whole::<usize>(1, bench::driver::MAX_THREADS as u64),
+    )]
     pub threads: usize,
     /// Transactions per thread of the dry run that measures where crashes may fall (each
     /// iteration's run halts at its crash, and may go on to twice as many to reach it).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = super::numeric::whole::<u64>(1, 1 << 32))]
     pub txns: u64,
     /// Age the base by up to this many transactions per thread before the crash windows (a
     /// random length per aged base; 0: windows start right after the load). Default: 1000.
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::whole::<u64>(0, 1 << 32))]
     pub history: Option<u64>,
     /// Aged bases, each aged by a random length in its slice of 1..=--history. Default: 4.
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::whole::<u32>(1, 1 << 16))]
     pub ages: Option<u32>,
     /// Every N-th crash falls while formatting the region, creating tables and loading
     /// (1: only there; 0: never). Default: 10.
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::whole::<u64>(0, 1 << 32))]
     pub load_every: Option<u64>,
     /// Percent of crash points aimed a few events after a structural change (split, merge,
     /// heap growth, page free, delete) that the dry run made; the rest are uniform. Default: 50.
-    #[arg(long, value_name = "PERCENT")]
+    #[arg(long, value_name = "PERCENT", value_parser = super::numeric::whole::<u32>(0, 100))]
     pub aim: Option<u32>,
     /// Per iteration, crash this many times more inside recovery (a chain: each cut falls in
     /// the recovery of the previous crash's image), verifying after each. Default: 0.
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::whole::<u32>(0, 1000))]
     pub recovery_crashes: Option<u32>,
     /// Iterations run at once, each on its own simulated region (default: 4 per core, at most
     /// 16: a run mostly waits for the driver).
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::whole::<usize>(1, 1024))]
     pub jobs: Option<usize>,
     /// Region size (default: `8MiB`, `16MiB` for tpcc and tatp, plus the engine's own logs:
     /// a wal log, a group batch log, lsm's areas).
@@ -140,7 +144,11 @@ pub struct Args {
     #[arg(long = "engine-opt", value_name = "KEY=VALUE")]
     pub engine_opt: Vec<String>,
     /// Per-thread bound on commits waiting for durability (group commit).
-    #[arg(long, default_value_t = bench::driver::DEFAULT_MAX_PENDING)]
+    #[arg(
+        long,
+        default_value_t = bench::driver::DEFAULT_MAX_PENDING,
+        value_parser = super::numeric::whole::<usize>(1, bench::driver::MAX_PENDING_LIMIT as u64)
+    )]
     pub max_pending: usize,
     /// Rerun one case, as a violation prints it: SEED:EVENT:COUNT (with --policy).
     #[arg(long, value_name = "SEED:EVENT:COUNT")]

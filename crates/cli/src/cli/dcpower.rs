@@ -26,7 +26,12 @@ pub enum Sub {
 #[derive(clap::Args)]
 pub struct ModelArgs {
     /// Data-centre utilisation U in [0, 1].
-    #[arg(long, default_value_t = dcpower::report::CASE_STUDY_U)]
+    #[arg(
+        long,
+        default_value_t = dcpower::report::CASE_STUDY_U,
+        allow_hyphen_values = true,
+        value_parser = super::numeric::real_in(0.0, 1.0),
+    )]
     pub utilisation: f64,
     /// One JSON object instead of the table.
     #[arg(long)]
@@ -39,26 +44,31 @@ pub struct RouteArgs {
     #[arg(long, default_value = "all")]
     pub topology: String,
     /// Number of PDUs.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 6, value_parser = super::numeric::whole::<usize>(1, 1 << 16))]
     pub pdus: usize,
     /// Servers in the synthetic facility.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = super::numeric::whole::<usize>(1, 1 << 24))]
     pub servers: usize,
     /// Trace length in minutes.
-    #[arg(long, default_value_t = 1440)]
+    #[arg(long, default_value_t = 1440, value_parser = super::numeric::whole::<usize>(1, 1 << 24))]
     pub minutes: usize,
     /// Server idle power as a fraction of peak (0.1 for Fig. B.10's energy-proportional servers).
-    #[arg(long, default_value_t = 0.6)]
+    #[arg(
+        long,
+        default_value_t = 0.6,
+        allow_hyphen_values = true,
+        value_parser = super::numeric::real_in(0.0, 1.0),
+    )]
     pub idle_fraction: f64,
     /// Servers per rack (a rack shares one PDU pair).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = super::numeric::whole::<usize>(1, 1 << 16))]
     pub servers_per_rack: usize,
     /// How a zone's PDU pairs spread over its racks: blocks (neighbouring racks share a pair),
     /// per-rack (racks take the pairs in turn) or within-rack (servers cycle over them).
     #[arg(long, default_value = "blocks")]
     pub layout: String,
     /// Trace generator seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = super::numeric::any_u64())]
     pub seed: u64,
     /// One JSON object instead of the table.
     #[arg(long)]

@@ -23,22 +23,27 @@ pub struct Args {
     #[arg(long, default_value = "inplace")]
     pub engine: String,
     /// Damaged regions to try.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = super::numeric::whole::<u64>(1, 1 << 32))]
     pub cases: u64,
     /// Seed of everything random (base images and cases).
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = super::numeric::any_u64())]
     pub seed: u64,
     /// Run only case K (printing what it damaged and found).
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::any_u64())]
     pub case: Option<u64>,
     /// Cases run at once (default: the number of CPUs).
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::whole::<usize>(1, 1024))]
     pub jobs: Option<usize>,
     /// Transactions of each case's workload.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = super::numeric::whole::<u32>(1, 1 << 24))]
     pub txns: u32,
     /// A step of a case taking longer than this many seconds is a hang.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(
+        long,
+        default_value_t = 5.0,
+        allow_hyphen_values = true,
+        value_parser = super::numeric::real_between(0.0, 86400.0),
+    )]
     pub step_timeout: f64,
     /// Size of the regions the base images are loaded on (default: 2 MiB plus the engine's own
     /// logs).

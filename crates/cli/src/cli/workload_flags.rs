@@ -29,10 +29,10 @@ pub struct WorkloadFlags {
     #[arg(long)]
     pub txn: Option<String>,
     /// Scale factor (TPC-B branches, TPC-C warehouses, TATP subscribers in units of 10,000).
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::whole::<u64>(1, 1 << 20))]
     pub scale: Option<u64>,
     /// YCSB record count (TATP: subscriber count).
-    #[arg(long)]
+    #[arg(long, value_parser = super::numeric::whole::<u64>(1, 1 << 40))]
     pub records: Option<u64>,
     /// Request distribution (YCSB: uniform, zipfian, scrambled-zipfian, latest, hotspot;
     /// TATP: nurand, uniform).
@@ -42,7 +42,7 @@ pub struct WorkloadFlags {
     #[arg(long)]
     pub skew: Option<String>,
     /// YCSB: zipfian constant θ in (0, 1).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = super::numeric::real_between(0.0, 1.0))]
     pub theta: Option<f64>,
     /// Any other workload option KEY=VALUE (repeatable), e.g. field_length=100,
     /// accounts_per_branch=1000, items=1000, max_retries=100.

@@ -20,6 +20,8 @@ pub(crate) struct TxCore<'db> {
     /// The first retryable engine error seen: the engine transaction must abort (the storage
     /// contract), so the user transaction cannot commit and runs again.
     conflict: RefCell<Option<DbError>>,
+    /// The user table whose operation met that conflict, if one did.
+    conflict_table: RefCell<Option<String>>,
     /// Something went to the trash: reclaim after commit.
     pub trashed: Cell<bool>,
     /// What a `RegionFull` error adds: how this database can be given room.
@@ -30,7 +32,13 @@ pub(crate) struct TxCore<'db> {
 
 /// Object-safe access to a [`TxCore`], so table handles need not name the engine lifetime.
 pub(super) trait Core {
-    fn run(&self, f: &mut dyn FnMut(&mut Store<'_, '_>) -> Result<()>) -> Result<()>;
+    /// Runs `f` in the transaction; `table` is the user table it works on, named by a
+    /// conflict's error.
+    fn run(
+        &self,
+        table: Option<&str>,
+        f: &mut dyn FnMut(&mut Store<'_, '_>) -> Result<()>,
+    ) -> Result<()>;
     /// Rollbacks to savepoints so far: a range made before one may hold undone entries.
     fn rollbacks(&self) -> usize;
     /// The root node of the table `name` now, if it exists.
@@ -38,7 +46,11 @@ pub(super) trait Core {
 }
 
 impl Core for TxCore<'_> {
-    fn run(&self, f: &mut dyn FnMut(&mut Store<'_, '_>) -> Result<()>) -> Result<()> {
+    fn run(
+        &self,
+        table: Option<&str>,
+        f: &mut dyn FnMut(&mut Store<'_, '_>) -> Result<()>,
+    ) -> Result<()> {
         let mut guard = self.txn.borrow_mut();
         let txn = guard
             .as_deref_mut()
@@ -54,7 +66,12 @@ impl Core for TxCore<'_> {
         }
         match result {
             Err(e) if e.is_retryable() => {
-                self.conflict.borrow_mut().get_or_insert_with(|| copy_retryable(&e));
+                let e = conflict_in_library_terms(e, table);
+                let mut first = self.conflict.borrow_mut();
+                if first.is_none() {
+                    *first = Some(copy_retryable(&e));
+                    *self.conflict_table.borrow_mut() = table.map(str::to_owned);
+                }
                 Err(e)
             }
             Err(DbError::RegionFull(what)) => {
@@ -90,9 +107,18 @@ pub(super) fn with<R>(
     core: &dyn Core,
     f: impl FnOnce(&mut Store<'_, '_>) -> Result<R>,
 ) -> Result<R> {
+    with_table(core, None, f)
+}
+
+/// [`with`] for an operation on the user table `table`, which a conflict's error names.
+pub(super) fn with_table<R>(
+    core: &dyn Core,
+    table: Option<&str>,
+    f: impl FnOnce(&mut Store<'_, '_>) -> Result<R>,
+) -> Result<R> {
     let mut f = Some(f);
     let mut out = None;
-    core.run(&mut |s| {
+    core.run(table, &mut |s| {
         let f = f.take().ok_or_else(|| DbError::Invalid("re-entered transaction".into()))?;
         out = Some(f(s)?);
         Ok(())
@@ -107,6 +133,7 @@ impl<'db> TxCore<'db> {
             tables,
             slot,
             conflict: RefCell::new(None),
+            conflict_table: RefCell::new(None),
             trashed: Cell::new(false),
             full_hint,
             points: RefCell::new(Points::new()),
@@ -131,6 +158,11 @@ impl<'db> TxCore<'db> {
     }
 
     /// The conflict that doomed this transaction, if one did (a copy).
+    /// The user table whose operation met the transaction's first conflict, if one did.
+    pub(crate) fn conflict_table(&self) -> Option<String> {
+        self.conflict_table.borrow().clone()
+    }
+
     pub(super) fn conflict(&self) -> Option<DbError> {
         self.conflict.borrow().as_ref().map(copy_retryable)
     }
@@ -139,7 +171,7 @@ impl<'db> TxCore<'db> {
     /// (entries written before counting existed have 9 bytes, without the flag byte).
     pub(crate) fn catalog_entry(&self, name: &str) -> Result<Option<(u64, u8, bool)>> {
         check_table_name(name)?;
-        with(self, |s| match tree::get(s, CATALOG_ROOT, name.as_bytes())? {
+        with_table(self, Some(name), |s| match tree::get(s, CATALOG_ROOT, name.as_bytes())? {
             None => Ok(None),
             Some(NodeValue::Inline(v)) if v.len() == 9 || v.len() == 10 => {
                 let root = u64::from_le_bytes(v[..8].try_into().unwrap_or([0; 8]));
@@ -174,7 +206,7 @@ impl<'db> TxCore<'db> {
                 kind_name(kind),
             ))),
             None if !create => Ok(None),
-            None => with(self, |s| {
+            None => with_table(self, Some(name), |s| {
                 let root = s.alloc_id()?;
                 s.insert_node(root, &Node::empty_leaf())?;
                 let mut entry = root.to_le_bytes().to_vec();
@@ -223,5 +255,29 @@ pub(crate) fn in_library_terms(e: DbError) -> DbError {
             DbError::Invalid(rewrite(p.to_string()))
         }
         e => e,
+    }
+}
+
+/// The name [`DbError::Peer`] carries for conflicts told in the library's terms.
+pub(crate) const LIBRARY: &str = "nvmdb";
+
+/// A retryable engine error (whose text names engine table ids and node keys) told in the
+/// library's terms: the user's `table` and what to do; still retryable.
+pub(crate) fn conflict_in_library_terms(e: DbError, table: Option<&str>) -> DbError {
+    match e {
+        DbError::Peer { engine: LIBRARY, .. } => e,
+        e if e.is_retryable() => {
+            let on = table.map(|t| format!("table `{t}`: ")).unwrap_or_default();
+            DbError::Peer {
+                engine: LIBRARY,
+                message: format!(
+                    "{on}another transaction holds a lock this one needs, so this one was \
+                     rolled back; run it again (Db::write and Db::read do, up to \
+                     DbOptions::retry.max_attempts times)"
+                ),
+                retryable: true,
+            }
+        }
+        other => other,
     }
 }

@@ -21,7 +21,7 @@ mod tree;
 mod tx;
 mod value;
 
-pub(crate) use self::core::{in_library_terms, TxCore};
+pub(crate) use self::core::{conflict_in_library_terms, in_library_terms, TxCore, LIBRARY};
 pub use key::{Key, KeyArg};
 pub use node::{MAX_INLINE_BYTES, MAX_KEY_BYTES};
 pub use range::Range;

@@ -22,7 +22,8 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetryOptions {
     /// Runs of the closure at most, the first included; after the last conflict the
-    /// transaction fails with [`DbError::Invalid`](storage::DbError::Invalid) saying so.
+    /// transaction fails with a still [retryable](storage::DbError::is_retryable) error that
+    /// names the user's table and this field.
     pub max_attempts: u32,
     /// Upper bound of the sleep before the first retry.
     pub backoff_first: Duration,

@@ -1,7 +1,7 @@
 //! Table handles: typed keys over a B+tree (`tree.rs`), values inline or in value rows
 //! (`store.rs`), O(1) lengths from per-slot counters.
 
-use super::core::{with, Core};
+use super::core::{with_table, Core};
 use super::node::Value as NodeValue;
 use super::range::Range;
 use super::store::Store;
@@ -77,7 +77,7 @@ impl<'tx, K: Key + ?Sized> Table<'tx, K> {
             }
             self.epoch.set(rollbacks);
         }
-        with(self.core, f)
+        with_table(self.core, Some(&self.name), f)
     }
 
     /// Stores `value` under `key`, replacing any value there; returns whether one was.
