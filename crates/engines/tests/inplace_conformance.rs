@@ -33,7 +33,10 @@ fn conformance_with_pelleys_protocol() {
             let opts = EngineOptions {
                 workers: 4,
                 node_capacity: 8,
-                protocol: engines::inplace::Protocol::Pelley,
+                inplace: engines::inplace::Options {
+                    protocol: engines::inplace::Protocol::Pelley,
+                    ..Default::default()
+                },
                 ..Default::default()
             };
             Box::new(InPlace::open(region, &opts).expect("open")) as Box<dyn Engine>

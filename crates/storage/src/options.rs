@@ -162,8 +162,8 @@ pub trait OptionSet {
 /// assert_eq!(o.set("workers", "3"), Ok(false));
 /// ```
 ///
-/// Each row is `KIND NAME: TYPE = DEFAULT [=> PARSER], "help";` where `KIND` is `key` (an
-/// `--engine-opt` key), `flag` (a field set elsewhere, e.g. by a command-line flag) or `part`
+/// Each row is `KIND NAME [as KEY]: TYPE = DEFAULT [=> PARSER], "help";` where `KIND` is `key`
+/// (an `--engine-opt` key, spelled `NAME` or `KEY`), `flag` (a field set elsewhere, e.g. by a command-line flag) or `part`
 /// (a nested [`OptionSet`] whose keys the caller dispatches; give it `#[serde(flatten)]` to
 /// serialize it inline). `PARSER` is a [`ParseAs`] type, [`Plain`] when left out. The struct
 /// derives `Clone, Debug, PartialEq`; add other derives (serde) above it.
@@ -174,7 +174,8 @@ macro_rules! engine_options {
         $vis:vis struct $name:ident {
             $(
                 $(#[$fmeta:meta])*
-                $kind:ident $field:ident : $ty:ty = $default:expr $(=> $parser:ty)? , $help:literal ;
+                $kind:ident $field:ident $(as $key:ident)? : $ty:ty = $default:expr
+                    $(=> $parser:ty)? , $help:literal ;
             )*
         }
     ) => {
@@ -197,35 +198,46 @@ macro_rules! engine_options {
         impl $crate::options::OptionSet for $name {
             fn options(&self) -> ::std::vec::Vec<$crate::options::OptionInfo> {
                 let mut out = ::std::vec::Vec::new();
-                $($crate::engine_options!(@info $kind out, $field, $ty, $help $(, $parser)?);)*
+                $($crate::engine_options!(
+                    @info $kind out, $field, ($($key)?), $ty, $help $(, $parser)?
+                );)*
                 out
             }
 
             fn set(&mut self, key: &str, value: &str) -> ::core::result::Result<bool, String> {
-                $($crate::engine_options!(@set $kind self, key, value, $field, $ty $(, $parser)?);)*
+                $($crate::engine_options!(
+                    @set $kind self, key, value, $field, ($($key)?), $ty $(, $parser)?
+                );)*
                 Ok(false)
             }
 
             fn resolved(&self) -> ::std::vec::Vec<(&'static str, String)> {
                 let mut out = ::std::vec::Vec::new();
-                $($crate::engine_options!(@show $kind self, out, $field, $ty $(, $parser)?);)*
+                $($crate::engine_options!(
+                    @show $kind self, out, $field, ($($key)?), $ty $(, $parser)?
+                );)*
                 out
             }
         }
     };
+    (@key $field:ident ()) => { stringify!($field) };
+    (@key $field:ident ($key:ident)) => { stringify!($key) };
     (@parser $ty:ty) => { $crate::options::Plain };
     (@parser $ty:ty, $parser:ty) => { $parser };
-    (@info key $out:ident, $field:ident, $ty:ty, $help:literal $(, $parser:ty)?) => {
+    (@info key $out:ident, $field:ident, $key:tt, $ty:ty, $help:literal $(, $parser:ty)?) => {
         $out.push($crate::options::OptionInfo {
-            key: stringify!($field),
+            key: $crate::engine_options!(@key $field $key),
             accepts: <$crate::engine_options!(@parser $ty $(, $parser)?)
                 as $crate::options::ParseAs<$ty>>::ACCEPTS,
             help: $help,
         })
     };
     (@info $other:ident $($rest:tt)*) => { $crate::engine_options!(@kind $other) };
-    (@set key $self:ident, $key:ident, $value:ident, $field:ident, $ty:ty $(, $parser:ty)?) => {
-        if $key == stringify!($field) {
+    (
+        @set key $self:ident, $given:ident, $value:ident, $field:ident, $key:tt, $ty:ty
+        $(, $parser:ty)?
+    ) => {
+        if $given == $crate::engine_options!(@key $field $key) {
             type P = $crate::engine_options!(@parser $ty $(, $parser)?);
             return match <P as $crate::options::ParseAs<$ty>>::parse($value) {
                 Some(v) => {
@@ -234,7 +246,7 @@ macro_rules! engine_options {
                 }
                 None => Err(format!(
                     "{} must be {}, not `{}`",
-                    stringify!($field),
+                    $given,
                     <P as $crate::options::ParseAs<$ty>>::ACCEPTS,
                     $value
                 )),
@@ -242,11 +254,11 @@ macro_rules! engine_options {
         }
     };
     (@set $other:ident $($rest:tt)*) => { $crate::engine_options!(@kind $other) };
-    (@show key $self:ident, $out:ident, $field:ident, $ty:ty $(, $parser:ty)?) => {
+    (@show key $self:ident, $out:ident, $field:ident, $key:tt, $ty:ty $(, $parser:ty)?) => {
         if let Some(text) = <$crate::engine_options!(@parser $ty $(, $parser)?)
             as $crate::options::ParseAs<$ty>>::show(&$self.$field)
         {
-            $out.push((stringify!($field), text));
+            $out.push(($crate::engine_options!(@key $field $key), text));
         }
     };
     (@show $other:ident $($rest:tt)*) => { $crate::engine_options!(@kind $other) };
@@ -275,7 +287,7 @@ mod tests {
         struct Example {
             key count: u32 = 7, "a count";
             key size: u64 = 4096 => Bytes, "a size";
-            key limit: Option<u64> = None, "a limit";
+            key limit as cap: Option<u64> = None, "a limit";
             flag workers: u32 = 2, "not a key";
         }
     }
@@ -285,14 +297,15 @@ mod tests {
         let mut o = Example::default();
         assert_eq!(o.resolved(), vec![("count", "7".to_string()), ("size", "4096".to_string())]);
         assert_eq!(o.set("size", "8KiB"), Ok(true));
-        assert_eq!(o.set("limit", "9"), Ok(true));
+        assert_eq!(o.set("cap", "9"), Ok(true));
+        assert_eq!(o.set("limit", "9"), Ok(false), "a renamed field is set by its key");
         assert_eq!(o.set("workers", "9"), Ok(false), "a flag is not a key");
         assert_eq!(o.set("nope", "1"), Ok(false));
         assert_eq!((o.size, o.limit, o.workers), (8192, Some(9), 2));
         let err = o.set("count", "x").unwrap_err();
         assert_eq!(err, "count must be a number, not `x`");
         let keys: Vec<_> = o.options().iter().map(|i| i.key).collect();
-        assert_eq!(keys, ["count", "size", "limit"]);
+        assert_eq!(keys, ["count", "size", "cap"]);
         let mut help = Vec::new();
         help_lines(&Example::default(), &[], &mut help);
         assert_eq!(help[0], "count=<a number> (default 7): a count");

@@ -45,6 +45,7 @@
 
 pub(crate) mod layout;
 pub(crate) mod memtable;
+pub mod options;
 pub(crate) mod run;
 mod txn;
 
@@ -62,6 +63,8 @@ use storage::engine::{check_spec, RecoveryReport};
 use storage::format::{crc, get_u32, get_u64, page_offset, Layout, Superblock, PAGE_SIZE_U64};
 use storage::lock::LockManager;
 use storage::{DbError, Engine, IntegrityReport, IntegrityResult, Result, TableId, TableSpec, Txn};
+
+pub use options::Options;
 
 pub const ENGINE_NAME: &str = "lsm";
 /// Compaction merges while the next older run has at most this many times the entries.
@@ -152,10 +155,10 @@ fn fs_log_bytes(memtable_bytes: u64) -> u64 {
 }
 
 fn validate(o: &EngineOptions) -> Result<()> {
-    if !(16 << 10..=1 << 30).contains(&o.memtable_bytes) {
+    if !(16 << 10..=1 << 30).contains(&o.lsm.memtable_bytes) {
         return Err(DbError::Invalid(format!(
             "engine lsm: memtable_bytes={} must be 16KiB..=1GiB",
-            o.memtable_bytes
+            o.lsm.memtable_bytes
         )));
     }
     if o.workers == 0 || o.workers > storage::format::MAX_WORKERS {
@@ -170,7 +173,7 @@ fn validate(o: &EngineOptions) -> Result<()> {
 /// run page: format writes only below it, so a format cut short leaves a region the superblock
 /// check still sees as blank (and formats again).
 fn plan(o: &EngineOptions, page_count: u64) -> (Areas, Layout) {
-    let memtable_bytes = o.memtable_bytes.next_multiple_of(PAGE_SIZE_U64);
+    let memtable_bytes = o.lsm.memtable_bytes.next_multiple_of(PAGE_SIZE_U64);
     let io_fs = o.io == Io::Fs;
     let mut areas = Areas {
         control_page: 0,
