@@ -600,16 +600,16 @@ mod tests {
             }
             region_engine_options("wal", &config).unwrap()
         };
-        assert_eq!(wal(&[]).log_bytes, 64 << 20, "a central log keeps 64 MiB");
+        assert_eq!(wal(&[]).wal.log_bytes, 64 << 20, "a central log keeps 64 MiB");
         let o = wal(&[("log", "txn:4")]);
-        assert!(o.log_bytes > 64 << 20, "{}", o.log_bytes);
+        assert!(o.wal.log_bytes > 64 << 20, "{}", o.wal.log_bytes);
         // It opens (64 MiB for 4 logs of 16 workers' margin did not).
-        let size = o.log_bytes + (48 << 20);
+        let size = o.wal.log_bytes + (48 << 20);
         let region = pmem::Region::open(&RegionOptions::new(pmem::Medium::Dram, size)).unwrap();
         drop(engines::wal::Wal::open(region, &o).unwrap());
         // An explicit log_bytes is kept, and too small says what would fit.
         let o = wal(&[("log", "txn:4"), ("log_bytes", "64MiB")]);
-        assert_eq!(o.log_bytes, 64 << 20);
+        assert_eq!(o.wal.log_bytes, 64 << 20);
         let region = pmem::Region::open(&RegionOptions::new(pmem::Medium::Dram, size)).unwrap();
         match engines::wal::Wal::open(region, &o) {
             Err(DbError::Invalid(m)) => assert!(m.contains("leave log_bytes unset"), "{m}"),

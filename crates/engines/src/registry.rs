@@ -24,8 +24,8 @@ pub struct RegionEngine {
     /// Its own options (a part of [`EngineOptions`]).
     pub own: fn(&EngineOptions) -> &dyn OptionSet,
     pub own_mut: fn(&mut EngineOptions) -> &mut dyn OptionSet,
-    /// Fills the defaults that depend on other options, given which keys were set.
-    pub finish: fn(&mut EngineOptions, &dyn Fn(&str) -> bool),
+    /// Fills the defaults that depend on other options, given the `key=value` pairs set.
+    pub finish: fn(&mut EngineOptions, &BTreeMap<String, String>),
     /// The pages formatting a region of `pages` pages requires ([`min_region_bytes`]).
     pub needed_pages: fn(&EngineOptions, u64) -> u64,
     pub open: fn(Region, &EngineOptions) -> Result<Box<dyn Engine>>,
@@ -65,7 +65,7 @@ impl Growth {
     }
 }
 
-fn no_finish(_: &mut EngineOptions, _: &dyn Fn(&str) -> bool) {}
+fn no_finish(_: &mut EngineOptions, _: &BTreeMap<String, String>) {}
 
 fn as_is(_: &Region, outer: Inspection) -> Result<Inspection> {
     Ok(outer)
@@ -202,7 +202,7 @@ impl RegionEngine {
                 Err(why) => return Err(DbError::Invalid(format!("engine `{}`: {why}", self.name))),
             }
         }
-        (self.finish)(&mut base, &|key| pairs.contains_key(key));
+        (self.finish)(&mut base, pairs);
         Ok(base)
     }
 

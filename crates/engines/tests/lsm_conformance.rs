@@ -9,11 +9,8 @@ use storage::Engine;
 
 fn make(medium: Medium) -> Box<dyn Engine> {
     let region = Region::open(&RegionOptions::new(medium, 16 << 20)).expect("region");
-    let opts = EngineOptions {
-        workers: 4,
-        lsm: engines::lsm::Options { memtable_bytes: 64 << 10, ..Default::default() },
-        ..Default::default()
-    };
+    let mut opts = EngineOptions { workers: 4, ..Default::default() };
+    opts.lsm.memtable_bytes = 64 << 10;
     Box::new(Lsm::open(region, &opts).expect("open"))
 }
 

@@ -35,13 +35,9 @@ fn variants() -> Vec<(&'static str, EngineOptions)> {
             ..Default::default()
         },
     ));
-    out.push((
-        "lsm",
-        EngineOptions {
-            lsm: engines::lsm::Options { memtable_bytes: 1 << 20, ..Default::default() },
-            ..Default::default()
-        },
-    ));
+    let mut lsm = EngineOptions::default();
+    lsm.lsm.memtable_bytes = 1 << 20;
+    out.push(("lsm", lsm));
     out
 }
 

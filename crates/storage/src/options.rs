@@ -195,6 +195,8 @@ macro_rules! engine_options {
             }
         }
 
+        // Each row expands to its own statement, so a table of flags alone pushes nothing.
+        #[allow(clippy::vec_init_then_push, unused_mut)]
         impl $crate::options::OptionSet for $name {
             fn options(&self) -> ::std::vec::Vec<$crate::options::OptionInfo> {
                 let mut out = ::std::vec::Vec::new();

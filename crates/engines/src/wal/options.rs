@@ -6,6 +6,7 @@
 use super::{Cache, Flusher, LogForce, LogInsert, LogLayout, PageFlush};
 use crate::EngineOptions;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use storage::options::{Bytes, OptionValue};
 
 /// The shared keys `wal` takes (`crate::EngineOptions`'s).
@@ -43,8 +44,8 @@ storage::engine_options! {
 
 /// Fills the defaults that depend on other options: `log_bytes`, when `given` lacks it, grows
 /// with the number of logs and workers ([`super::default_log_bytes`]).
-pub fn finish(o: &mut EngineOptions, given: &dyn Fn(&str) -> bool) {
-    if !given("log_bytes") {
+pub fn finish(o: &mut EngineOptions, given: &BTreeMap<String, String>) {
+    if !given.contains_key("log_bytes") {
         o.wal.log_bytes = super::default_log_bytes(o);
     }
 }
