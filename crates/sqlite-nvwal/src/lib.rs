@@ -193,3 +193,28 @@ impl NvwalOptions {
         parts.join("+")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue 34): `log_bytes=8MiB` sized the default region (the CLI read it with
+    /// units) but the engine refused it ("not a number of bytes"); both now read one parser.
+    #[test]
+    fn log_bytes_takes_the_units_region_sizing_takes() {
+        let mut o = NvwalOptions::default();
+        o.set("log_bytes", "8MiB").unwrap();
+        assert_eq!(o.log_bytes, Some(8 << 20));
+        o.set("nvwal", "cs").unwrap();
+        assert_eq!(o.sync, SyncMode::Checksum);
+        let listed: Vec<_> = o.resolved().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(
+            listed,
+            ["nvwal=cs", "diff=on", "heap=user", "block_bytes=8192", "log_bytes=8388608"]
+        );
+        let err = o.set("diff", "some").unwrap_err().to_string();
+        assert!(err.contains("sqlite-nvwal: diff must be on, range or off, not `some`"), "{err}");
+        let err = o.set("nope", "1").unwrap_err().to_string();
+        assert!(err.contains("unknown option (known: nvwal, diff, heap,"), "{err}");
+    }
+}
