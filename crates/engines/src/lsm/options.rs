@@ -15,6 +15,5 @@ storage::engine_options! {
         key memtable_bytes: u64 = 4 << 20 => Bytes,
             "bytes of the memtable (an NVRAM arena with io=nvm, two of them; DRAM with io=fs, \
              whose log is twice this); a full memtable is flushed into runs";
-        key scratch_knob: u64 = 7, "a dummy option (scratch commit, reverted)";
     }
 }
