@@ -125,7 +125,8 @@ storage::engine_options! {
     #[derive(Eq)]
     pub struct NvwalOptions {
         key sync as nvwal: SyncMode = SyncMode::Lazy,
-            "how records become durable: lazy sync (ls, §4.1), eager (e), checksum commit (cs, §4.2)";
+            "how records become durable: lazy sync (ls, §4.1), eager (e), checksum commit \
+             (cs, §4.2)";
         key diff: DiffMode = DiffMode::On,
             "differential logging (§3.2): several ranges (on), the paper's one range, or off";
         key heap: HeapMode = HeapMode::User,

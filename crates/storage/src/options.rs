@@ -163,7 +163,8 @@ pub trait OptionSet {
 /// ```
 ///
 /// Each row is `KIND NAME [as KEY]: TYPE = DEFAULT [=> PARSER], "help";` where `KIND` is `key`
-/// (an `--engine-opt` key, spelled `NAME` or `KEY`), `flag` (a field set elsewhere, e.g. by a command-line flag) or `part`
+/// (an `--engine-opt` key, spelled `NAME` or `KEY`), `flag` (a field set elsewhere, e.g. by a
+/// command-line flag) or `part`
 /// (a nested [`OptionSet`] whose keys the caller dispatches; give it `#[serde(flatten)]` to
 /// serialize it inline). `PARSER` is a [`ParseAs`] type, [`Plain`] when left out. The struct
 /// derives `Clone, Debug, PartialEq`; add other derives (serde) above it.
