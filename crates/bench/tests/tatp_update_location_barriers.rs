@@ -12,7 +12,8 @@ use workloads::tatp::{Tatp, TatpConfig, TatpTxn};
 
 fn fences_per_update_location(protocol: engines::inplace::Protocol) -> f64 {
     let region = Region::open(&RegionOptions::new(Medium::Dram, 64 << 20)).expect("a dram region");
-    let options = EngineOptions { workers: 1, protocol, ..Default::default() };
+    let mut options = EngineOptions { workers: 1, ..Default::default() };
+    options.inplace.protocol = protocol;
     let engine = engines::open("inplace", region, &options).expect("inplace opens");
     let cfg = TatpConfig {
         subscribers: 1_000,

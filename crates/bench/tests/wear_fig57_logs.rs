@@ -13,7 +13,11 @@ fn hot_updates(name: &str, rounds: u64) -> (WearSummary, Vec<std::ops::Range<u64
     ro.wear = true;
     ro.wear_granularity = WearGranularity::Byte;
     let region = Region::open(&ro).expect("a dram region");
-    let options = EngineOptions { workers: 1, log_bytes: 8 << 20, ..Default::default() };
+    let options = EngineOptions {
+        workers: 1,
+        wal: engines::wal::Options { log_bytes: 8 << 20, ..Default::default() },
+        ..Default::default()
+    };
     let engine = engines::open(name, region.clone(), &options).expect("the engine opens");
     let spec = TableSpec { name: "t".into(), row_bytes: 64, expected_rows: 64 };
     let t = engine.create_table(&spec).expect("a table");

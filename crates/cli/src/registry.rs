@@ -4,17 +4,20 @@
 //! Three kinds of engine:
 //! - **testing** (`noop`, `mem`, from `workloads::testing`): no region; `noop` measures the
 //!   driver's own overhead, `mem` is a correct volatile reference;
-//! - **region** engines (`crates/engines`: `inplace`, later `wal`, `group`, `cow`, `lsm`): opened
-//!   on a `pmem::Region`, formatting a blank one and recovering otherwise;
+//! - **region** engines (`engines::registry`'s table: `inplace`, `wal`, `group`, `cow`, `lsm`;
+//!   and `sqlite-nvwal`, registered here): opened on a `pmem::Region`, formatting a blank one and
+//!   recovering otherwise; their options, parsing and help live with each engine
+//!   (`docs/design.md` §4, "Options");
 //! - **peers** (`crates/peers`: `sqlite`, `lmdb`, `redb`, `pmemobj`, `rocksdb`): opened in a directory
 //!   (`RegionOptions::path`).
 //!
-//! Invariant: every name in [`ENGINES`] opens through [`open_engine`]; an unknown name is an
+//! Invariant: every name in [`engines()`] opens through [`open_engine`]; an unknown name is an
 //! error that lists the known ones.
 
 use pmem::{Region, RegionOptions};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use storage::options::OptionSet;
 use storage::{DbError, Engine};
 
 /// What an engine runs on.
@@ -40,8 +43,8 @@ pub struct EngineInfo {
     pub stores_data: bool,
 }
 
-/// Every engine, in the order `--help` and `--list` show them.
-pub const ENGINES: &[EngineInfo] = &[
+/// The testing engines, before the region engines in `--help` and `--list`.
+const TESTING: &[EngineInfo] = &[
     EngineInfo {
         name: "noop",
         kind: EngineKind::Testing,
@@ -54,46 +57,10 @@ pub const ENGINES: &[EngineInfo] = &[
         about: "volatile in-memory reference engine (key locks, undo), nothing persistent",
         stores_data: true,
     },
-    EngineInfo {
-        name: "inplace",
-        kind: EngineKind::Region,
-        about: "In-Place Updates (Pelley et al. VLDB 2014 §3.2): per-txn undo logs, data in NVRAM",
-        stores_data: true,
-    },
-    EngineInfo {
-        name: "wal",
-        kind: EngineKind::Region,
-        about:
-            "NVRAM Disk-Replacement (Pelley et al. VLDB 2014 §3.2): write-ahead log, buffer pool",
-        stores_data: true,
-    },
-    EngineInfo {
-        name: "group",
-        kind: EngineKind::Region,
-        about: "NVRAM Group Commit (Pelley et al. VLDB 2014 §3.2): batches persisted atomically",
-        stores_data: true,
-    },
-    EngineInfo {
-        name: "cow",
-        kind: EngineKind::Region,
-        about: "CoW / NVM-CoW (Arulraj et al. SIGMOD 2015 §3.2, §4.2): copy-on-write B+tree, \
-                master record swap; io=fs|nvm, group_commit_ms",
-        stores_data: true,
-    },
-    EngineInfo {
-        name: "sqlite-nvwal",
-        kind: EngineKind::Region,
-        about: "NVWAL (Kim et al. ASPLOS 2016): SQLite with its WAL as differential records in \
-                NVRAM (VFS on the region); --engine-opt nvwal=ls|e|cs diff=on|range|off \
-                heap=user|per-frame",
-        stores_data: true,
-    },
-    EngineInfo {
-        name: "lsm",
-        kind: EngineKind::Region,
-        about: "Log-structured (Arulraj et al. SIGMOD 2015 §3.3/§4.3): memtable, log, sorted runs",
-        stores_data: true,
-    },
+];
+
+/// The peers, after the region engines.
+const PEERS: &[EngineInfo] = &[
     EngineInfo {
         name: "sqlite",
         kind: EngineKind::Peer,
@@ -129,14 +96,119 @@ pub const ENGINES: &[EngineInfo] = &[
     },
 ];
 
+/// A region engine: one of `engines`' table, or `sqlite-nvwal` (its own crate, which `engines`
+/// cannot see: it is registered here, where both are visible).
+#[derive(Clone, Copy, Debug)]
+pub enum RegionEngine {
+    Engines(&'static engines::registry::RegionEngine),
+    Nvwal,
+}
+
+/// Every region engine, in the order `--help` and `--list` show them.
+fn region_engines() -> impl Iterator<Item = RegionEngine> {
+    let own = engines::registry::REGION_ENGINES.iter().map(RegionEngine::Engines);
+    own.chain(std::iter::once(RegionEngine::Nvwal))
+}
+
+impl RegionEngine {
+    pub fn lookup(name: &str) -> Option<RegionEngine> {
+        region_engines().find(|e| e.name() == name)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RegionEngine::Engines(e) => e.name,
+            RegionEngine::Nvwal => sqlite_nvwal::ENGINE_NAME,
+        }
+    }
+
+    fn info(self) -> EngineInfo {
+        let about = match self {
+            RegionEngine::Engines(e) => e.about,
+            RegionEngine::Nvwal => sqlite_nvwal::ABOUT,
+        };
+        EngineInfo { name: self.name(), kind: EngineKind::Region, about, stores_data: true }
+    }
+
+    /// The `--engine-opt` keys it takes.
+    pub fn keys(self) -> Vec<&'static str> {
+        match self {
+            RegionEngine::Engines(e) => e.keys(),
+            RegionEngine::Nvwal => sqlite_nvwal::option_keys(),
+        }
+    }
+
+    /// One line per key: `key=<values> (default D): help`.
+    pub fn help(self) -> Vec<String> {
+        match self {
+            RegionEngine::Engines(e) => e.help(),
+            RegionEngine::Nvwal => {
+                let mut out = Vec::new();
+                storage::options::help_lines(&sqlite_nvwal::NvwalOptions::default(), &[], &mut out);
+                out
+            }
+        }
+    }
+
+    /// Every key with the value `config` gives it, defaults included (unset ones left out).
+    pub fn resolved(self, config: &EngineConfig) -> Result<Vec<(String, String)>, RegistryError> {
+        let pairs = match self {
+            RegionEngine::Engines(e) => e.resolved(&engine_options(e, config)?),
+            RegionEngine::Nvwal => nvwal_options(config)?.resolved(),
+        };
+        Ok(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+
+    /// Region bytes a workload needs per byte it needs on `inplace` (how densely it stores
+    /// rows).
+    pub fn room_factor(self) -> u64 {
+        match self {
+            RegionEngine::Engines(e) => e.room_factor,
+            RegionEngine::Nvwal => sqlite_nvwal::ROOM_FACTOR,
+        }
+    }
+}
+
+/// Every engine, in the order `--help` and `--list` show them.
+pub fn engines() -> &'static [EngineInfo] {
+    static ALL: std::sync::OnceLock<Vec<EngineInfo>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let region = region_engines().map(RegionEngine::info);
+        TESTING.iter().copied().chain(region).chain(PEERS.iter().copied()).collect()
+    })
+}
+
 /// Names of every engine.
 pub fn names() -> Vec<&'static str> {
-    ENGINES.iter().map(|e| e.name).collect()
+    engines().iter().map(|e| e.name).collect()
 }
 
 /// The engine called `name`.
 pub fn lookup(name: &str) -> Option<&'static EngineInfo> {
-    ENGINES.iter().find(|e| e.name == name)
+    engines().iter().find(|e| e.name == name)
+}
+
+/// Every engine's `--engine-opt` keys, one block per engine (`--help`, `--engine-opt help`).
+pub fn options_help(only: Option<&str>) -> String {
+    let mut out = String::new();
+    for engine in region_engines().filter(|e| only.is_none_or(|n| n == e.name())) {
+        out += &format!("{}:\n", engine.name());
+        for line in engine.help() {
+            out += &format!("  {line}\n");
+        }
+    }
+    if only.is_none_or(|n| lookup(n).is_some_and(|e| e.kind == EngineKind::Peer)) {
+        out += &format!("peers ({}): {}\n", peer_names().join(", "), PEER_OPTS.join(", "));
+    }
+    if only.is_none() {
+        out += "noop, mem: none\n";
+        out += &format!("test faults (fault=, tests only): {}\n", engines::Fault::names());
+    }
+    out
+}
+
+fn peer_names() -> Vec<&'static str> {
+    PEERS.iter().map(|e| e.name).collect()
 }
 
 /// Engine options that are not region options. Defaults live in `Default`.
@@ -215,78 +287,23 @@ pub fn open_engine_on(
     }
 }
 
-const REGION_OPTS: &[&str] = &["undo_pages", "sys_undo_pages", "node_capacity", "fault"];
-/// What `inplace` accepts beyond [`REGION_OPTS`].
-const INPLACE_OPTS: &[&str] =
-    &["undo_pages", "sys_undo_pages", "node_capacity", "fault", "protocol", "checksums"];
-/// What `group` accepts beyond [`REGION_OPTS`].
-const GROUP_OPTS: &[&str] = &[
-    "undo_pages",
-    "sys_undo_pages",
-    "node_capacity",
-    "fault",
-    "batch_period_ms",
-    "persist_threads",
-    "staging_bytes",
-    "batch_txns",
-    "checksums",
-];
-/// What `cow` accepts (no undo logs).
-const COW_OPTS: &[&str] = &["node_capacity", "fault", "io", "group_commit_ms", "checksums"];
-/// What `wal` accepts beyond [`REGION_OPTS`].
-const WAL_OPTS: &[&str] = &[
-    "undo_pages",
-    "sys_undo_pages",
-    "node_capacity",
-    "fault",
-    "log_bytes",
-    "max_dirty_pages",
-    "page_flush",
-    "flusher",
-    "log_insert",
-    "log_force",
-    "io",
-    "log",
-    "cache",
-    "checksums",
-];
-
-/// What `lsm` accepts.
-const LSM_OPTS: &[&str] = &["fault", "io", "memtable_bytes", "checksums"];
-
-fn parse_opt<T: std::str::FromStr>(
-    engine: &'static str,
-    key: &str,
-    value: &str,
-) -> Result<T, RegistryError> {
-    value.parse().map_err(|_| {
-        RegistryError::Db(DbError::Invalid(format!(
-            "engine `{engine}`: option {key}={value} is not a valid number"
-        )))
-    })
-}
-
 /// The options engine `name` takes through `--engine-opt` (none for a name it does not know).
-pub fn accepted_options(name: &str) -> &'static [&'static str] {
-    match name {
-        "group" => GROUP_OPTS,
-        "wal" => WAL_OPTS,
-        "inplace" => INPLACE_OPTS,
-        "cow" => COW_OPTS,
-        "lsm" => LSM_OPTS,
-        n if n == sqlite_nvwal::ENGINE_NAME => sqlite_nvwal::OPTION_KEYS,
-        _ => &[],
+pub fn accepted_options(name: &str) -> Vec<&'static str> {
+    match RegionEngine::lookup(name) {
+        Some(engine) => engine.keys(),
+        None if lookup(name).is_some_and(|e| e.kind == EngineKind::Peer) => PEER_OPTS.to_vec(),
+        None => Vec::new(),
     }
 }
 
 /// The smallest region engine `name` formats with `config` (`None`: an engine that sizes
-/// itself to its region, or keeps none); see `engines::min_region_bytes`.
+/// itself to its region, or keeps none); see `engines::registry::min_region_bytes`.
 pub fn min_region_bytes(name: &str, config: &EngineConfig) -> Result<Option<u64>, RegistryError> {
-    let Some(info) = lookup(name).filter(|i| engines::ENGINES.contains(&i.name)) else {
+    let Some(RegionEngine::Engines(engine)) = RegionEngine::lookup(name) else {
         return Ok(None);
     };
-    let options = region_engine_options(info.name, config)?;
-    Ok(Some(engines::min_region_bytes(info.name, &options)?))
+    let options = engine_options(engine, config)?;
+    Ok(Some(engines::registry::min_region_bytes(engine.name, &options)?))
 }
 
 /// The region size a command uses without `--size`: `base`, the size it chose for the workload
@@ -297,31 +314,27 @@ pub fn default_region_bytes(
     config: &EngineConfig,
     base: u64,
 ) -> Result<u64, RegistryError> {
-    if name == sqlite_nvwal::ENGINE_NAME {
-        // Its log is half the region, at least 4 MiB (unless log_bytes says otherwise), next to
-        // a database of at least 1 MiB: a region under 8 MiB gets the log on top.
-        let log_bytes = match config.extra.get("log_bytes") {
-            Some(v) => bench::units::parse_bytes(v).unwrap_or(4 << 20),
-            None => 4 << 20,
-        };
-        return Ok(if base < 8 << 20 { base + log_bytes + (1 << 20) } else { base });
+    match RegionEngine::lookup(name) {
+        Some(RegionEngine::Engines(engine)) => {
+            let options = engine_options(engine, config)?;
+            Ok(base + engines::registry::area_bytes(engine.name, &options)?)
+        }
+        Some(RegionEngine::Nvwal) => {
+            // Its log is half the region, at least 4 MiB (unless log_bytes says otherwise),
+            // next to a database of at least 1 MiB: a region under 8 MiB gets the log on top.
+            let log_bytes = nvwal_options(config).ok().and_then(|o| o.log_bytes).unwrap_or(4 << 20);
+            Ok(if base < 8 << 20 { base + log_bytes + (1 << 20) } else { base })
+        }
+        None => Ok(base),
     }
-    let Some(info) = lookup(name).filter(|i| engines::ENGINES.contains(&i.name)) else {
-        return Ok(base);
-    };
-    let options = region_engine_options(info.name, config)?;
-    Ok(base + engines::area_bytes(info.name, &options)?)
 }
 
 /// Bytes a default region leaves for a workload the workload estimates at `estimate` bytes of
-/// an `inplace` database: SQLite's pages hold rows less densely (B-tree cells with 4 KiB pages
-/// held 1,000,000 rows of 1,016 bytes in more than 1.2 GiB).
+/// an `inplace` database: as much again for each time the engine stores rows less densely
+/// (its registry entry's room factor).
 pub fn workload_room(name: &str, estimate: u64) -> u64 {
-    if name == sqlite_nvwal::ENGINE_NAME {
-        estimate.saturating_mul(2)
-    } else {
-        estimate
-    }
+    let factor = RegionEngine::lookup(name).map_or(1, RegionEngine::room_factor);
+    estimate.saturating_mul(factor)
 }
 
 /// Refuses a region size the engine cannot format with `config`, in one line naming the least
@@ -339,127 +352,32 @@ pub fn check_region_bytes(name: &str, config: &EngineConfig, size: u64) -> Resul
     }
 }
 
-/// Maps the CLI's engine configuration to `engines::EngineOptions` (defaults from there).
+/// Maps the CLI's engine configuration to `engines::EngineOptions` for one of `engines`'
+/// engines (its registry entry parses the `--engine-opt`s and fills the defaults).
 pub fn region_engine_options(
-    engine: &'static str,
+    engine: &str,
     config: &EngineConfig,
 ) -> Result<engines::EngineOptions, RegistryError> {
-    let accepted = match engine {
-        "group" | "wal" | "inplace" | "cow" | "lsm" => accepted_options(engine),
-        _ => REGION_OPTS,
-    };
-    reject_extra(engine, config, accepted)?;
-    let mut o = engines::EngineOptions {
+    engine_options(engines::registry::get(engine)?, config)
+}
+
+fn engine_options(
+    engine: &engines::registry::RegionEngine,
+    config: &EngineConfig,
+) -> Result<engines::EngineOptions, RegistryError> {
+    let base = engines::EngineOptions {
         workers: (config.workers.max(1)) as u32,
         cache_pages: config.cache_pages,
         cache_policy: config.cache_policy,
         ..Default::default()
     };
+    Ok(engine.options(base, &config.extra)?)
+}
+
+fn nvwal_options(config: &EngineConfig) -> Result<sqlite_nvwal::NvwalOptions, RegistryError> {
+    let mut o = sqlite_nvwal::NvwalOptions::default();
     for (k, v) in &config.extra {
-        match k.as_str() {
-            "undo_pages" => o.undo_pages = parse_opt(engine, k, v)?,
-            "sys_undo_pages" => o.sys_undo_pages = parse_opt(engine, k, v)?,
-            "node_capacity" => o.node_capacity = parse_opt(engine, k, v)?,
-            "batch_period_ms" => o.batch_period_ms = parse_opt(engine, k, v)?,
-            "persist_threads" => o.persist_threads = parse_opt(engine, k, v)?,
-            "staging_bytes" => {
-                o.staging_bytes = bench::units::parse_bytes(v).map_err(|e| {
-                    RegistryError::Db(DbError::Invalid(format!("staging_bytes={v}: {e}")))
-                })?
-            }
-            "batch_txns" => o.batch_txns = parse_opt(engine, k, v)?,
-            "log_bytes" => {
-                o.log_bytes = bench::units::parse_bytes(v).map_err(|e| {
-                    RegistryError::Db(DbError::Invalid(format!("log_bytes={v}: {e}")))
-                })?
-            }
-            "memtable_bytes" => {
-                o.memtable_bytes = bench::units::parse_bytes(v).map_err(|e| {
-                    RegistryError::Db(DbError::Invalid(format!("memtable_bytes={v}: {e}")))
-                })?
-            }
-            "max_dirty_pages" => o.max_dirty_pages = parse_opt(engine, k, v)?,
-            "group_commit_ms" => o.group_commit_ms = parse_opt(engine, k, v)?,
-            "io" => {
-                o.io = engines::wal::Io::parse(v).ok_or_else(|| {
-                    RegistryError::Db(DbError::Invalid(format!("io must be nvm or fs, not `{v}`")))
-                })?
-            }
-            "log_insert" => {
-                o.log_insert = engines::wal::LogInsert::parse(v).ok_or_else(|| {
-                    RegistryError::Db(DbError::Invalid(format!(
-                        "log_insert must be consolidated, aether or locked, not `{v}`"
-                    )))
-                })?
-            }
-            "log_force" => {
-                o.log_force = engines::wal::LogForce::parse(v).ok_or_else(|| {
-                    RegistryError::Db(DbError::Invalid(format!(
-                        "log_force must be pipelined or inline, not `{v}`"
-                    )))
-                })?
-            }
-            "log" => {
-                o.log = engines::wal::LogLayout::parse(v).ok_or_else(|| {
-                    RegistryError::Db(DbError::Invalid(format!(
-                        "log must be central, txn:N or page:N (N from 1 to 64), not `{v}`"
-                    )))
-                })?
-            }
-            "cache" => {
-                o.cache = engines::wal::Cache::parse(v).ok_or_else(|| {
-                    RegistryError::Db(DbError::Invalid(format!(
-                        "cache must be volatile or durable, not `{v}`"
-                    )))
-                })?
-            }
-            "checksums" => {
-                // `true`/`false` too: a run's JSON config records the resolved option so.
-                o.checksums = match v.as_str() {
-                    "on" | "true" => true,
-                    "off" | "false" => false,
-                    _ => {
-                        return Err(RegistryError::Db(DbError::Invalid(format!(
-                            "checksums must be on or off, not `{v}`"
-                        ))))
-                    }
-                }
-            }
-            "protocol" => {
-                o.protocol = engines::inplace::Protocol::parse(v).ok_or_else(|| {
-                    RegistryError::Db(DbError::Invalid(format!(
-                        "protocol must be lean or pelley, not `{v}`"
-                    )))
-                })?
-            }
-            "page_flush" => {
-                o.page_flush = engines::wal::PageFlush::parse(v).ok_or_else(|| {
-                    RegistryError::Db(DbError::Invalid(format!(
-                        "page_flush must be paper or direct, not `{v}`"
-                    )))
-                })?
-            }
-            "flusher" => {
-                o.flusher = engines::wal::Flusher::parse(v).ok_or_else(|| {
-                    RegistryError::Db(DbError::Invalid(format!(
-                        "flusher must be checkpoint or pelley, not `{v}`"
-                    )))
-                })?
-            }
-            "fault" => {
-                o.fault = Some(engines::Fault::parse(v).ok_or_else(|| {
-                    RegistryError::Db(DbError::Invalid(format!(
-                        "unknown fault `{v}` ({})",
-                        engines::Fault::NAMES
-                    )))
-                })?)
-            }
-            _ => unreachable!("rejected above"),
-        }
-    }
-    if engine == "wal" && !config.extra.contains_key("log_bytes") {
-        // The default grows with the number of logs (and workers): see its doc.
-        o.log_bytes = engines::wal::default_log_bytes(&o);
+        o.set(k, v)?;
     }
     Ok(o)
 }
@@ -469,18 +387,37 @@ fn open_region_engine(
     region: Region,
     config: &EngineConfig,
 ) -> Result<Box<dyn Engine>, RegistryError> {
-    if info.name == sqlite_nvwal::ENGINE_NAME {
-        reject_extra(info.name, config, sqlite_nvwal::OPTION_KEYS)?;
-        let engine = sqlite_nvwal::engine::open_with(region, config.workers, &config.extra)?;
-        return Ok(Box::new(engine));
+    match RegionEngine::lookup(info.name) {
+        Some(RegionEngine::Engines(engine)) => {
+            let options = engine_options(engine, config)?;
+            Ok((engine.open)(region, &options)?)
+        }
+        Some(RegionEngine::Nvwal) => {
+            let engine = sqlite_nvwal::engine::open_with(region, config.workers, &config.extra)?;
+            Ok(Box::new(engine))
+        }
+        None => Err(RegistryError::UnknownEngine {
+            name: info.name.to_string(),
+            known: names().join(", "),
+        }),
     }
-    let options = region_engine_options(info.name, config)?;
-    Ok(engines::open(info.name, region, &options)?)
 }
 
 /// Options a peer accepts through `--engine-opt` (`pool_bytes`: size of a new PMDK pool, used by
 /// `pmemobj` only).
 const PEER_OPTS: &[&str] = &["durability", "cache_bytes", "writer_wait_ms", "pool_bytes"];
+
+fn parse_opt<T: std::str::FromStr>(
+    engine: &'static str,
+    key: &str,
+    value: &str,
+) -> Result<T, RegistryError> {
+    value.parse().map_err(|_| {
+        RegistryError::Db(DbError::Invalid(format!(
+            "engine `{engine}`: option {key}={value} is not a valid number"
+        )))
+    })
+}
 
 fn open_peer(
     info: &'static EngineInfo,
@@ -663,16 +600,16 @@ mod tests {
             }
             region_engine_options("wal", &config).unwrap()
         };
-        assert_eq!(wal(&[]).log_bytes, 64 << 20, "a central log keeps 64 MiB");
+        assert_eq!(wal(&[]).wal.log_bytes, 64 << 20, "a central log keeps 64 MiB");
         let o = wal(&[("log", "txn:4")]);
-        assert!(o.log_bytes > 64 << 20, "{}", o.log_bytes);
+        assert!(o.wal.log_bytes > 64 << 20, "{}", o.wal.log_bytes);
         // It opens (64 MiB for 4 logs of 16 workers' margin did not).
-        let size = o.log_bytes + (48 << 20);
+        let size = o.wal.log_bytes + (48 << 20);
         let region = pmem::Region::open(&RegionOptions::new(pmem::Medium::Dram, size)).unwrap();
         drop(engines::wal::Wal::open(region, &o).unwrap());
         // An explicit log_bytes is kept, and too small says what would fit.
         let o = wal(&[("log", "txn:4"), ("log_bytes", "64MiB")]);
-        assert_eq!(o.log_bytes, 64 << 20);
+        assert_eq!(o.wal.log_bytes, 64 << 20);
         let region = pmem::Region::open(&RegionOptions::new(pmem::Medium::Dram, size)).unwrap();
         match engines::wal::Wal::open(region, &o) {
             Err(DbError::Invalid(m)) => assert!(m.contains("leave log_bytes unset"), "{m}"),

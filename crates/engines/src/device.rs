@@ -30,6 +30,19 @@ impl Io {
     }
 }
 
+impl storage::options::OptionValue for Io {
+    const ACCEPTS: &'static str = "nvm or fs";
+    fn parse_option(text: &str) -> Option<Self> {
+        Io::parse(text)
+    }
+    fn show_option(&self) -> Option<String> {
+        Some(match self {
+            Io::Nvm => "nvm".into(),
+            Io::Fs => "fs".into(),
+        })
+    }
+}
+
 /// One engine's path to its region: stores + flushes, or `pwrite` + `fdatasync`.
 pub(crate) struct Device {
     /// The engine named in errors.

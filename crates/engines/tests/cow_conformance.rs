@@ -12,7 +12,8 @@ use storage::Engine;
 
 fn make(medium: Medium, node_capacity: u32, group_commit_ms: u64) -> Box<dyn Engine> {
     let region = Region::open(&RegionOptions::new(medium, 16 << 20)).expect("region");
-    let opts = EngineOptions { workers: 4, node_capacity, group_commit_ms, ..Default::default() };
+    let mut opts = EngineOptions { workers: 4, node_capacity, ..Default::default() };
+    opts.cow.group_commit_ms = group_commit_ms;
     Box::new(Cow::open(region, &opts).expect("open"))
 }
 

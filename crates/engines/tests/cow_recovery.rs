@@ -347,7 +347,8 @@ fn rows_of_4096_bytes_live_one_per_leaf() {
 #[test]
 fn a_group_closed_by_another_thread_persists_the_writers_pages() {
     let region = Region::open(&RegionOptions::new(Medium::Sim, 4 << 20)).expect("region");
-    let opts = EngineOptions { group_commit_ms: 1, ..options(None) };
+    let mut opts = options(None);
+    opts.cow.group_commit_ms = 1;
     let db = Cow::open(region.clone(), &opts).expect("open");
     let t = db.create_table(&spec()).expect("table");
     let mut model = Model::new();

@@ -12,7 +12,7 @@ fn open_error(engine: &str) -> String {
     let region = Region::open(&RegionOptions::new(Medium::Dram, 128 << 20)).unwrap();
     let mut o = EngineOptions { io: Io::Fs, ..Default::default() };
     if engine == "wal" {
-        o.log_bytes = engines::wal::default_log_bytes(&o);
+        o.wal.log_bytes = engines::wal::default_log_bytes(&o);
     }
     match engines::open(engine, region, &o) {
         Ok(_) => panic!("engine {engine} opened with io=fs on a region with no file"),

@@ -13,10 +13,13 @@ fn make(log: LogLayout, cache: Cache) -> Box<dyn Engine> {
     let opts = EngineOptions {
         workers: 4,
         node_capacity: 8,
-        log_bytes: 48 << 20,
-        max_dirty_pages: 8,
-        log,
-        cache,
+        wal: engines::wal::Options {
+            log_bytes: 48 << 20,
+            max_dirty_pages: 8,
+            log,
+            cache,
+            ..Default::default()
+        },
         ..Default::default()
     };
     Box::new(Wal::open(region, &opts).expect("open"))

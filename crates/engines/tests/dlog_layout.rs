@@ -12,10 +12,13 @@ fn options(log: LogLayout, cache: Cache) -> EngineOptions {
     EngineOptions {
         workers: 1,
         node_capacity: 8,
-        log_bytes: 24 << 20,
-        max_dirty_pages: 0,
-        log,
-        cache,
+        wal: engines::wal::Options {
+            log_bytes: 24 << 20,
+            max_dirty_pages: 0,
+            log,
+            cache,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

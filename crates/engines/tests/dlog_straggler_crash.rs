@@ -21,11 +21,14 @@ fn options(fault: Option<Fault>) -> EngineOptions {
     EngineOptions {
         workers: 2,
         node_capacity: 8,
-        log_bytes: 24 << 20,
-        max_dirty_pages: 0,
-        log: LogLayout::Txn(2),
-        cache: Cache::Volatile,
         fault,
+        wal: engines::wal::Options {
+            log_bytes: 24 << 20,
+            max_dirty_pages: 0,
+            log: LogLayout::Txn(2),
+            cache: Cache::Volatile,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

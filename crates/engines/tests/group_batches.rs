@@ -12,9 +12,12 @@ fn options() -> EngineOptions {
     EngineOptions {
         workers: 2,
         node_capacity: 8,
-        staging_bytes: 4 << 20,
-        // Long: these tests close batches themselves.
-        batch_period_ms: 60_000,
+        group: engines::group::Options {
+            // Long: these tests close batches themselves.
+            batch_period_ms: 60_000,
+            staging_bytes: 4 << 20,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -118,7 +121,14 @@ fn a_transaction_spanning_batches_is_rolled_back_after_a_crash() {
 #[test]
 fn batch_txns_closes_batches_by_count() {
     let region = Region::open(&RegionOptions::new(Medium::Dram, 16 << 20)).unwrap();
-    let e = Group::open(region, &EngineOptions { batch_txns: 3, ..options() }).unwrap();
+    let e = Group::open(
+        region,
+        &EngineOptions {
+            group: engines::group::Options { batch_txns: 3, ..options().group },
+            ..options()
+        },
+    )
+    .unwrap();
     let spec = TableSpec { name: "t".into(), row_bytes: 32, expected_rows: 100 };
     let t = e.create_table(&spec).unwrap();
     let mut tokens = Vec::new();
@@ -135,10 +145,22 @@ fn batch_txns_closes_batches_by_count() {
 #[test]
 fn impossible_options_are_clear_errors() {
     let bad = [
-        EngineOptions { batch_period_ms: 0, ..options() },
-        EngineOptions { persist_threads: 65, ..options() },
-        EngineOptions { staging_bytes: 100, ..options() },
-        EngineOptions { staging_bytes: 64 << 10, ..options() },
+        EngineOptions {
+            group: engines::group::Options { batch_period_ms: 0, ..options().group },
+            ..options()
+        },
+        EngineOptions {
+            group: engines::group::Options { persist_threads: 65, ..options().group },
+            ..options()
+        },
+        EngineOptions {
+            group: engines::group::Options { staging_bytes: 100, ..options().group },
+            ..options()
+        },
+        EngineOptions {
+            group: engines::group::Options { staging_bytes: 64 << 10, ..options().group },
+            ..options()
+        },
     ];
     for o in bad {
         let region = Region::open(&RegionOptions::new(Medium::Dram, 16 << 20)).unwrap();

@@ -12,8 +12,11 @@ fn make(medium: Medium) -> Box<dyn Engine> {
     let opts = EngineOptions {
         workers: 4,
         node_capacity: 8,
-        staging_bytes: 8 << 20,
-        batch_period_ms: 2,
+        group: engines::group::Options {
+            staging_bytes: 8 << 20,
+            batch_period_ms: 2,
+            ..Default::default()
+        },
         ..Default::default()
     };
     Box::new(Group::open(region, &opts).expect("open"))

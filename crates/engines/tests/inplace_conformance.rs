@@ -30,12 +30,8 @@ fn conformance_with_pelleys_protocol() {
     run_all(
         &|| {
             let region = Region::open(&RegionOptions::new(Medium::Sim, 16 << 20)).expect("region");
-            let opts = EngineOptions {
-                workers: 4,
-                node_capacity: 8,
-                protocol: engines::inplace::Protocol::Pelley,
-                ..Default::default()
-            };
+            let mut opts = EngineOptions { workers: 4, node_capacity: 8, ..Default::default() };
+            opts.inplace.protocol = engines::inplace::Protocol::Pelley;
             Box::new(InPlace::open(region, &opts).expect("open")) as Box<dyn Engine>
         },
         Writers::KeyLocks,

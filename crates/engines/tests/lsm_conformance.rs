@@ -9,7 +9,8 @@ use storage::Engine;
 
 fn make(medium: Medium) -> Box<dyn Engine> {
     let region = Region::open(&RegionOptions::new(medium, 16 << 20)).expect("region");
-    let opts = EngineOptions { workers: 4, memtable_bytes: 64 << 10, ..Default::default() };
+    let mut opts = EngineOptions { workers: 4, ..Default::default() };
+    opts.lsm.memtable_bytes = 64 << 10;
     Box::new(Lsm::open(region, &opts).expect("open"))
 }
 

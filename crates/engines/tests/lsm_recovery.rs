@@ -14,7 +14,9 @@ use storage::{Engine, TableSpec};
 const ROW: usize = 64;
 
 fn options() -> EngineOptions {
-    EngineOptions { workers: 1, memtable_bytes: 64 << 10, ..Default::default() }
+    let mut o = EngineOptions { workers: 1, ..Default::default() };
+    o.lsm.memtable_bytes = 64 << 10;
+    o
 }
 
 fn reopen(image: &[u8]) -> (Region, Lsm) {
@@ -173,7 +175,8 @@ fn log_through_the_file_system_replays_its_log_into_a_new_memtable() {
     std::fs::create_dir_all(&dir).expect("dir");
     let path = dir.join("region");
     let _ = std::fs::remove_file(&path);
-    let o = EngineOptions { io: Io::Fs, memtable_bytes: 16 << 10, ..options() };
+    let mut o = EngineOptions { io: Io::Fs, ..options() };
+    o.lsm.memtable_bytes = 16 << 10;
     let region_options = RegionOptions::new(Medium::File, 16 << 20).with_path(&path);
     {
         let e = Lsm::open(Region::open(&region_options).expect("region"), &o).expect("open");

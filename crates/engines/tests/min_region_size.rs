@@ -16,12 +16,28 @@ fn variants() -> Vec<(&'static str, EngineOptions)> {
         out.push((*engine, EngineOptions::default()));
     }
     let mut txn2 = EngineOptions { workers: 2, ..EngineOptions::default() };
-    txn2.log = engines::wal::LogLayout::parse("txn:2").unwrap();
-    txn2.log_bytes = engines::wal::default_log_bytes(&txn2);
+    txn2.wal.log = engines::wal::LogLayout::parse("txn:2").unwrap();
+    txn2.wal.log_bytes = engines::wal::default_log_bytes(&txn2);
     out.push(("wal", txn2));
-    out.push(("wal", EngineOptions { log_bytes: 6 << 20, workers: 1, ..Default::default() }));
-    out.push(("group", EngineOptions { staging_bytes: 4 << 20, workers: 1, ..Default::default() }));
-    out.push(("lsm", EngineOptions { memtable_bytes: 1 << 20, ..Default::default() }));
+    out.push((
+        "wal",
+        EngineOptions {
+            workers: 1,
+            wal: engines::wal::Options { log_bytes: 6 << 20, ..Default::default() },
+            ..Default::default()
+        },
+    ));
+    out.push((
+        "group",
+        EngineOptions {
+            workers: 1,
+            group: engines::group::Options { staging_bytes: 4 << 20, ..Default::default() },
+            ..Default::default()
+        },
+    ));
+    let mut lsm = EngineOptions::default();
+    lsm.lsm.memtable_bytes = 1 << 20;
+    out.push(("lsm", lsm));
     out
 }
 
@@ -34,7 +50,7 @@ fn format(engine: &str, bytes: u64, options: &EngineOptions) -> storage::Result<
 fn min_region_bytes_formats_and_one_page_less_is_region_full() {
     for (engine, options) in variants() {
         let min = engines::min_region_bytes(engine, &options).unwrap();
-        let what = format!("{engine} {:?} log_bytes={}", options.log, options.log_bytes);
+        let what = format!("{engine} {:?} log_bytes={}", options.wal.log, options.wal.log_bytes);
         format(engine, min, &options).unwrap_or_else(|e| panic!("{what}: {min} bytes: {e}"));
         match format(engine, min - PAGE_SIZE_U64, &options) {
             Err(DbError::RegionFull(_)) => {}

@@ -13,10 +13,13 @@ fn make(medium: Medium, page_flush: PageFlush, flusher: Flusher) -> Box<dyn Engi
     let opts = EngineOptions {
         workers: 4,
         node_capacity: 8,
-        log_bytes: 16 << 20,
-        max_dirty_pages: 8,
-        page_flush,
-        flusher,
+        wal: engines::wal::Options {
+            log_bytes: 16 << 20,
+            max_dirty_pages: 8,
+            page_flush,
+            flusher,
+            ..Default::default()
+        },
         ..Default::default()
     };
     Box::new(Wal::open(region, &opts).expect("open"))

@@ -58,9 +58,14 @@ fn run_commits(log: LogLayout, commits: u64) -> Vec<(&'static str, u64)> {
 }
 
 fn run_commits_forced(log: LogLayout, force: LogForce, commits: u64) -> Vec<(&'static str, u64)> {
-    let mut options = EngineOptions { workers: 2, log, log_force: force, ..Default::default() };
-    options.log_bytes = engines::wal::default_log_bytes(&options);
-    let region = Region::open(&RegionOptions::new(Medium::Dram, options.log_bytes + (32 << 20)));
+    let mut options = EngineOptions {
+        workers: 2,
+        wal: engines::wal::Options { log, log_force: force, ..Default::default() },
+        ..Default::default()
+    };
+    options.wal.log_bytes = engines::wal::default_log_bytes(&options);
+    let region =
+        Region::open(&RegionOptions::new(Medium::Dram, options.wal.log_bytes + (32 << 20)));
     let region = region.unwrap();
     let e = Wal::open(region, &options).unwrap();
     let spec = TableSpec { name: "t".into(), row_bytes: 16, expected_rows: 100 };
@@ -118,9 +123,10 @@ fn the_central_log_reports_the_wal_figures_and_forces_every_commit() {
 #[test]
 fn a_pipelined_commit_returns_a_token_that_becomes_durable_when_the_daemon_forces() {
     let mut options = EngineOptions { workers: 2, ..Default::default() };
-    options.log_bytes = engines::wal::default_log_bytes(&options);
-    assert_eq!(options.log_force, LogForce::Pipelined, "the default");
-    let region = Region::open(&RegionOptions::new(Medium::Dram, options.log_bytes + (32 << 20)));
+    options.wal.log_bytes = engines::wal::default_log_bytes(&options);
+    assert_eq!(options.wal.log_force, LogForce::Pipelined, "the default");
+    let region =
+        Region::open(&RegionOptions::new(Medium::Dram, options.wal.log_bytes + (32 << 20)));
     let e = Wal::open(region.unwrap(), &options).unwrap();
     let spec = TableSpec { name: "t".into(), row_bytes: 16, expected_rows: 100 };
     let t = e.create_table(&spec).unwrap();

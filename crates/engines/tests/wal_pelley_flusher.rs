@@ -15,9 +15,7 @@ fn options(flusher: Flusher, max_dirty_pages: u64, log_bytes: u64) -> EngineOpti
     EngineOptions {
         workers: 1,
         node_capacity: 8,
-        log_bytes,
-        max_dirty_pages,
-        flusher,
+        wal: engines::wal::Options { log_bytes, max_dirty_pages, flusher, ..Default::default() },
         ..Default::default()
     }
 }
@@ -28,7 +26,7 @@ fn figure(e: &Wal, name: &str) -> u64 {
 
 /// Updates rows spread over many pages until `until` holds (or 20 s pass); returns the engine.
 fn run(opts: &EngineOptions, until: impl Fn(&Wal) -> bool) -> Wal {
-    let region = Region::open(&RegionOptions::new(Medium::Dram, opts.log_bytes + (48 << 20)));
+    let region = Region::open(&RegionOptions::new(Medium::Dram, opts.wal.log_bytes + (48 << 20)));
     let e = Wal::open(region.expect("region"), opts).expect("open");
     let spec = TableSpec { name: "t".into(), row_bytes: 200, expected_rows: 20_000 };
     let t = e.create_table(&spec).expect("table");
@@ -88,8 +86,8 @@ fn pelleys_flusher_frees_the_log_by_flushing_the_oldest_pages() {
 fn pelleys_flusher_needs_the_central_log() {
     let region = Region::open(&RegionOptions::new(Medium::Dram, 64 << 20)).expect("region");
     let mut opts = options(Flusher::Pelley, 8, LOG_BYTES);
-    opts.log = LogLayout::Txn(2);
-    opts.log_bytes = engines::wal::default_log_bytes(&opts);
+    opts.wal.log = LogLayout::Txn(2);
+    opts.wal.log_bytes = engines::wal::default_log_bytes(&opts);
     let err = Wal::open(region, &opts).err().expect("refused");
     assert!(err.to_string().contains("flusher=pelley needs the central log"), "{err}");
 }

@@ -13,8 +13,7 @@ fn options() -> EngineOptions {
     EngineOptions {
         workers: 1,
         node_capacity: 8,
-        log_bytes: 6 << 20,
-        max_dirty_pages: 0,
+        wal: engines::wal::Options { log_bytes: 6 << 20, max_dirty_pages: 0, ..Default::default() },
         ..Default::default()
     }
 }

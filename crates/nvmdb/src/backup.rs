@@ -140,7 +140,7 @@ impl Db {
         }
         // An engine that grows starts small and takes what the copy needs; one that keeps
         // its size (`wal`, `group`) needs the source's.
-        let size_bytes = match crate::db::GROWING_ENGINES.contains(&o.engine.as_str()) {
+        let size_bytes = match crate::db::growth(&o).grows() {
             true if o.max_size_bytes != Some(0) => o.region.size_bytes.min(BACKUP_START_BYTES),
             _ => o.region.size_bytes,
         };

@@ -4,6 +4,7 @@
 
 use crate::handle::{Ending, TxKind};
 use crate::kv::{self, Durability, ReadTx, RetryOptions, SlotPool, Tables, TxCore, WriteTx};
+use engines::registry::Growth;
 use engines::EngineOptions;
 use pmem::{Medium, RegionOptions};
 use serde::Serialize;
@@ -73,7 +74,7 @@ fn embedded_engine_options() -> EngineOptions {
         undo_pages: EMBEDDED_UNDO_PAGES,
         ..EngineOptions::default()
     };
-    o.log_bytes = engines::wal::min_log_bytes(&o).max(16 << 20);
+    o.wal.log_bytes = engines::wal::min_log_bytes(&o).max(16 << 20);
     o
 }
 
@@ -180,7 +181,7 @@ impl Db {
         }
         let region_options = options.region_options();
         let region = storage::format::open_region(&region_options)?;
-        if GROWS_BY_PAGE_COUNT.contains(&options.engine.as_str()) && !region_options.private {
+        if growth(options) == Growth::PageCount && !region_options.private {
             // Reopened larger (a larger size or limit than it was created with): the layout
             // takes in the new pages as far as its allocator bitmap reaches.
             let wanted = region_options.max_size_bytes.max(region_options.size_bytes);
@@ -568,18 +569,14 @@ impl Deref for Db {
     }
 }
 
-/// Engines whose layout spans the region's whole mapping, so a growable file grows under them;
-/// `wal` and `group` lay themselves out over the file as it is when they format it (each keeps
-/// a DRAM image of it).
-pub(crate) const GROWING_ENGINES: [&str; 3] = ["inplace", "cow", "lsm"];
-
-/// Engines whose whole layout is the superblock's page count and the page allocator's bitmap,
-/// so that raising the count on reopen adds pages (`storage::format::extend_page_count`).
-const GROWS_BY_PAGE_COUNT: [&str; 1] = ["inplace"];
+/// How the engine's layout follows a growing file (its registry entry says).
+pub(crate) fn growth(options: &DbOptions) -> Growth {
+    engines::registry::lookup(&options.engine).map_or(Growth::Fixed, |e| e.growth)
+}
 
 /// What to do about a full database, in terms of `DbOptions`.
 fn full_hint(options: &DbOptions, region: &RegionOptions) -> String {
-    if !GROWING_ENGINES.contains(&options.engine.as_str()) {
+    if !growth(options).grows() {
         return format!(
             "engine `{}` keeps the size it was created with: delete data, or create the \
              database with a larger DbOptions::region.size_bytes",

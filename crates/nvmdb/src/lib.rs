@@ -64,7 +64,7 @@ pub use kv::{
 /// ```
 /// let mut options = nvmdb::DbOptions::default();
 /// options.engine = "group".into();
-/// options.engine_options.batch_period_ms = 1; // commits wait at most ~1 ms for their batch
+/// options.engine_options.group.batch_period_ms = 1; // commits wait at most ~1 ms for their batch
 /// options.engine_options.workers = 8; // up to 8 transactions at once
 /// let db = nvmdb::Db::open(&options)?;
 /// db.write(|tx| tx.open_table::<u64>("t")?.insert(1, b"x"))?;

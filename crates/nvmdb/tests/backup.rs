@@ -23,7 +23,7 @@ fn file_options(engine: &str, path: &Path) -> DbOptions {
     let mut o = DbOptions { engine: engine.into(), ..Default::default() };
     o.region.medium = Medium::File;
     o.region.path = Some(path.to_path_buf());
-    o.engine_options.batch_period_ms = 1;
+    o.engine_options.group.batch_period_ms = 1;
     o
 }
 
@@ -90,7 +90,7 @@ fn backups_taken_while_writers_run_are_consistent_on_every_engine() {
         let dir = scratch(&format!("online-{engine}"));
         let mut o = DbOptions { engine: engine.to_string(), ..Default::default() };
         o.region.medium = Medium::Dram;
-        o.engine_options.batch_period_ms = 1;
+        o.engine_options.group.batch_period_ms = 1;
         let db = Db::open(&o).unwrap();
         db.write(|tx| {
             let accounts = tx.open_table::<u64>("accounts")?;

@@ -14,10 +14,10 @@ fn options(engine: &str) -> DbOptions {
     };
     o.engine_options.workers = 2;
     o.engine_options.undo_pages = 40;
-    o.engine_options.log_bytes = 8 << 20;
-    o.engine_options.staging_bytes = 4 << 20;
-    o.engine_options.memtable_bytes = 1 << 20;
-    o.engine_options.batch_period_ms = 1;
+    o.engine_options.wal.log_bytes = 8 << 20;
+    o.engine_options.group.staging_bytes = 4 << 20;
+    o.engine_options.lsm.memtable_bytes = 1 << 20;
+    o.engine_options.group.batch_period_ms = 1;
     o.max_size_bytes = Some(0);
     o
 }

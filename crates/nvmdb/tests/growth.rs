@@ -94,7 +94,7 @@ fn growth_stops_at_max_size_with_an_error_naming_the_option() {
 fn a_fixed_size_engine_names_the_size_option_when_full() {
     let mut o = options("group", std::path::Path::new("/unused"));
     o.region = RegionOptions::new(Medium::Dram, 16 << 20);
-    o.engine_options.staging_bytes = 4 << 20;
+    o.engine_options.group.staging_bytes = 4 << 20;
     let db = Db::open(&o).unwrap();
     let value = vec![3u8; VALUE_BYTES];
     let err = (0..10_000u64)

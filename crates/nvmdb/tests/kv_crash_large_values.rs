@@ -23,8 +23,8 @@ fn engine_options() -> EngineOptions {
     EngineOptions {
         workers: 2,
         undo_pages: 160,
-        batch_period_ms: 5,
-        log_bytes: 24 << 20,
+        group: engines::group::Options { batch_period_ms: 5, ..Default::default() },
+        wal: engines::wal::Options { log_bytes: 24 << 20, ..Default::default() },
         ..EngineOptions::default()
     }
 }

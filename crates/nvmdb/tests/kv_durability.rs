@@ -15,8 +15,8 @@ fn eventual_writes_do_not_wait_for_their_batch_and_flush_makes_them_durable() {
     o.region = RegionOptions::new(Medium::File, 32 << 20).with_path(&path);
     o.engine_options.workers = 2;
     o.engine_options.undo_pages = 40;
-    o.engine_options.staging_bytes = 4 << 20;
-    o.engine_options.batch_period_ms = 500;
+    o.engine_options.group.staging_bytes = 4 << 20;
+    o.engine_options.group.batch_period_ms = 500;
     {
         let db = Db::open(&o).unwrap();
         // The first write sets up the table layer and the table, durably.

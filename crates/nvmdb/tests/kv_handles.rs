@@ -10,7 +10,7 @@ use nvmdb::{Db, DbError, DbOptions, EngineOptions, WriteTransaction};
 fn options(engine: &str) -> DbOptions {
     let mut o = DbOptions { engine: engine.into(), ..Default::default() };
     o.region.medium = Medium::Dram;
-    o.engine_options.batch_period_ms = 1;
+    o.engine_options.group.batch_period_ms = 1;
     o
 }
 
@@ -135,7 +135,11 @@ fn begin_fails_instead_of_waiting_forever_for_a_slot_it_holds() {
 /// be recovered whole, and key 1000 never.
 fn crash_run(engine: &str, cut: u64) -> (u64, Option<Vec<u8>>, u64) {
     let region = Region::open(&RegionOptions::new(Medium::Sim, 64 << 20)).unwrap();
-    let eo = EngineOptions { workers: 2, log_bytes: 24 << 20, ..Default::default() };
+    let eo = {
+        let mut o = EngineOptions { workers: 2, ..Default::default() };
+        o.wal.log_bytes = 24 << 20;
+        o
+    };
     let engine = nvmdb::engines::open(engine, region, &eo).unwrap();
     let db = Db::from_engine(engine, 2, Default::default());
     let sim = || db.region().and_then(|r| r.sim()).expect("sim medium");
@@ -169,7 +173,11 @@ fn committed_handles_survive_a_crash_and_dropped_ones_never_appear() {
             let Some(image) = image else { continue };
             let region =
                 Region::from_image(&image, &RegionOptions::new(Medium::Sim, 64 << 20)).unwrap();
-            let eo = EngineOptions { workers: 2, log_bytes: 24 << 20, ..Default::default() };
+            let eo = {
+                let mut o = EngineOptions { workers: 2, ..Default::default() };
+                o.wal.log_bytes = 24 << 20;
+                o
+            };
             let db = Db::from_engine(
                 nvmdb::engines::open(engine, region, &eo).unwrap(),
                 2,

@@ -163,8 +163,11 @@ fn stale_savepoints_tables_and_ranges_are_errors() {
 /// and every acknowledged transaction.
 fn crash_run(engine: &str, cut: u64) -> (u64, Option<Vec<u8>>, u64) {
     let region = Region::open(&RegionOptions::new(Medium::Sim, 64 << 20)).unwrap();
-    let eo =
-        EngineOptions { workers: 2, undo_pages: 160, log_bytes: 24 << 20, ..Default::default() };
+    let eo = {
+        let mut o = EngineOptions { workers: 2, undo_pages: 160, ..Default::default() };
+        o.wal.log_bytes = 24 << 20;
+        o
+    };
     let db =
         Db::from_engine(nvmdb::engines::open(engine, region, &eo).unwrap(), 2, Default::default());
     let sim = || db.region().and_then(|r| r.sim()).expect("sim medium");
@@ -197,8 +200,11 @@ fn crash_run(engine: &str, cut: u64) -> (u64, Option<Vec<u8>>, u64) {
 
 fn crash_check(engine: &str, image: &[u8], acked: u64) -> Vec<String> {
     let region = Region::from_image(image, &RegionOptions::new(Medium::Sim, 64 << 20)).unwrap();
-    let eo =
-        EngineOptions { workers: 2, undo_pages: 160, log_bytes: 24 << 20, ..Default::default() };
+    let eo = {
+        let mut o = EngineOptions { workers: 2, undo_pages: 160, ..Default::default() };
+        o.wal.log_bytes = 24 << 20;
+        o
+    };
     let db =
         Db::from_engine(nvmdb::engines::open(engine, region, &eo).unwrap(), 2, Default::default());
     let mut bad = Vec::new();

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 use storage::{
-    CommitToken, DbError, Engine, IntegrityResult, RecoveryReport, Result, TableId, TableSpec, Txn,
+    CommitToken, Engine, IntegrityResult, RecoveryReport, Result, TableId, TableSpec, Txn,
 };
 
 pub struct NvwalEngine {
@@ -190,16 +190,12 @@ pub fn open_with(
     extra: &std::collections::BTreeMap<String, String>,
 ) -> Result<NvwalEngine> {
     let mut options = NvwalOptions::default();
-    let mut peer = PeerOptions { workers: workers.max(1), ..PeerOptions::default() };
     for (k, v) in extra {
-        match k.as_str() {
-            "cache_bytes" => {
-                peer.cache_bytes = v.parse().map_err(|_| {
-                    DbError::Invalid(format!("sqlite-nvwal: cache_bytes={v}: not a number"))
-                })?
-            }
-            _ => options.set(k, v)?,
-        }
+        options.set(k, v)?;
+    }
+    let mut peer = PeerOptions { workers: workers.max(1), ..PeerOptions::default() };
+    if let Some(bytes) = options.cache_bytes {
+        peer.cache_bytes = bytes;
     }
     NvwalEngine::open(region, &options, &peer)
 }

@@ -42,10 +42,16 @@ pub mod store;
 pub mod vfs;
 
 pub use engine::NvwalEngine;
+use storage::options::{OptionSet, OptionValue};
 use storage::{DbError, Result};
 
 /// The engine's name in `nvmdb`.
 pub const ENGINE_NAME: &str = "sqlite-nvwal";
+
+/// One line for `nvmdb bench --list` and `--help`.
+pub const ABOUT: &str = "NVWAL (Kim et al. ASPLOS 2016): SQLite with its WAL as differential \
+                         records in NVRAM (VFS on the region); --engine-opt nvwal=ls|e|cs \
+                         diff=on|range|off heap=user|per-frame";
 
 /// How a transaction's records become durable (paper §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,35 +93,63 @@ pub enum Fault {
     SkipFrameFlush,
 }
 
-/// Options of the engine; defaults in [`Default`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NvwalOptions {
-    pub sync: SyncMode,
-    pub diff: DiffMode,
-    pub heap: HeapMode,
-    /// Heap block size (fixed at format time).
-    pub block_bytes: u64,
-    /// Bytes of log blocks (fixed at format time; `None`: half the region, 4-64 MiB).
-    pub log_bytes: Option<u64>,
-    pub fault: Option<Fault>,
+macro_rules! spelled {
+    ($t:ty, $accepts:literal, $($variant:ident = $name:literal),*) => {
+        impl OptionValue for $t {
+            const ACCEPTS: &'static str = $accepts;
+            fn parse_option(text: &str) -> Option<Self> {
+                match text {
+                    $($name => Some(<$t>::$variant),)*
+                    _ => None,
+                }
+            }
+            fn show_option(&self) -> Option<String> {
+                Some(match self { $(<$t>::$variant => $name,)* }.to_string())
+            }
+        }
+    };
 }
 
-impl Default for NvwalOptions {
-    fn default() -> Self {
-        NvwalOptions {
-            sync: SyncMode::Lazy,
-            diff: DiffMode::On,
-            heap: HeapMode::User,
-            block_bytes: 8192,
-            log_bytes: None,
-            fault: None,
-        }
+spelled!(SyncMode, "ls, e or cs", Lazy = "ls", Eager = "e", Checksum = "cs");
+spelled!(DiffMode, "on, range or off", On = "on", Range = "range", Off = "off");
+spelled!(HeapMode, "user or per-frame", User = "user", PerFrame = "per-frame");
+spelled!(
+    Fault,
+    "skip-commit-persist or skip-frame-flush",
+    SkipCommitPersist = "skip-commit-persist",
+    SkipFrameFlush = "skip-frame-flush"
+);
+
+storage::engine_options! {
+    /// Options of the engine, one row per `--engine-opt` key (`docs/design.md` §4, "Options").
+    #[derive(Eq)]
+    pub struct NvwalOptions {
+        key sync as nvwal: SyncMode = SyncMode::Lazy,
+            "how records become durable: lazy sync (ls, §4.1), eager (e), checksum commit \
+             (cs, §4.2)";
+        key diff: DiffMode = DiffMode::On,
+            "differential logging (§3.2): several ranges (on), the paper's one range, or off";
+        key heap: HeapMode = HeapMode::User,
+            "log space (§3.3): records packed into blocks (user), or a block per frame";
+        key block_bytes: u64 = 8192,
+            "heap block size, a multiple of 64 in 4096..=1048576 (fixed at format time)";
+        key log_bytes: Option<u64> = None => storage::options::Bytes,
+            "bytes of log blocks (fixed at format time; unset: half the region, 4-64 MiB)";
+        key cache_bytes: Option<u64> = None,
+            "SQLite's page cache per connection (unset: the sqlite peer's default)";
+        key fault: Option<Fault> = None, "a deliberate protocol violation (tests only)";
     }
 }
 
-/// `--engine-opt` keys this engine takes (beyond the peers' `cache_bytes`, `writer_wait_ms`).
-pub const OPTION_KEYS: &[&str] =
-    &["nvwal", "diff", "heap", "block_bytes", "log_bytes", "fault", "cache_bytes"];
+/// `--engine-opt` keys this engine takes.
+pub fn option_keys() -> Vec<&'static str> {
+    NvwalOptions::default().options().iter().map(|i| i.key).collect()
+}
+
+/// How densely the engine stores rows, against an `inplace` database of the same rows (for
+/// default region sizes): SQLite's B-tree cells in 4 KiB pages held 1,000,000 rows of 1,016
+/// bytes in more than 1.2 GiB, so a workload needs twice the room.
+pub const ROOM_FACTOR: u64 = 2;
 
 impl NvwalOptions {
     pub fn validate(&self) -> Result<()> {
@@ -130,79 +164,14 @@ impl NvwalOptions {
 
     /// Applies one `key=value` engine option.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        let bad =
-            |what: &str| Err(DbError::Invalid(format!("sqlite-nvwal: {key}={value}: {what}")));
-        match key {
-            "nvwal" => {
-                self.sync = match value {
-                    "ls" => SyncMode::Lazy,
-                    "e" => SyncMode::Eager,
-                    "cs" => SyncMode::Checksum,
-                    _ => return bad("must be ls, e or cs"),
-                }
-            }
-            "diff" => {
-                self.diff = match value {
-                    "on" => DiffMode::On,
-                    "range" => DiffMode::Range,
-                    "off" => DiffMode::Off,
-                    _ => return bad("must be on, range or off"),
-                }
-            }
-            "heap" => {
-                self.heap = match value {
-                    "user" => HeapMode::User,
-                    "per-frame" => HeapMode::PerFrame,
-                    _ => return bad("must be user or per-frame"),
-                }
-            }
-            "block_bytes" => match value.parse() {
-                Ok(v) => self.block_bytes = v,
-                Err(_) => return bad("not a number"),
-            },
-            "log_bytes" => match value.parse() {
-                Ok(v) => self.log_bytes = Some(v),
-                Err(_) => return bad("not a number of bytes"),
-            },
-            "fault" => {
-                self.fault = match value {
-                    "skip-commit-persist" => Some(Fault::SkipCommitPersist),
-                    "skip-frame-flush" => Some(Fault::SkipFrameFlush),
-                    _ => return bad("faults: skip-commit-persist, skip-frame-flush"),
-                }
-            }
-            _ => return bad(&format!("unknown option (known: {})", OPTION_KEYS.join(", "))),
+        match OptionSet::set(self, key, value) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(DbError::Invalid(format!(
+                "sqlite-nvwal: {key}={value}: unknown option (known: {})",
+                option_keys().join(", ")
+            ))),
+            Err(why) => Err(DbError::Invalid(format!("sqlite-nvwal: {why}"))),
         }
-        Ok(())
-    }
-
-    /// Every option as `--engine-opt` spells it, defaults included (`log_bytes` only when given:
-    /// otherwise it follows the region's size; `fault` only when set).
-    pub fn resolved(&self) -> Vec<(String, String)> {
-        let sync = match self.sync {
-            SyncMode::Lazy => "ls",
-            SyncMode::Eager => "e",
-            SyncMode::Checksum => "cs",
-        };
-        let diff = match self.diff {
-            DiffMode::Off => "off",
-            DiffMode::Range => "range",
-            DiffMode::On => "on",
-        };
-        let heap = match self.heap {
-            HeapMode::User => "user",
-            HeapMode::PerFrame => "per-frame",
-        };
-        let mut out = vec![
-            ("nvwal".to_string(), sync.to_string()),
-            ("diff".to_string(), diff.to_string()),
-            ("heap".to_string(), heap.to_string()),
-            ("block_bytes".to_string(), self.block_bytes.to_string()),
-        ];
-        if let Some(bytes) = self.log_bytes {
-            out.push(("log_bytes".to_string(), bytes.to_string()));
-        }
-        out
     }
 
     /// The paper's name of this variant (`UH+LS+Diff`, ...); `diff=on`, ours, is
@@ -223,5 +192,30 @@ impl NvwalOptions {
             DiffMode::On => parts.push("Diff(ranges)"),
         }
         parts.join("+")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (issue 34): `log_bytes=8MiB` sized the default region (the CLI read it with
+    /// units) but the engine refused it ("not a number of bytes"); both now read one parser.
+    #[test]
+    fn log_bytes_takes_the_units_region_sizing_takes() {
+        let mut o = NvwalOptions::default();
+        o.set("log_bytes", "8MiB").unwrap();
+        assert_eq!(o.log_bytes, Some(8 << 20));
+        o.set("nvwal", "cs").unwrap();
+        assert_eq!(o.sync, SyncMode::Checksum);
+        let listed: Vec<_> = o.resolved().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+        assert_eq!(
+            listed,
+            ["nvwal=cs", "diff=on", "heap=user", "block_bytes=8192", "log_bytes=8388608"]
+        );
+        let err = o.set("diff", "some").unwrap_err().to_string();
+        assert!(err.contains("sqlite-nvwal: diff must be on, range or off, not `some`"), "{err}");
+        let err = o.set("nope", "1").unwrap_err().to_string();
+        assert!(err.contains("unknown option (known: nvwal, diff, heap,"), "{err}");
     }
 }

@@ -3,8 +3,9 @@
 //! The [`engine`] traits every storage and recovery method implements; the superblock and
 //! on-media [`format`](mod@format); the [`pages`] store, whose writes go through a
 //! `PageWriter`; the [`btree`]; the [`heap`] of fixed-size rows; the [`catalog`]; the key-level
-//! [`lock`] manager; the persistent page allocator ([`alloc`]); undo logs ([`undo`]) and system
-//! transactions ([`systxn`], today the one `PageWriter`); event [`counters`] (splits, merges,
+//! [`lock`] manager; engine [`options`] as `key=value` tables; the persistent page allocator
+//! ([`alloc`]); undo logs ([`undo`]) and system transactions ([`systxn`], today the one
+//! `PageWriter`); event [`counters`] (splits, merges,
 //! frees, ...) that crash campaigns report their coverage with; and the [`conformance`] suite.
 //!
 //! `PageWriter` is not where the recovery methods differ: `wal` and `group` run `inplace` (and
@@ -23,6 +24,7 @@ pub mod engine;
 pub mod format;
 pub mod heap;
 pub mod lock;
+pub mod options;
 pub mod pages;
 pub mod systxn;
 pub mod undo;

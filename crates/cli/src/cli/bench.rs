@@ -50,7 +50,7 @@ static REMOVE_ON_EXIT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Engine to run (`--list` shows them).
-    #[arg(long, required_unless_present = "list")]
+    #[arg(long, required_unless_present_any = ["list", "engine_opt"])]
     pub engine: Option<String>,
     /// Workload: ycsb, tpcb, tpcc, tatp.
     #[arg(long, default_value = "ycsb")]
@@ -146,8 +146,8 @@ pub struct Args {
     /// line's last write-back: thesis Fig. 5.7's method; 4 bytes of memory per byte stored).
     #[arg(long, default_value = "line", requires = "wear")]
     pub wear_granularity: String,
-    /// Engine-specific option KEY=VALUE (repeatable).
-    #[arg(long = "engine-opt", value_name = "KEY=VALUE")]
+    /// Engine-specific option KEY=VALUE (repeatable); `--engine-opt help` lists the engine's.
+    #[arg(long = "engine-opt", value_name = "KEY=VALUE", long_help = engine_opt_help())]
     pub engine_opt: Vec<String>,
     /// Per-thread bound on commits waiting for durability (group commit).
     #[arg(
@@ -248,6 +248,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn run_inner(args: Args) -> anyhow::Result<ExitCode> {
     if args.list {
         print_list();
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.engine_opt.iter().any(|o| o == "help") {
+        // The keys of the engine named, or of every engine without one.
+        print!("{}", registry::options_help(args.engine.as_deref()));
         return Ok(ExitCode::SUCCESS);
     }
     let plan = plan(&args)?;
@@ -401,7 +406,10 @@ pub fn refused_flags(flags: &[String]) -> Option<String> {
 }
 
 fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
-    let engine = args.engine.clone().unwrap_or_default();
+    // Optional to clap only so that `--engine-opt help` runs without it.
+    let Some(engine) = args.engine.clone() else {
+        return Err(invalid("engine", "is required (`--list` shows the engines)").into());
+    };
     if registry::lookup(&engine).is_none() {
         return Err(invalid(
             "engine",
@@ -519,7 +527,7 @@ fn reject_unhonoured(args: &Args, engine: &str, region: &RegionOptions) -> Resul
 }
 
 fn region_engines() -> Vec<&'static str> {
-    registry::ENGINES
+    registry::engines()
         .iter()
         .filter(|e| e.kind == registry::EngineKind::Region)
         .map(|e| e.name)
@@ -754,33 +762,13 @@ fn flush_in_effect(r: &RegionOptions, live: Option<&pmem::Region>) -> &'static s
 /// (issue 39: rows recorded only the options given). Peers report what was given.
 fn engine_opts_in_effect(plan: &Plan) -> BTreeMap<String, String> {
     let mut opts = plan.engine_config.extra.clone();
-    let name = plan.engine.as_str();
-    if name == sqlite_nvwal::ENGINE_NAME {
-        let mut o = sqlite_nvwal::NvwalOptions::default();
-        if plan.engine_config.extra.iter().all(|(k, v)| k == "cache_bytes" || o.set(k, v).is_ok()) {
-            for (k, v) in o.resolved() {
-                opts.entry(k).or_insert(v);
-            }
+    let Some(engine) = registry::RegionEngine::lookup(&plan.engine) else {
+        return opts;
+    };
+    if let Ok(resolved) = engine.resolved(&plan.engine_config) {
+        for (key, value) in resolved {
+            opts.entry(key).or_insert(value);
         }
-        return opts;
-    }
-    let Some(info) = registry::lookup(name).filter(|i| i.kind == registry::EngineKind::Region)
-    else {
-        return opts;
-    };
-    let Ok(resolved) = registry::region_engine_options(info.name, &plan.engine_config) else {
-        return opts;
-    };
-    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(&resolved) else {
-        return opts;
-    };
-    for key in registry::accepted_options(name) {
-        let text = match fields.get(*key) {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(serde_json::Value::Null) | None => continue,
-            Some(other) => other.to_string(),
-        };
-        opts.entry((*key).to_string()).or_insert(text);
     }
     opts
 }
@@ -982,10 +970,19 @@ fn remove_created_file(plan: &Plan) -> anyhow::Result<()> {
     })
 }
 
+/// `--engine-opt`'s `--help`: every engine's keys, from each engine's options table.
+fn engine_opt_help() -> String {
+    format!(
+        "Engine-specific option KEY=VALUE (repeatable); `--engine-opt help` lists the keys of \
+         the --engine given (or of all). The keys:\n{}",
+        registry::options_help(None)
+    )
+}
+
 fn print_list() {
     println!("engines:");
-    let width = registry::ENGINES.iter().map(|e| e.name.len()).max().unwrap_or(0);
-    for e in registry::ENGINES {
+    let width = registry::engines().iter().map(|e| e.name.len()).max().unwrap_or(0);
+    for e in registry::engines() {
         let kind = match e.kind {
             registry::EngineKind::Testing => "testing",
             registry::EngineKind::Region => "region",

@@ -31,6 +31,7 @@
 //! Test-only faults: `cow-skip-node-persist`, `cow-swap-before-nodes`, `cow-reuse-early`.
 
 mod layout;
+pub mod options;
 mod txn;
 
 use crate::device::Device;
@@ -45,6 +46,8 @@ use std::time::{Duration, Instant};
 use storage::engine::{check_spec, RecoveryReport};
 use storage::format::{page_offset, Layout, PageId, Superblock, CATALOG_PAGE, PAGE_SIZE_U64};
 use storage::{CommitToken, DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
+
+pub use options::Options;
 
 pub const ENGINE_NAME: &str = "cow";
 /// The master record: page 2, offset 0, the page id of the current meta page (0: no version).
@@ -162,7 +165,7 @@ impl Cow {
             scan.free.len(),
             scan.high
         ));
-        let group_commit = Duration::from_millis(options.group_commit_ms);
+        let group_commit = Duration::from_millis(options.cow.group_commit_ms);
         let state = State {
             durable_version: version.number,
             current: Arc::new(version),

@@ -25,6 +25,7 @@
 //! database (the price of replicating to DRAM, as in the paper).
 
 mod batch;
+pub mod options;
 
 use crate::inplace::InPlace;
 use crate::{EngineOptions, Fault};
@@ -37,6 +38,8 @@ use std::time::{Duration, Instant};
 use storage::engine::RecoveryReport;
 use storage::format::{page_offset, Superblock, PAGE_SIZE_U64};
 use storage::{CommitToken, DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
+
+pub use options::Options;
 
 pub const ENGINE_NAME: &str = "group";
 
@@ -181,7 +184,7 @@ impl Group {
     /// reaches NVRAM through the first batch, so a crash before it leaves a blank image.
     fn format(nvram: &Region, options: &EngineOptions, pages: u64) -> Result<BatchLog> {
         let log = batch_layout(options);
-        let area = ("batch log", "staging_bytes", options.staging_bytes);
+        let area = ("batch log", "staging_bytes", options.group.staging_bytes);
         crate::staging::format_region(
             nvram,
             ENGINE_NAME,
@@ -225,7 +228,7 @@ impl Group {
 
 /// The batch log `staging_bytes` asks for.
 fn batch_layout(options: &EngineOptions) -> LogLayout {
-    LogLayout::for_capacity(options.staging_bytes / CACHE_LINE)
+    LogLayout::for_capacity(options.group.staging_bytes / CACHE_LINE)
 }
 
 /// The pages formatting a region of `pages` requires (see [`crate::min_region_bytes`]).
@@ -235,17 +238,17 @@ pub(crate) fn needed_pages(options: &EngineOptions, pages: u64) -> u64 {
 
 fn validate(o: &EngineOptions) -> Result<BatchOptions> {
     let invalid = |why: String| Err(DbError::Invalid(format!("engine group: {why}")));
-    if !(1..=60_000).contains(&o.batch_period_ms) {
-        return invalid(format!("batch_period_ms={} outside 1..=60000", o.batch_period_ms));
+    if !(1..=60_000).contains(&o.group.batch_period_ms) {
+        return invalid(format!("batch_period_ms={} outside 1..=60000", o.group.batch_period_ms));
     }
-    if o.persist_threads > 64 {
-        return invalid(format!("persist_threads={} outside 0..=64", o.persist_threads));
+    if o.group.persist_threads > 64 {
+        return invalid(format!("persist_threads={} outside 0..=64", o.group.persist_threads));
     }
-    let capacity = o.staging_bytes / CACHE_LINE;
-    if !o.staging_bytes.is_multiple_of(CACHE_LINE) || capacity > MAX_CAPACITY_LINES {
+    let capacity = o.group.staging_bytes / CACHE_LINE;
+    if !o.group.staging_bytes.is_multiple_of(CACHE_LINE) || capacity > MAX_CAPACITY_LINES {
         return invalid(format!(
             "staging_bytes={} must be a multiple of 64 and at most {} MiB",
-            o.staging_bytes,
+            o.group.staging_bytes,
             (MAX_CAPACITY_LINES * CACHE_LINE) >> 20
         ));
     }
@@ -254,21 +257,21 @@ fn validate(o: &EngineOptions) -> Result<BatchOptions> {
         return invalid(format!(
             "staging_bytes={} is too small for {} workers: a batch needs room for every worker's \
              largest operation; use at least {} MiB",
-            o.staging_bytes,
+            o.group.staging_bytes,
             o.workers,
             (2 * margin * CACHE_LINE).div_ceil(1 << 20)
         ));
     }
     Ok(BatchOptions {
-        period: Duration::from_millis(o.batch_period_ms),
+        period: Duration::from_millis(o.group.batch_period_ms),
         // 0: every worker slot's thread helps, as the quiesced workers do in the thesis.
-        persist_threads: if o.persist_threads == 0 {
+        persist_threads: if o.group.persist_threads == 0 {
             o.workers as usize
         } else {
-            o.persist_threads as usize
+            o.group.persist_threads as usize
         }
         .clamp(1, 64),
-        batch_txns: o.batch_txns,
+        batch_txns: o.group.batch_txns,
         close_at_lines: capacity - margin,
     })
 }

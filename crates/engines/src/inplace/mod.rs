@@ -39,6 +39,7 @@
 //! their undo); commit is the same 8-byte free mark. Measured, TPC-B 1 thread: 29.06 barriers
 //! per transaction (lean 9.04).
 
+pub mod options;
 mod recovery;
 mod txn;
 
@@ -63,6 +64,8 @@ use storage::pages::PageStore;
 use storage::systxn::SysTxn;
 use storage::undo::UndoLog;
 use storage::{DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
+
+pub use options::Options;
 
 pub const ENGINE_NAME: &str = "inplace";
 

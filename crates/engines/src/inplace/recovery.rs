@@ -170,7 +170,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
     let mut report = RecoveryReport::default();
     let mut logs = attach_logs(&region, &layout)?;
     for l in logs.iter_mut() {
-        let pelley = options.protocol == super::Protocol::Pelley;
+        let pelley = options.inplace.protocol == super::Protocol::Pelley;
         l.user.set_lsn_last(pelley);
         l.sys.set_lsn_last(pelley);
     }
@@ -209,7 +209,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
         workers: Box::new([]),
         report: RecoveryReport::default(),
         fault: options.fault,
-        protocol: options.protocol,
+        protocol: options.inplace.protocol,
         poisoned: AtomicBool::new(false),
     };
     // 3. In-flight user transactions: roll back; committed ones: finish their frees. Slots

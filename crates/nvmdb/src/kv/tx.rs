@@ -32,7 +32,7 @@ pub struct WriteTx<'db> {
 /// [`WriteTx::set_durability`]).
 ///
 /// On the `group` engine (NVRAM Group Commit — Pelley et al., VLDB 2014, §3.3) a commit
-/// becomes durable with its batch, up to `engine_options.batch_period_ms` later: `Immediate`
+/// becomes durable with its batch, up to `engine_options.group.batch_period_ms` later: `Immediate`
 /// waits for it, `Eventual` does not, and a crash before the batch persists loses the
 /// transaction whole (never part of it). Every other engine makes each commit durable before
 /// it returns, so there both mean `Immediate`.

@@ -1,0 +1,19 @@
+//! `lsm`'s options (`docs/design.md` §4, "Options"): one table row per `--engine-opt` key, with
+//! its default, parser and help. Arulraj et al. SIGMOD 2015 §3.3, §4.3.
+
+use serde::{Deserialize, Serialize};
+use storage::options::Bytes;
+
+/// The shared keys `lsm` takes (`crate::EngineOptions`'s).
+pub const SHARED_KEYS: &[&str] = &["fault", "io", "checksums"];
+
+storage::engine_options! {
+    /// `lsm`'s own options.
+    #[derive(Serialize, Deserialize)]
+    #[serde(default)]
+    pub struct Options {
+        key memtable_bytes: u64 = 4 << 20 => Bytes,
+            "bytes of the memtable (an NVRAM arena with io=nvm, two of them; DRAM with io=fs, \
+             whose log is twice this); a full memtable is flushed into runs";
+    }
+}
