@@ -39,6 +39,7 @@
 
 pub(crate) mod carray;
 pub(crate) mod dlog;
+mod horizon_check;
 pub(crate) mod log;
 pub(crate) mod manager;
 mod oldest_first;
@@ -46,6 +47,7 @@ pub(crate) mod pipeline;
 
 pub use crate::device::Io;
 pub use dlog::{Cache, LogLayout};
+pub use horizon_check::{dlog_horizon_check, HorizonCheck};
 pub use log::LogInsert;
 pub use pipeline::LogForce;
 
