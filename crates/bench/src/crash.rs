@@ -44,7 +44,10 @@
 //! Invariant: a violation is only ever reported against facts that held before the cut: acks
 //! recorded while `Sim::cut_taken()` was false, and the workload's own invariants.
 
+mod image_check;
 mod load;
+
+pub use image_check::ImageCheck;
 
 use crate::acks::{AckLog, DurableSink, DurableTxn};
 use crate::driver::{BenchError, Hooks, RunLength, RunOptions, Setup, MAX_THREADS};
@@ -174,6 +177,9 @@ pub enum ViolationKind {
     Run,
     /// The engine panicked during the run, recovery or verification.
     Panic,
+    /// The engine's stated recovery invariant fails on the cut image itself
+    /// ([`SimTarget::image_check`]), whether or not a later read would notice.
+    Invariant,
 }
 
 impl ViolationKind {
@@ -185,6 +191,7 @@ impl ViolationKind {
             ViolationKind::Recovery => "recovery",
             ViolationKind::Run => "run",
             ViolationKind::Panic => "panic",
+            ViolationKind::Invariant => "invariant",
         }
     }
 }
@@ -315,6 +322,8 @@ pub struct Outcome {
     pub aimed: bool,
     /// What the engine did between the start of the run that was cut and the cut.
     pub window: Option<EngineCounters>,
+    /// The cut image was checked by [`SimTarget::image_check`] (it applied and could run).
+    pub image_checked: bool,
 }
 
 /// A campaign's totals.
@@ -346,6 +355,8 @@ pub struct Summary {
     pub load_crashes: u64,
     /// Crash points reached that were aimed at a structural event.
     pub aimed_crashes: u64,
+    /// Cut images [`SimTarget::image_check`] checked.
+    pub images_checked: u64,
     /// Reached crash windows whose engine reported counters.
     pub windows: u64,
     /// Events inside the crash windows, summed.
@@ -365,6 +376,7 @@ impl Summary {
                 self.load_crashes += 1;
             }
             self.aimed_crashes += u64::from(outcome.aimed);
+            self.images_checked += u64::from(outcome.image_checked);
             if let Some(w) = &outcome.window {
                 self.windows += 1;
                 self.coverage = self.coverage.plus(w);
@@ -441,6 +453,8 @@ pub struct SimTarget<'a> {
     pub workload: &'a MakeWorkload<'a>,
     /// Options of every region (size, `eadr`); the medium is always `sim`.
     pub region: RegionOptions,
+    /// An invariant of the engine's own, checked on every cut image (`None`: none).
+    pub image_check: Option<&'a ImageCheck<'a>>,
 }
 
 /// How a simulated-crash campaign runs.
@@ -904,6 +918,14 @@ impl Ctx<'_> {
         if let Some(e) = cut.run_error {
             outcome.violations.push(violation(ViolationKind::Run, &[], e));
         }
+        match cut.image_check {
+            Some(Ok(checked)) => outcome.image_checked = checked,
+            Some(Err(message)) => {
+                outcome.image_checked = true;
+                outcome.violations.push(violation(ViolationKind::Invariant, &[], message));
+            }
+            None => {}
+        }
         let Some(mut image) = cut.image else { return outcome };
         let acks = cut.acks;
         outcome.reached = true;
@@ -963,6 +985,7 @@ impl Ctx<'_> {
             run_error: Some(e),
             window: None,
             point: None,
+            image_check: None,
         };
         let region = match self.image_region(base) {
             Ok(region) => region,
@@ -988,6 +1011,10 @@ impl Ctx<'_> {
         // The counters stopped at the cut: this is what the crash window held.
         let window = engine.counters().zip(before).map(|(after, before)| after.since(&before));
         let image = sim.take_image();
+        let image_check = match (self.target.image_check, &image) {
+            (Some(check), Some(image)) => Some(image_check::run(check, &*engine, &region, image)),
+            _ => None,
+        };
         drop(engine);
         CutRun {
             image,
@@ -995,6 +1022,7 @@ impl Ctx<'_> {
             run_error: result.err().map(|e| e.to_string()),
             window,
             point: sim.cut_point(),
+            image_check,
         }
     }
 
@@ -1106,6 +1134,8 @@ struct CutRun {
     window: Option<EngineCounters>,
     /// Where the cut fell, counted from arming.
     point: Option<CrashPoint>,
+    /// What [`SimTarget::image_check`] said of the image (`None`: no check or no image).
+    image_check: Option<Result<bool, String>>,
 }
 
 /// Records durable transactions while the cut has not been taken; after it, asks the run to

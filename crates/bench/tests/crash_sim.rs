@@ -263,6 +263,7 @@ fn campaign(skip_commit_fence: bool, options: &CrashOptions) -> crash::Summary {
         open: &open,
         workload: &make,
         region: RegionOptions::new(Medium::Sim, 1 << 20),
+        image_check: None,
     };
     crash::run_sim(&target, options, &Quiet).expect("the campaign runs")
 }

@@ -165,6 +165,22 @@ impl Engine for NvwalEngine {
     fn region(&self) -> Option<&Region> {
         Some(self.store().region())
     }
+    /// What the fuzzer damages (`nvmdb fuzz`): the header, NVWAL's block table, its log blocks
+    /// (the WAL frames as records) and the database file's area.
+    fn describe_offset(&self, offset: u64) -> Option<String> {
+        let l = self.store().layout();
+        Some(if offset < crate::layout::HEADER_BYTES {
+            "sqlite-nvwal header".into()
+        } else if offset < l.blocks_off {
+            "sqlite-nvwal block table".into()
+        } else if offset < l.db_off.min(l.blocks_off + l.block_count * l.block_bytes) {
+            "sqlite-nvwal log block".into()
+        } else if offset >= l.db_off && offset < l.db_off + l.db_cap {
+            "sqlite-nvwal database file".into()
+        } else {
+            return None;
+        })
+    }
     fn check_integrity(&self) -> IntegrityResult {
         self.store().heap_census().map_err(|e| e.to_string())?;
         self.inner().check_integrity()

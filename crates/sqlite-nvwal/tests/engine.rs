@@ -93,6 +93,7 @@ fn campaign(opts: &[(&str, &str)], crashes: u64) -> Summary {
         open: &open,
         workload: &make,
         region: RegionOptions::new(Medium::Sim, 16 << 20),
+        image_check: None,
     };
     let options = CrashOptions {
         crashes,

@@ -135,7 +135,8 @@ fn config(engine: &'static str, engine_opt: &[String]) -> anyhow::Result<EngineC
         ("undo_pages", "4".to_string()),
         ("sys_undo_pages", "4".to_string()),
         ("staging_bytes", "2MiB".to_string()),
-        ("memtable_bytes", "256KiB".to_string()),
+        // Small enough that loading the base flushes runs (damage then falls on them too).
+        ("memtable_bytes", "64KiB".to_string()),
         // A batch closes within a case's churn, so its log reaches NVRAM (and a crash image).
         ("batch_txns", "8".to_string()),
     ];

@@ -312,3 +312,7 @@ fn entries_crc(batch: u64, offsets: &[u8], lines: &[u8]) -> u64 {
     let crc = crc32c::crc32c_append(crc, offsets);
     u64::from(crc32c::crc32c_append(crc, lines))
 }
+
+#[cfg(test)]
+#[path = "batch_boundary_tests.rs"]
+mod boundary_tests;

@@ -139,6 +139,20 @@ impl NvmMem {
         })
     }
 
+    /// The node at `next`, which follows `cur` in a list: it must sort strictly after it. A
+    /// damaged pointer back to an earlier node would otherwise make a walk cycle forever
+    /// (found by `nvmdb fuzz --engine lsm`, issue 37).
+    fn after(&self, region: &Region, tables: &[TableSpec], cur: At, next: u64) -> Result<Node> {
+        let n = self.node(region, tables, next)?;
+        match cur {
+            At::Node(c) if n.order() <= c.order() => Err(DbError::Corrupt(format!(
+                "lsm memtable: node at offset {next} follows node {} but does not sort after it",
+                c.off
+            ))),
+            _ => Ok(n),
+        }
+    }
+
     /// The row of node `n` (`None`: a tombstone), its checksum verified.
     pub fn value<'r>(
         &self,
@@ -212,7 +226,7 @@ impl NvmMem {
                 if next == 0 {
                     break;
                 }
-                let n = self.node(region, tables, next)?;
+                let n = self.after(region, tables, cur, next)?;
                 if n.order() >= target {
                     break;
                 }
@@ -272,7 +286,7 @@ impl NvmMem {
                     }
                     break;
                 }
-                let m = self.node(region, tables, next)?;
+                let m = self.after(region, tables, cur, next)?;
                 if m.order() >= n.order() {
                     break;
                 }
@@ -327,14 +341,14 @@ impl NvmMem {
         let mut cur = *n;
         loop {
             let next = region.read_u64(cur.next_field(0));
-            match self.at(region, tables, next)? {
-                Some(m) if m.table == n.table && m.key == n.key => {
-                    if m.seq >= cur.seq {
-                        return Err(DbError::Corrupt("lsm memtable: versions out of order".into()));
-                    }
-                    cur = m
-                }
-                other => return Ok(other),
+            if next == 0 {
+                return Ok(None);
+            }
+            let m = self.after(region, tables, At::Node(cur), next)?;
+            if m.table == n.table && m.key == n.key {
+                cur = m;
+            } else {
+                return Ok(Some(m));
             }
         }
     }
@@ -366,5 +380,39 @@ impl DramMem {
             self.bytes -= 16 + old.map_or(0, |v| v.len() as u64);
         }
         self.bytes += add;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmem::{Medium, RegionOptions};
+
+    /// Regression (issue 37, found by `nvmdb fuzz --engine lsm --seed 42 --case 13`, a hang): a
+    /// damaged next pointer back to an earlier node is `Corrupt` for every walk, never a cycle.
+    #[test]
+    fn a_memtable_pointer_back_to_an_earlier_node_is_corrupt_not_a_hang() {
+        let region = Region::open(&RegionOptions::new(Medium::Dram, 1 << 20)).expect("dram");
+        let tables = [TableSpec { name: "t".into(), row_bytes: 8, expected_rows: 8 }];
+        NvmMem::format(&region, 0);
+        let mut m = NvmMem::new(0, 1 << 20, HEAD_BYTES, true);
+        let mut nodes = Vec::new();
+        for key in 0..8u64 {
+            let off = m.used;
+            NvmMem::write_node(&region, off, 0, key, 1, 1, Some(&key.to_le_bytes()), true);
+            m.used += node_bytes(1, 8);
+            nodes.push(Node { off, table: 0, key, seq: 1, height: 1, tombstone: false });
+        }
+        for (field, value) in m.plan_links(&region, &tables, &nodes).expect("links") {
+            region.write_u64(field, value);
+        }
+        assert_eq!(m.get(&region, &tables, 0, 7).expect("a sound list").map(|n| n.key), Some(7));
+        // Node 5's next pointer back to node 2: 2, 3, 4, 5, 2, ... without the order check.
+        region.write_u64(nodes[5].next_field(0), nodes[2].off);
+        let corrupt = |r: Result<Option<Node>>| matches!(r, Err(DbError::Corrupt(_)));
+        assert!(corrupt(m.get(&region, &tables, 0, 7)), "seek past the cycle");
+        assert!(corrupt(m.next_key(&region, &tables, &nodes[5])), "next key at the cycle");
+        let unlinked = m.unlink(&region, &tables, &nodes[7]);
+        assert!(matches!(unlinked, Err(DbError::Corrupt(_))), "unlink past the cycle");
     }
 }

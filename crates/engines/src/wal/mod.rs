@@ -43,6 +43,7 @@
 
 pub(crate) mod carray;
 pub(crate) mod dlog;
+mod horizon_check;
 pub(crate) mod log;
 pub(crate) mod manager;
 mod oldest_first;
@@ -51,6 +52,7 @@ pub(crate) mod pipeline;
 
 pub use crate::device::Io;
 pub use dlog::{Cache, LogLayout};
+pub use horizon_check::{dlog_horizon_check, HorizonCheck};
 pub use log::LogInsert;
 pub use pipeline::LogForce;
 
