@@ -109,14 +109,15 @@ impl Writer {
 }
 
 fn options(sync: SyncMode) -> NvwalOptions {
-    let mut o = NvwalOptions::default();
-    o.sync = sync;
-    o.diff = DiffMode::Range;
-    o.heap = HeapMode::User;
-    o.block_bytes = BLOCK;
-    o.log_bytes = Some(1 << 20);
-    o.fault = None;
-    o
+    NvwalOptions {
+        sync,
+        diff: DiffMode::Range,
+        heap: HeapMode::User,
+        block_bytes: BLOCK,
+        log_bytes: Some(1 << 20),
+        fault: None,
+        ..Default::default()
+    }
 }
 
 /// The WAL as recovered from the persisted crash image after a block ending `gap` bytes short
