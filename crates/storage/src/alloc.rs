@@ -182,7 +182,9 @@ impl PageAllocator {
         let mut st = self.state.lock();
         loop {
             if st.list.len() > keep {
-                return Ok(st.list.pop());
+                let page = st.list.pop();
+                debug_assert!(page.is_some_and(|p| self.is_listable(p)), "listed page {page:?}");
+                return Ok(page);
             }
             if st.cursor >= self.layout.page_count {
                 return Ok(None);
@@ -241,7 +243,15 @@ impl PageAllocator {
 
     /// Gives back a reserved page whose bit was never set.
     pub fn unreserve(&self, page: PageId) {
+        debug_assert!(self.is_listable(page), "unreserved page {page} is not a free data page");
         self.state.lock().list.push(page);
+    }
+
+    /// The free list's invariant, for debug assertions: a data page of this layout whose bit
+    /// is clear (a listed page in use would be handed to two owners).
+    fn is_listable(&self, page: PageId) -> bool {
+        let data = (self.layout.first_data_page()..self.layout.page_count).contains(&page);
+        data && self.word(page).is_ok_and(|w| w & (1 << (page % 64)) == 0)
     }
 
     /// Marks `page` in use. Returns the ranges to flush (the word and its mirror).
@@ -273,6 +283,7 @@ impl PageAllocator {
             written.extend(self.update_bit(*p, false)?);
         }
         persist(&written);
+        debug_assert!(pages.iter().all(|p| self.is_listable(*p)), "freed pages still in use");
         let cursor = st.cursor;
         st.list.extend(pages.iter().filter(|p| **p < cursor));
         Ok(())
