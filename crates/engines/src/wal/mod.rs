@@ -9,9 +9,8 @@
 //! the write-ahead log ([`log`]). Commits are made durable by `persist_wal` (2 barriers), run
 //! by the central log's flush daemon for every commit in the buffer at once (group commit).
 //! A page flusher writes dirty pages back with `persist_page` (page log, 4 barriers per page,
-//! as in the paper; `page_flush=direct` writes the
-//! dirty lines of the dirty pages in place, one barrier per 64 pages, without the page log, which our physical redo makes
-//! safe), after
+//! as in the paper; `page_flush=direct` writes the dirty lines of the dirty pages in place, one
+//! barrier per 64 pages, without the page log, which our physical redo makes safe), after
 //! forcing the log past their changes (the WAL rule), and then advances the checkpoint's redo
 //! point, which truncates the log. `max_dirty_pages` is the flush-rate knob of Pelley's Fig. 1.
 //! `flusher=checkpoint` (the default, ours) checkpoints every dirty page once the budget is
@@ -36,19 +35,22 @@
 //! at a time: see [`Shared::checkpoint`]); the central log is Aether's (Johnson et al., VLDB
 //! 2010): a consolidation array inserts its records ([`carray`], §4-§5) and a log flush daemon
 //! forces it for the commits ([`pipeline`], §3).
-//!
-//! Not split yet (about 1,010 lines without its tests): open and recovery, and the page flusher
-//! with its checkpoint, are the two jobs to part (`wal/checkpoint.rs`); deferred while the log
-//! manager interface (issue 34) and the log tests (branch `fuzzlogs`) change this file.
 
 pub(crate) mod carray;
+mod checkpoint;
 pub(crate) mod dlog;
 mod horizon_check;
+mod inspect;
 pub(crate) mod log;
 pub(crate) mod manager;
 mod oldest_first;
 pub mod options;
 pub(crate) mod pipeline;
+mod recovery;
+
+use checkpoint::dirty_pages;
+pub use inspect::inspect;
+use recovery::{log_area, read_control, replay_page_log, Recovering};
 
 pub use crate::device::Io;
 pub use dlog::{Cache, LogLayout};
@@ -134,8 +136,8 @@ impl Flusher {
 }
 
 /// Log bytes one operation can append at most, per worker: what its undo logs can describe plus
-/// a full-height split, doubled for the record overhead of small stores. The log keeps this much room
-/// per worker so appends inside an operation never overflow it.
+/// a full-height split, doubled for the record overhead of small stores. The log keeps this much
+/// room per worker so appends inside an operation never overflow it.
 fn op_margin_bytes(o: &EngineOptions) -> u64 {
     let pages = u64::from(o.undo_pages) + u64::from(o.sys_undo_pages) + 24;
     (u64::from(o.workers) + 1) * pages * PAGE_SIZE_U64 * 2
@@ -435,356 +437,6 @@ impl Wal {
     }
 }
 
-/// What analysis and redo of either log manager read and write.
-struct Recovering<'a> {
-    nvram: &'a Region,
-    /// The buffer pool, a copy of the image that redo brings up to date.
-    staging: &'a Region,
-    device: &'a Arc<Device>,
-    dc: dlog::Control,
-    options: &'a EngineOptions,
-}
-
-impl Recovering<'_> {
-    /// Analysis and redo of the central log: from the checkpoint's redo point to the end.
-    fn central(&self, image_bytes: u64, report: &mut RecoveryReport) -> Result<Central> {
-        let (nvram, capacity, log_area) = (self.nvram, self.dc.per_log_bytes, log_area());
-        let redo_from = nvram.read_u64(control(C_REDO));
-        let redo_started = Instant::now();
-        let (end, records) = log::scan(nvram, log_area, capacity, redo_from, image_bytes, |r| {
-            self.staging.write(r.offset, r.bytes)
-        })?;
-        report.records_applied = records;
-        report.notes.push(format!(
-            "redo: {records} records ({} KiB) from LSN {redo_from} in {:.1} ms",
-            (end - redo_from) >> 10,
-            redo_started.elapsed().as_secs_f64() * 1e3
-        ));
-        log::erase_stale_tail(nvram, log_area, capacity, redo_from, end);
-        let insert = self.options.wal.log_insert;
-        let log = Log::new(self.device.clone(), log_area, capacity, redo_from, end, insert);
-        let skip_barrier = self.options.fault == Some(Fault::WalSkipLogBarrier);
-        let force = self.options.wal.log_force;
-        Ok(Central::new(log, nvram.clone(), self.device.clone(), skip_barrier, force))
-    }
-
-    /// Analysis and redo over every log ([`dlog::recover`]).
-    fn distributed(&self, image_bytes: u64, report: &mut RecoveryReport) -> Result<Dlog> {
-        let (nvram, dc, log_area) = (self.nvram, self.dc, log_area());
-        let dfault = match self.options.fault {
-            Some(Fault::DlogAckOwnLogs) => Some(DlogFault::AckOwnLogs),
-            Some(Fault::DlogSkipLaggingLog) => Some(DlogFault::SkipLaggingLog),
-            Some(Fault::DlogRedoPastHorizon) => Some(DlogFault::RedoPastHorizon),
-            Some(Fault::DlogRedoUnsorted) => Some(DlogFault::RedoUnsorted),
-            _ => None,
-        };
-        let redo_started = Instant::now();
-        let rec = dlog::recover(
-            nvram,
-            self.staging,
-            control(0),
-            log_area,
-            dc,
-            image_bytes,
-            true,
-            dfault,
-        )?;
-        report.records_applied = rec.redone;
-        report.notes.push(format!(
-            "redo: {} records from {} logs ({}) in {:.1} ms; {} records above the GSN horizon \
-             {} retired",
-            rec.redone,
-            rec.ends.len(),
-            dc.layout,
-            redo_started.elapsed().as_secs_f64() * 1e3,
-            rec.retired,
-            rec.horizon
-        ));
-        if let Some(note) = &rec.redo.note {
-            report.notes.push(note.clone());
-        }
-        for (i, (&from, &end)) in rec.redo.points.iter().zip(&rec.ends).enumerate() {
-            let area = log_area + i as u64 * dc.per_log_bytes;
-            log::erase_stale_tail(nvram, area, dc.per_log_bytes, from, end);
-        }
-        Ok(Dlog::new(
-            self.device.clone(),
-            control(0),
-            log_area,
-            dc,
-            &rec,
-            self.options.wal.log_insert,
-            image_bytes / PAGE_SIZE_U64,
-            dfault,
-        ))
-    }
-}
-
-fn log_area() -> u64 {
-    page_offset(FIRST_LOG_PAGE)
-}
-
-fn read_control(nvram: &Region, pages: u64) -> Result<(u64, PageId)> {
-    let c = nvram.read(control(0), 48);
-    let bad = |why: String| Err(DbError::Corrupt(format!("wal control line: {why}")));
-    if get_u64(c, C_MAGIC as usize) != MAGIC {
-        return bad("bad magic".into());
-    }
-    let (capacity, base) = (get_u64(c, C_CAPACITY as usize), get_u64(c, C_BASE as usize));
-    if get_u64(c, C_CRC as usize) != params_crc(capacity, base) {
-        return bad("checksum mismatch".into());
-    }
-    if capacity == 0
-        || !capacity.is_multiple_of(PAGE_SIZE_U64)
-        || base != FIRST_LOG_PAGE + capacity / PAGE_SIZE_U64
-        || base >= pages
-    {
-        return bad(format!("log of {capacity} bytes and base page {base} do not fit"));
-    }
-    Ok((capacity, base))
-}
-
-/// Pelley's `persist_page` crash case: a page log marked valid is written in place again.
-fn replay_page_log(nvram: &Region, base: u64, image_bytes: u64) -> Result<Option<u64>> {
-    let state = nvram.read_u64(control(C_PAGE_LOG));
-    if state == 0 {
-        return Ok(None);
-    }
-    let page = state - 1;
-    if page.checked_add(1).is_none_or(|end| page_offset(end) > image_bytes) {
-        return Err(DbError::Corrupt(format!("wal page log names page {page}")));
-    }
-    let at = base + page_offset(page);
-    let logged = nvram.read(page_offset(PAGE_LOG_PAGE), PAGE_SIZE).to_vec();
-    nvram.write(at, &logged);
-    nvram.persist(at, PAGE_SIZE_U64);
-    nvram.write_u64(control(C_PAGE_LOG), 0);
-    nvram.persist(control(C_PAGE_LOG), 8);
-    Ok(Some(page))
-}
-
-/// Runs of set bits of a line mask: (first line, count), ascending.
-fn line_runs(mut mask: u128) -> Vec<(u64, u64)> {
-    let mut runs = Vec::new();
-    let mut base = 0u64;
-    while mask != 0 {
-        let skip = u64::from(mask.trailing_zeros());
-        mask >>= skip;
-        let n = u64::from(mask.trailing_ones());
-        runs.push((base + skip, n));
-        base += skip + n;
-        mask = mask.checked_shr(n as u32).unwrap_or(0);
-    }
-    runs
-}
-
-/// Dirty pages of the buffer pool: image page ids, ascending, each with a mask of its dirty
-/// lines (bit i: line i of the page's 128).
-fn dirty_pages(staging: &Region) -> Vec<(PageId, u128)> {
-    const _: () = assert!(PAGE_SIZE_U64 / CACHE_LINE == 128);
-    let lines_per_page = PAGE_SIZE_U64 / CACHE_LINE;
-    let mut pages: Vec<(PageId, u128)> = Vec::new();
-    if let Some(d) = staging.dirty() {
-        for s in d.segments() {
-            d.segment_lines(s, |l| {
-                let (p, bit) = (l / lines_per_page, 1u128 << (l % lines_per_page));
-                match pages.last_mut() {
-                    Some((last, mask)) if *last == p => *mask |= bit,
-                    _ => pages.push((p, bit)),
-                }
-            });
-        }
-    }
-    pages
-}
-
-impl Shared {
-    fn fail(&self, e: &DbError) {
-        self.failed.store(true, Ordering::Release);
-        let _ = e;
-    }
-
-    fn failed_error(&self) -> Option<DbError> {
-        (self.failed.load(Ordering::Acquire) || self.log.failed()).then(|| {
-            DbError::Invalid(
-                "the write-ahead log failed (a checkpoint or a log force did not complete); \
-                 reopen the database to recover"
-                    .into(),
-            )
-        })
-    }
-
-    /// The page flusher, a fuzzy checkpoint: with operations quiesced only for a moment, takes
-    /// the redo point (`cut`, the end of the log) and the set of dirty pages, clearing it; then,
-    /// [`SNAPSHOT_PAGES`] at a time, copies pages (operations quiesced for the copy), forces the
-    /// log past everything the copies may hold (the WAL rule) and writes them back while
-    /// transactions run; finally moves the redo point to `cut` (truncating the log). A page
-    /// changed after its set was taken is dirty again, so the next checkpoint writes it; a copy
-    /// may hold changes after `cut` — redo from `cut` reapplies them in order (physical records).
-    fn checkpoint(&self) -> Result<()> {
-        let mut tracker = self.checkpoint_lock.lock();
-        if let Some(e) = self.failed_error() {
-            return Err(e);
-        }
-        let started = Instant::now();
-        let (cut, pages) = {
-            let _quiesced = self.gate.write();
-            let cut = self.log.ends();
-            let pages = dirty_pages(&self.staging);
-            if let Some(d) = self.staging.dirty() {
-                d.clear();
-            }
-            (cut, pages)
-        };
-        let result = self.write_back(&cut, &pages);
-        if let Err(e) = &result {
-            self.fail(e);
-        }
-        result?;
-        tracker.reset(cut[0]);
-        self.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
-        self.stats.pages_flushed.fetch_add(pages.len() as u64, Ordering::Relaxed);
-        self.stats.flush_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn write_back(&self, cut: &[u64], pages: &[(PageId, u128)]) -> Result<()> {
-        if self.fault == Some(WalFault::CheckpointBeforePages) {
-            self.log.advance_redo(cut);
-        }
-        for chunk in pages.chunks(SNAPSHOT_PAGES) {
-            self.flush_chunk(chunk, false)?;
-        }
-        self.log.advance_redo(cut);
-        self.device.check()
-    }
-
-    /// Copies `chunk`'s pages with operations quiesced, forces the log past everything the
-    /// copies may hold (the WAL rule) and writes them back while transactions run. `take`: the
-    /// lines written are the page's dirty lines now, taken out of the dirty set (the Pelley
-    /// flusher); otherwise the masks given (cleared when the checkpoint began).
-    fn flush_chunk(&self, chunk: &[(PageId, u128)], take: bool) -> Result<()> {
-        let (end, snapshot) = {
-            let _quiesced = self.gate.write();
-            let snapshot: Vec<(PageId, u128, Vec<u8>)> = chunk
-                .iter()
-                .map(|&(p, m)| {
-                    let mask = if take { self.take_dirty(p) } else { m };
-                    (p, mask, self.staging.read(page_offset(p), PAGE_SIZE).to_vec())
-                })
-                .filter(|&(_, mask, _)| mask != 0)
-                .collect();
-            (self.log.ends(), snapshot)
-        };
-        if self.fault != Some(WalFault::PageBeforeLog) {
-            self.log.force_for_pages(&end)?;
-        }
-        match self.page_flush {
-            PageFlush::Paper => {
-                for (page, _, bytes) in &snapshot {
-                    self.persist_page(*page, bytes);
-                }
-            }
-            PageFlush::Direct => {
-                // Only the lines dirty when the page was taken; a line dirtied since is dirty
-                // again and covered by redo from the redo point.
-                for (page, mask, bytes) in &snapshot {
-                    let at = self.base + page_offset(*page);
-                    for (first, n) in line_runs(*mask) {
-                        let (from, len) = (first * CACHE_LINE, n * CACHE_LINE);
-                        let range = from as usize..(from + len) as usize;
-                        self.device.write(at + from, &bytes[range]);
-                        self.flush_counted(at + from, len);
-                    }
-                }
-                self.fence_counted();
-            }
-        }
-        if self.fault == Some(WalFault::PageBeforeLog) {
-            self.log.force_for_pages(&end)?;
-        }
-        Ok(())
-    }
-
-    /// The dirty lines of `page`, taken out of the dirty set (operations quiesced).
-    fn take_dirty(&self, page: PageId) -> u128 {
-        let Some(d) = self.staging.dirty() else { return u128::MAX };
-        let first = page * (PAGE_SIZE_U64 / CACHE_LINE);
-        u128::from(d.take_word(first)) | u128::from(d.take_word(first + 64)) << 64
-    }
-
-    /// Pelley's `persist_page` (Fig. 2): copy to the page log, barrier; mark it valid, barrier;
-    /// write in place, barrier; invalidate, barrier.
-    fn persist_page(&self, page: PageId, bytes: &[u8]) {
-        let log_at = page_offset(PAGE_LOG_PAGE);
-        let d = &self.device;
-        d.write(log_at, bytes);
-        self.persist_counted(log_at, PAGE_SIZE_U64);
-        d.write_u64(control(C_PAGE_LOG), page + 1);
-        self.persist_counted(control(C_PAGE_LOG), 8);
-        let at = self.base + page_offset(page);
-        d.write(at, bytes);
-        self.persist_counted(at, PAGE_SIZE_U64);
-        d.write_u64(control(C_PAGE_LOG), 0);
-        self.persist_counted(control(C_PAGE_LOG), 8);
-    }
-
-    /// A flush by the page flusher, counted apart from the log's (bench's `engine` figures).
-    fn flush_counted(&self, at: u64, len: u64) {
-        self.device.flush(at, len);
-        let lines = (at + len).div_ceil(CACHE_LINE) - at / CACHE_LINE;
-        self.stats.flush_lines.fetch_add(lines, Ordering::Relaxed);
-    }
-
-    fn fence_counted(&self) {
-        self.device.fence();
-        self.stats.flush_fences.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn persist_counted(&self, at: u64, len: u64) {
-        self.flush_counted(at, len);
-        self.fence_counted();
-    }
-
-    /// Background flusher: with `flusher=checkpoint`, checkpoints when the dirty pages exceed
-    /// `max_dirty_pages` or the log passes half its capacity; with `flusher=pelley`, writes
-    /// back the oldest dirty pages every round ([`oldest_first`]).
-    fn flusher(&self) {
-        let round = match self.flusher {
-            Flusher::Checkpoint => Duration::from_millis(5),
-            Flusher::Pelley => oldest_first::ROUND,
-        };
-        loop {
-            {
-                let mut stop = self.stop.lock();
-                if *stop {
-                    return;
-                }
-                self.wake.wait_for(&mut stop, round);
-                if *stop {
-                    return;
-                }
-            }
-            if self.flusher == Flusher::Pelley {
-                if self.flush_oldest().is_err() {
-                    return;
-                }
-                continue;
-            }
-            let (used, capacity) = self.log.most_used();
-            let log_busy = used > capacity / 2;
-            let lines = self.staging.dirty().map_or(0, pmem::DirtyLines::count);
-            // Cheap test first: fewer dirty lines than pages allowed means few enough pages.
-            let too_dirty = self.max_dirty_pages > 0
-                && lines > self.max_dirty_pages
-                && dirty_pages(&self.staging).len() as u64 > self.max_dirty_pages;
-            if (log_busy || too_dirty) && self.checkpoint().is_err() {
-                return;
-            }
-        }
-    }
-}
-
 impl Gate for Shared {
     /// Checkpoints first if the log is nearly full (appends inside an operation cannot wait).
     fn enter(&self) -> Result<crate::gated::GateRead<'_>> {
@@ -954,75 +606,5 @@ impl Engine for Wal {
     fn shutdown(&self) -> Result<()> {
         self.inner.shutdown()?;
         self.shared.checkpoint()
-    }
-}
-
-/// What opening `region` would do, on a private copy: the image after redo, as `inplace` would
-/// recover it. `outer` is the superblock's inspection of the whole region.
-pub fn inspect(region: &Region, outer: crate::Inspection) -> Result<crate::Inspection> {
-    crate::staging::require_backed(region, outer.page_count)?;
-    let (capacity, base_page) = read_control(region, outer.page_count)?;
-    let image_bytes = page_offset(outer.page_count - base_page);
-    let image = Region::dram_copy(
-        region.read(page_offset(base_page), image_bytes as usize),
-        &RegionOptions::default(),
-    )?;
-    let log_area = log_area();
-    if let Some(dc) = dlog::read_layout(region, control(0), capacity)? {
-        let rec =
-            dlog::recover(region, &image, control(0), log_area, dc, image_bytes, false, None)?;
-        let mut outer = crate::staging::inspect_image(outer, &image, rec.redone)?;
-        outer.verdict += &format!(
-            "; {} log records in {} logs ({}) to redo, {} above the GSN horizon {}",
-            rec.redone,
-            rec.ends.len(),
-            dc.layout,
-            rec.retired,
-            rec.persisted_horizon
-        );
-        outer.log = Some(crate::LogInspection {
-            layout: dc.layout.to_string(),
-            logs: dc.layout.logs(),
-            cache: dc.cache.name().into(),
-            log_bytes: capacity,
-            per_log_bytes: dc.per_log_bytes,
-            horizon: Some(rec.persisted_horizon),
-            redo_points: rec.redo.points.clone(),
-            ends: rec.ends.clone(),
-            records_to_redo: rec.redone,
-            records_above_horizon: rec.retired,
-        });
-        return Ok(outer);
-    }
-    let redo_from = region.read_u64(control(C_REDO));
-    let (end, records) = log::scan(region, log_area, capacity, redo_from, image_bytes, |r| {
-        image.write(r.offset, r.bytes)
-    })?;
-    let mut outer = crate::staging::inspect_image(outer, &image, records)?;
-    outer.verdict += &format!("; {records} log records ({} KiB) to redo", (end - redo_from) >> 10);
-    outer.log = Some(crate::LogInspection {
-        layout: LogLayout::Central.to_string(),
-        logs: 1,
-        cache: Cache::Volatile.name().into(),
-        log_bytes: capacity,
-        per_log_bytes: capacity,
-        horizon: None,
-        redo_points: vec![redo_from],
-        ends: vec![end],
-        records_to_redo: records,
-        records_above_horizon: 0,
-    });
-    Ok(outer)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn line_runs_are_the_runs_of_set_bits() {
-        assert_eq!(super::line_runs(0), vec![]);
-        assert_eq!(super::line_runs(1), vec![(0, 1)]);
-        assert_eq!(super::line_runs(0b0111_0110), vec![(1, 2), (4, 3)]);
-        assert_eq!(super::line_runs(u128::MAX), vec![(0, 128)]);
-        assert_eq!(super::line_runs(1 << 127 | 1 << 126 | 1), vec![(0, 1), (126, 2)]);
     }
 }
