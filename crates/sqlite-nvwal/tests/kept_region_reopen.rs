@@ -1,8 +1,8 @@
 //! Regressions (issue 37) for a kept `sqlite-nvwal` region file: (1) its layout was planned over
 //! the growable mapping (`bench` maps half the free disk), so reopening it with another mapping
 //! size said "geometry ... does not fit"; (2) a zeroed header over a populated region was taken
-//! for a blank region and formatted over, silently dropping the database; (3) a truncated file
-//! must be a clean error. Would catch: geometry read from the mapping instead of the header, a
+//! for a blank region and formatted over, silently dropping the database (so was a damaged
+//! created flag); (3) a truncated file must be a clean error. Would catch: geometry read from the mapping instead of the header, a
 //! silent reformat of damaged data, or a read past the file's end.
 
 use pmem::{Medium, Region, RegionOptions};
@@ -85,6 +85,34 @@ fn zeroed_nvwal_header_over_data_is_corrupt_not_a_silent_reformat() {
         Ok(_) => panic!("a zeroed header over data was formatted over"),
     }
     assert!(std::fs::read(&path).unwrap() == bytes, "the refused region was written to");
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Regression (issue 37; `nvmdb fuzz --engine sqlite-nvwal --seed 11 --case 423`): a bit flipped
+/// in the header's created flag (byte 78, in the word at 72) read as "creation never finished"
+/// and the populated region was formatted over. Every value but 0 and 1 is damage.
+#[test]
+fn a_damaged_created_flag_is_corrupt_not_a_silent_reformat() {
+    let path = scratch("flag");
+    populate(&path);
+    let clean = std::fs::read(&path).unwrap();
+    for (byte, bit) in [(78, 0x04), (73, 0x01), (72, 0x02), (79, 0x80)] {
+        let mut bytes = clean.clone();
+        bytes[byte] ^= bit;
+        std::fs::write(&path, &bytes).unwrap();
+        match open(region(&path, 0, 1 << 30).unwrap()) {
+            Err(DbError::Corrupt(m)) => assert!(m.contains("created flag"), "{m}"),
+            Err(e) => panic!("byte {byte} bit {bit:#x}: expected Corrupt, got {e}"),
+            Ok(_) => panic!("byte {byte} bit {bit:#x}: a damaged flag was formatted over"),
+        }
+        assert!(std::fs::read(&path).unwrap() == bytes, "the refused region was written to");
+    }
+    // The undamaged file still opens with every row.
+    std::fs::write(&path, &clean).unwrap();
+    let db = open(region(&path, 0, 1 << 30).unwrap()).unwrap();
+    assert!(!db.recovery_report().formatted);
+    assert_eq!(rows(&db), ROWS as usize);
+    db.shutdown().unwrap();
     let _ = std::fs::remove_file(&path);
 }
 

@@ -141,12 +141,22 @@ impl Store {
         let (layout, formatted_now) = if magic == MAGIC {
             let geometry = region.read(0, 64).to_vec();
             let layout = Layout::decode(&geometry, region.read_u64(H_GEOMETRY_CRC), len)?;
-            if region.read_u64(H_FORMATTED) == 1 {
-                (layout, false)
-            } else {
-                // A crash while the database was being created: start again.
-                format(&region, &layout);
-                (layout, true)
+            match region.read_u64(H_FORMATTED) {
+                1 => (layout, false),
+                0 => {
+                    // A crash while the database was being created: start again.
+                    format(&region, &layout);
+                    (layout, true)
+                }
+                // Only 0 and 1 are ever written: anything else is a damaged word, and taking
+                // it for "not created yet" would format over the database (found by `nvmdb
+                // fuzz --engine sqlite-nvwal --seed 11 --case 423`, a bit flip in byte 78).
+                other => {
+                    return Err(corrupt(format!(
+                        "the header's created flag is {other:#x} (only 0 or 1 are written); \
+                         refusing to format over the database"
+                    )))
+                }
             }
         } else if magic == FORMATTING_MAGIC || blank_header_over_blank_region(&region)? {
             // Blank, or a format that a crash cut short (nothing but the header and the block
