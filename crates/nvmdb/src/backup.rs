@@ -1,5 +1,6 @@
 //! Online backup ([`Db::backup_to`]): a consistent copy of every named table into a new
-//! database file, taken while the database stays open.
+//! database file, taken while the database stays open; and compaction ([`Db::compact`]), a
+//! backup renamed over the database's own file, which gives deleted entries' space back.
 //!
 //! Consistency comes from a brief quiesce: the backup takes every worker slot (so no
 //! transaction of the table layer runs; new ones wait for a slot, as they do under load) and
@@ -55,6 +56,10 @@ pub struct BackupReport {
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> DbError {
     DbError::Invalid(format!("backup: {what} {}: {e}", path.display()))
+}
+
+fn compact_error(what: &str, path: &Path, e: std::io::Error) -> DbError {
+    DbError::Invalid(format!("compact: {what} {}: {e}", path.display()))
 }
 
 impl Db {
@@ -114,14 +119,7 @@ impl Db {
             report.allocated_bytes = meta.blocks() * 512;
         }
         std::fs::rename(&partial, path).map_err(|e| io_error("cannot rename to", path, e))?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        // The rename is durable once the directory is.
-        std::fs::File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| io_error("cannot sync the directory", &dir, e))?;
+        sync_parent(path)?;
         Ok(report)
     }
 
@@ -223,4 +221,110 @@ fn copy(source: &ReadTx<'_>, target: &Db) -> Result<BackupReport> {
         report.tables += 1;
     }
     Ok(report)
+}
+
+/// What [`Db::compact`] did: the copy it made and the file's size before and after.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CompactReport {
+    /// The copy that replaced the file (its `file_bytes` and `allocated_bytes` are the
+    /// sizes after).
+    pub copy: BackupReport,
+    /// Size of the file before.
+    pub file_bytes_before: u64,
+    /// Bytes the file system held for it before.
+    pub allocated_bytes_before: u64,
+}
+
+impl Db {
+    /// Gives the space of deleted entries back to the file system: copies every named table
+    /// into `<path>.compact` ([`Db::backup_to`]), opens the copy, renames it over the
+    /// database's file and continues on it. `&mut self` means no transaction is running.
+    /// Needs a database in a file (`region.medium` `File` or `Shm` with `region.path`).
+    ///
+    /// Crash invariant: the database's path holds either the old database or the complete
+    /// copy, never a partial one; a leftover `<path>.compact` (a crash before the rename) is
+    /// only ever a copy and the next compaction replaces it. On an error before the rename,
+    /// `self` is unchanged.
+    ///
+    /// ```
+    /// use nvmdb::{pmem::Medium, Db, DbOptions};
+    /// let path = std::env::temp_dir().join(format!("nvmdb-doc-compact-{}", std::process::id()));
+    /// let mut options = DbOptions::default();
+    /// options.region.medium = Medium::File;
+    /// options.region.path = Some(path.clone());
+    /// let mut db = Db::open(&options)?;
+    /// db.write(|tx| {
+    ///     let t = tx.open_table::<u64>("t")?;
+    ///     (0..100).try_for_each(|k| t.insert(k, vec![7u8; 10_000]).map(drop))
+    /// })?;
+    /// db.write(|tx| (1..100).try_for_each(|k| tx.open_table::<u64>("t")?.remove(k).map(drop)))?;
+    /// let report = db.compact()?;
+    /// assert_eq!(report.copy.entries, 1);
+    /// assert_eq!(db.read(|tx| tx.open_table::<u64>("t")?.unwrap().len())?, 1);
+    /// # drop(db);
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok::<(), nvmdb::DbError>(())
+    /// ```
+    pub fn compact(&mut self) -> Result<CompactReport> {
+        let not_a_file = || {
+            DbError::Invalid(
+                "compact needs a database in a file (DbOptions::region.medium File, or Shm with \
+                 region.path)"
+                    .into(),
+            )
+        };
+        let options = self.options.clone().ok_or_else(not_a_file)?;
+        let path = match (&options.region.medium, &options.region.path) {
+            (Medium::File | Medium::Shm, Some(path)) => path.clone(),
+            _ => return Err(not_a_file()),
+        };
+        let mut target = path.as_os_str().to_owned();
+        target.push(".compact");
+        let target = PathBuf::from(target);
+        match std::fs::remove_file(&target) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(compact_error("cannot remove the leftover", &target, e)),
+        }
+        let (file_bytes_before, allocated_bytes_before) = file_sizes(&path)?;
+        let copy = self.backup_to(&target)?;
+        let mut copy_options = options.clone();
+        copy_options.region.path = Some(target.clone());
+        // Opened before the rename, so a copy that cannot open never replaces the database.
+        let mut fresh = match Db::open(&copy_options) {
+            Ok(db) => db,
+            Err(e) => {
+                let _ = std::fs::remove_file(&target);
+                return Err(e);
+            }
+        };
+        if let Err(e) = std::fs::rename(&target, &path) {
+            drop(fresh);
+            let _ = std::fs::remove_file(&target);
+            return Err(compact_error("cannot rename the copy to", &path, e));
+        }
+        sync_parent(&path)?;
+        // The open copy follows its inode through the rename; later copies and compactions
+        // must name the database's path.
+        fresh.options = Some(options);
+        drop(std::mem::replace(self, fresh));
+        Ok(CompactReport { copy, file_bytes_before, allocated_bytes_before })
+    }
+}
+
+fn file_sizes(path: &Path) -> Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| compact_error("cannot stat", path, e))?;
+    Ok((meta.len(), meta.blocks() * 512))
+}
+
+/// Makes a rename in `path`'s directory durable.
+fn sync_parent(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error("cannot sync the directory", &dir, e))
 }

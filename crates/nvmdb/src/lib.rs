@@ -42,7 +42,7 @@ mod db;
 mod handle;
 mod kv;
 
-pub use backup::BackupReport;
+pub use backup::{BackupReport, CompactReport};
 pub use db::{
     check_engine, CheckReport, Db, DbOptions, LayerFault, NamedTableRows, TableRows,
     UNLIMITED_SIZE_BYTES,

@@ -1,7 +1,7 @@
 //! Cost of the hierarchical bitmap set (`pmem::DirtyLines`, Pelley thesis §4.3.2) at several
 //! database sizes: ns per insert (a fresh line, and a line already dirty), and ns per dirty line
 //! to iterate and clear, for batches that dirty 0.1% and 1% of the lines.
-//! Run: `cargo run --release -p pmem --example dirty_bitmap`.
+//! Run: `cargo run --release -p nvmdb-pmem --example dirty_bitmap`.
 
 use pmem::DirtyLines;
 use std::hint::black_box;

@@ -1,7 +1,7 @@
 //! Measures the modelled persist-barrier delay: the distribution of single delays (median and
 //! tail) and the mean per fence against wall time. On a loaded machine the mean exceeds the
 //! request because a spinning thread that is descheduled keeps the TSC running; the median shows
-//! the delay loop itself. `cargo run --release -p pmem --example fence_delay -- 1000`
+//! the delay loop itself. `cargo run --release -p nvmdb-pmem --example fence_delay -- 1000`
 use pmem::{Medium, Region, RegionOptions, TimingOptions};
 use std::time::Instant;
 

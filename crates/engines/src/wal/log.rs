@@ -902,7 +902,7 @@ mod tests {
 }
 
 /// Per-insert cost measurements for the contention model of docs/storage.md (not a test:
-/// `cargo test --release -p engines insert_cost -- --ignored --nocapture`).
+/// `cargo test --release -p nvmdb-engines insert_cost -- --ignored --nocapture`).
 #[cfg(test)]
 mod insert_cost {
     use super::*;
