@@ -346,18 +346,20 @@ impl Lsm {
         Ok(false)
     }
 
-    /// Applies a transaction's writes durably (under the state lock).
-    fn commit_writes(&self, st: &mut State, writes: &WriteSet) -> Result<()> {
+    /// Applies a transaction's writes durably (under the state lock). `grows`: it inserted or
+    /// updated rows outside a `FreeingScope`, so it must leave room for deletes
+    /// ([`Lsm::make_room`]).
+    fn commit_writes(&self, st: &mut State, writes: &WriteSet, grows: bool) -> Result<()> {
         self.device.check()?;
         match st.mem {
-            Mem::Dram(_) => self.commit_fs(st, writes),
-            Mem::Nvm(_) => self.commit_nvm(st, writes),
+            Mem::Dram(_) => self.commit_fs(st, writes, grows),
+            Mem::Nvm(_) => self.commit_nvm(st, writes, grows),
         }?;
         self.device.check()
     }
 
     /// `io=fs`: one log record with the rows, `pwrite` + `fdatasync`, then the DRAM memtable.
-    fn commit_fs(&self, st: &mut State, writes: &WriteSet) -> Result<()> {
+    fn commit_fs(&self, st: &mut State, writes: &WriteSet, grows: bool) -> Result<()> {
         let seq = st.committed_seq + 1;
         let rec = encode_log_record(seq, writes);
         let rec_len = rec.len() as u64;
@@ -365,6 +367,9 @@ impl Lsm {
             return Err(DbError::TxnTooLarge(format!(
                 "its log record of {rec_len} bytes exceeds half the log; raise memtable_bytes"
             )));
+        }
+        if grows {
+            self.make_room(st, rec_len)?;
         }
         let mem_bytes = match &st.mem {
             Mem::Dram(d) => d.bytes,
@@ -392,7 +397,7 @@ impl Lsm {
 
     /// `io=nvm`: nodes + pointer record persisted (barrier 1), links persisted (barrier 2),
     /// `committed_seq` persisted (barrier 3).
-    fn commit_nvm(&self, st: &mut State, writes: &WriteSet) -> Result<()> {
+    fn commit_nvm(&self, st: &mut State, writes: &WriteSet, grows: bool) -> Result<()> {
         let n_writes = writes.len() as u64;
         let tables = st.manifest.tables.clone();
         let mut heights = Vec::with_capacity(writes.len());
@@ -410,6 +415,11 @@ impl Lsm {
                      memtable (raise memtable_bytes)"
                 )));
             }
+        }
+        if grows {
+            self.make_room(st, need)?;
+        }
+        if let Mem::Nvm(m) = &st.mem {
             if m.used + need > m.capacity {
                 self.flush_memtable(st)?;
             }
