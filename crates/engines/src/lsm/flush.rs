@@ -225,7 +225,7 @@ impl Lsm {
         Ok(pieces)
     }
 
-    fn release(st: &mut State, first: u64, pages: u64) {
+    pub(super) fn release(st: &mut State, first: u64, pages: u64) {
         let mut first = first;
         let mut pages = pages;
         if let Some((&p, &l)) = st.free.range(..first).next_back() {
@@ -292,7 +292,7 @@ impl Lsm {
     /// Writes one output of `table` (a flush's or a merge's): `rows` rows and `tombstones`
     /// tombstones from `entries`, as a row run and a tombstone run, each in one or more pieces.
     /// Returns the runs opened, in manifest order; flushed, not fenced. Takes nothing on error.
-    fn write_output(
+    pub(super) fn write_output(
         &self,
         st: &mut State,
         table: u32,
@@ -461,7 +461,7 @@ impl Lsm {
     /// 1/[`TOMBSTONE_SHARE`] of its entries is first merged whole (which drops them and the
     /// rows they hide: the merge that gives a delete's space back). When the region has no
     /// room for a merge's survivors, a merge of fewer (newer) outputs is tried instead.
-    fn compact(&self, st: &mut State, table: u32) -> Result<()> {
+    pub(super) fn compact(&self, st: &mut State, table: u32) -> Result<()> {
         let runs = &st.runs[table as usize];
         let starts = Self::outputs(runs);
         let ends = starts.iter().skip(1).copied().chain([runs.len()]);
@@ -491,7 +491,7 @@ impl Lsm {
     }
 
     /// Merges the runs of `table` from index `k` on into one output.
-    fn merge(&self, st: &mut State, table: u32, k: usize) -> Result<()> {
+    pub(super) fn merge(&self, st: &mut State, table: u32, k: usize) -> Result<()> {
         let inputs: Vec<Run> = st.runs[table as usize][k..].to_vec();
         // Only a merge that reaches the oldest run may drop a tombstone: no older version of
         // its key is left for it to hide.

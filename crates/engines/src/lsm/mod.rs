@@ -4,8 +4,9 @@
 //!
 //! Writes go to a memtable; when it fills, it is flushed into one immutable sorted run per
 //! table (a fixed-stride array of rows with a sparse index and a bloom filter, [`run`]), and
-//! compaction merges runs ([`Lsm::compact`]). Deletes are tombstones, dropped when a merge
-//! reaches a table's oldest run. The manifest ([`layout`]) lists tables and runs; it is
+//! compaction merges runs ([`Lsm::compact`]). Deletes are tombstones, kept in runs of their own
+//! (keys only) and dropped when a merge reaches a table's oldest run; a full region still takes
+//! deletes (space kept for them, outputs in pieces: [`flush`]). The manifest ([`layout`]) lists tables and runs; it is
 //! double-buffered and published by one checksummed write, so flushes and compactions are
 //! atomic. Run space is allocated from a volatile free list rebuilt from the manifest at open:
 //! space of a run being written is *pending* (owned by no manifest, so a crash frees it), a
@@ -50,6 +51,8 @@ pub(crate) mod memtable;
 pub mod options;
 mod recovery;
 pub(crate) mod run;
+#[cfg(test)]
+mod tests;
 mod txn;
 
 pub use inspect::inspect;
@@ -473,8 +476,26 @@ impl Lsm {
 impl Lsm {
     /// Live rows of a table, and a check of its memtable entries and runs.
     fn check_table(&self, st: &State, table: u32) -> std::result::Result<u64, String> {
-        for run in &st.runs[table as usize] {
+        let runs = &st.runs[table as usize];
+        for run in runs {
             run.check(&self.region)?;
+        }
+        // Reads take a key from the first run of an output that has it: the pieces of one
+        // output must not share a key.
+        let starts = Self::outputs(runs);
+        let ends = starts.iter().skip(1).copied().chain([runs.len()]);
+        for (&s, e) in starts.iter().zip(ends).filter(|&(&s, e)| e - s > 1) {
+            let mut keys: Vec<u64> = runs[s..e]
+                .iter()
+                .flat_map(|r| (0..r.r.entries).map(|i| r.key_at(&self.region, i)))
+                .collect();
+            keys.sort_unstable();
+            if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+                return Err(format!(
+                    "table {table}: key {} is in two pieces of the run at page {}",
+                    w[0], runs[s].r.first_page
+                ));
+            }
         }
         let mut rows = 0;
         let mut cursor =
