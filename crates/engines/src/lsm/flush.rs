@@ -497,7 +497,7 @@ impl Lsm {
         // its key is left for it to hide.
         let drop_tombstones = k == 0;
         let region = self.region.clone();
-        let counts = MergeIter::new(&region, &inputs, drop_tombstones)?.count_survivors()?;
+        let counts = MergeIter::count_survivors(&region, &inputs, drop_tombstones)?;
         let mut runs = st.runs.clone();
         runs[table as usize].truncate(k);
         if self.fault == Some(LsmFault::DropRunsBeforePublish) {
@@ -534,16 +534,29 @@ pub(super) struct MergeIter<'a> {
     /// The key at each run's position (`None`: the run is done).
     heads: Vec<Option<u64>>,
     drop_tombstones: bool,
+    checked: bool,
 }
 
 impl<'a> MergeIter<'a> {
     pub fn new(region: &'a Region, runs: &'a [Run], drop_tombstones: bool) -> Result<Self> {
+        Self::with_check(region, runs, drop_tombstones, true)
+    }
+
+    /// `checked: false` reads keys without checking their entries (counting only: the merge
+    /// that writes checks each entry it reads).
+    fn with_check(
+        region: &'a Region,
+        runs: &'a [Run],
+        drop_tombstones: bool,
+        checked: bool,
+    ) -> Result<Self> {
         let mut m = MergeIter {
             region,
             runs,
             pos: vec![0; runs.len()],
             heads: vec![None; runs.len()],
             drop_tombstones,
+            checked,
         };
         for i in 0..runs.len() {
             m.load(i)?;
@@ -553,12 +566,33 @@ impl<'a> MergeIter<'a> {
 
     fn load(&mut self, i: usize) -> Result<()> {
         let run = &self.runs[i];
-        self.heads[i] = if self.pos[i] < run.r.entries {
+        self.heads[i] = if self.pos[i] >= run.r.entries {
+            None
+        } else if self.checked {
             Some(run.entry(self.region, self.pos[i])?.0)
         } else {
-            None
+            Some(run.key_at(self.region, self.pos[i]))
         };
         Ok(())
+    }
+
+    /// The rows and the tombstones a merge of `runs` keeps (a first pass over their keys, so
+    /// that its output can be sized by them).
+    pub fn count_survivors(
+        region: &'a Region,
+        runs: &'a [Run],
+        drop_tombstones: bool,
+    ) -> Result<(u64, u64)> {
+        let mut m = Self::with_check(region, runs, drop_tombstones, false)?;
+        let (mut rows, mut tombstones) = (0, 0);
+        while let Some((_, run, _)) = m.next_key()? {
+            if m.runs[run].r.tombstones() {
+                tombstones += 1;
+            } else {
+                rows += 1;
+            }
+        }
+        Ok((rows, tombstones))
     }
 
     /// The next key that survives: its newest run (the last one that has it), and the runs'
@@ -580,20 +614,6 @@ impl<'a> MergeIter<'a> {
             }
             return Ok(Some((key, winner.0, winner.1)));
         }
-    }
-
-    /// The rows and the tombstones the merge keeps (a first pass, so that its output can be
-    /// sized by them).
-    pub fn count_survivors(mut self) -> Result<(u64, u64)> {
-        let (mut rows, mut tombstones) = (0, 0);
-        while let Some((_, run, _)) = self.next_key()? {
-            if self.runs[run].r.tombstones() {
-                tombstones += 1;
-            } else {
-                rows += 1;
-            }
-        }
-        Ok((rows, tombstones))
     }
 
     fn step(&mut self) -> Result<Option<(u64, Option<Vec<u8>>)>> {

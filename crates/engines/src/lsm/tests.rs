@@ -113,9 +113,9 @@ fn a_merge_sizes_its_output_by_counting_survivors() {
     let inputs =
         [add_output(&e, &mut st, t, 0..2000, true), add_output(&e, &mut st, t, 0..1800, false)];
     let inputs: Vec<Run> = inputs.concat();
-    let counted = MergeIter::new(&e.region, &inputs, true).expect("merge").count_survivors();
+    let counted = MergeIter::count_survivors(&e.region, &inputs, true);
     assert_eq!(counted.expect("count"), (200, 0));
-    let kept = MergeIter::new(&e.region, &inputs, false).expect("merge").count_survivors();
+    let kept = MergeIter::count_survivors(&e.region, &inputs, false);
     assert_eq!(kept.expect("count"), (200, 1800), "above the oldest run, tombstones stay");
     let need = run::pages_for(200, ROW);
     let input_pages: u64 = inputs.iter().map(|r| r.r.pages).sum();
