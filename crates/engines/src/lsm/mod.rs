@@ -8,10 +8,10 @@
 //! (keys only) and dropped when a merge reaches a table's oldest run; a full region still takes
 //! deletes (space kept for them, outputs in pieces: [`flush`]). The manifest ([`layout`])
 //! lists tables and runs; it is double-buffered and published by one checksummed write, so
-//! flushes and compactions are atomic. Run space is allocated from a volatile free list rebuilt from the manifest at open:
-//! space of a run being written is *pending* (owned by no manifest, so a crash frees it), a
-//! listed run is *in use*, and a merged-away run is freed only after the manifest that drops it
-//! is durable, so nothing leaks or is reused across a crash.
+//! flushes and compactions are atomic. Run space is allocated from a volatile free list rebuilt
+//! from the manifest at open: space of a run being written is *pending* (owned by no manifest,
+//! so a crash frees it), a listed run is *in use*, and a merged-away run is freed only after the
+//! manifest that drops it is durable, so nothing leaks or is reused across a crash.
 //!
 //! * `io=fs` (Log): the memtable is in DRAM; each commit appends its rows to a write-ahead log
 //!   in the region's file with `pwrite` and makes it durable with `fdatasync` (one barrier);
