@@ -112,8 +112,6 @@ fn full_region_frees_on_cow() {
 }
 
 #[test]
-#[ignore = "lsm: deletes need run space (a tombstone takes a full row stride; merges size \
-            their output by their inputs), which a full region lacks (issue 39)"]
 fn full_region_frees_on_lsm() {
     fill_then_free("lsm");
 }

@@ -10,7 +10,11 @@ use storage::engine::{MAX_ROW_BYTES, MAX_TABLE_NAME};
 use storage::format::{crc, get_u32, get_u64, page_offset, PageId, PAGE_SIZE_U64};
 use storage::{DbError, Result, TableSpec};
 
-pub(crate) const CONTROL_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBlsm");
+/// The control page's magic: layout version 2 (tombstone runs, runs in pieces). Regions of
+/// version 1 (`NVMDBlsm`: tombstones in row runs at a full row's stride) are refused with a
+/// `Format` error.
+pub(crate) const CONTROL_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBls2");
+const CONTROL_MAGIC_V1: u64 = u64::from_le_bytes(*b"NVMDBlsm");
 pub(crate) const MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"LSMmanif");
 /// Pages of one manifest slot.
 pub(crate) const MANIFEST_PAGES: u64 = 4;
@@ -80,6 +84,13 @@ impl Areas {
 
     pub fn decode(b: &[u8], control_page: PageId, page_count: u64) -> Result<Areas> {
         let bad = |why: &str| Err(DbError::Corrupt(format!("lsm control page: {why}")));
+        if b.len() >= 64 && get_u64(b, 0) == CONTROL_MAGIC_V1 {
+            return Err(DbError::Format(
+                "lsm: this region has lsm layout version 1 (tombstones at a full row's size), \
+                 this build reads version 2; load it again with this build"
+                    .into(),
+            ));
+        }
         if b.len() < 64 || get_u64(b, 0) != CONTROL_MAGIC {
             return bad("bad magic");
         }
@@ -107,13 +118,31 @@ impl Areas {
     }
 }
 
+/// [`RunRef::flags`]: the run holds tombstones only (keys, no rows).
+pub(crate) const RUN_TOMBSTONES: u32 = 1;
+/// [`RunRef::flags`]: the run is a piece of the same merge or flush as the run before it in
+/// its table's list (same age; the pieces of one output hold disjoint keys).
+pub(crate) const RUN_JOINS_PREVIOUS: u32 = 2;
+const RUN_FLAGS: u32 = RUN_TOMBSTONES | RUN_JOINS_PREVIOUS;
+
 /// One sorted run of one table, as the manifest lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct RunRef {
     pub table: u32,
+    /// [`RUN_TOMBSTONES`], [`RUN_JOINS_PREVIOUS`].
+    pub flags: u32,
     pub first_page: PageId,
     pub pages: u64,
     pub entries: u64,
+}
+
+impl RunRef {
+    pub fn tombstones(&self) -> bool {
+        self.flags & RUN_TOMBSTONES != 0
+    }
+    pub fn joins_previous(&self) -> bool {
+        self.flags & RUN_JOINS_PREVIOUS != 0
+    }
 }
 
 /// The database's structure: tables, runs (per table, oldest first), and the memtable.
@@ -151,6 +180,7 @@ impl Manifest {
         for (i, r) in self.runs.iter().enumerate() {
             let at = MANIFEST_HEADER + MAX_TABLES * TABLE_BYTES + i * RUN_BYTES;
             put32(&mut b, at, r.table);
+            put32(&mut b, at + 4, r.flags);
             put64(&mut b, at + 8, r.first_page);
             put64(&mut b, at + 16, r.pages);
             put64(&mut b, at + 24, r.entries);
@@ -205,6 +235,7 @@ impl Manifest {
             let at = MANIFEST_HEADER + MAX_TABLES * TABLE_BYTES + i * RUN_BYTES;
             let r = RunRef {
                 table: get_u32(b, at),
+                flags: get_u32(b, at + 4),
                 first_page: get_u64(b, at + 8),
                 pages: get_u64(b, at + 16),
                 entries: get_u64(b, at + 24),
@@ -217,6 +248,13 @@ impl Manifest {
                 || r.entries == 0
             {
                 return bad(format!("run {i} {r:?} outside the run area or its table"));
+            }
+            let first_of_table = m.runs.last().is_none_or(|p: &RunRef| p.table != r.table);
+            if r.flags & !RUN_FLAGS != 0 || (first_of_table && r.joins_previous()) {
+                return bad(format!("run {i} {r:?}: flags"));
+            }
+            if m.runs.iter().any(|p| p.table == r.table) && first_of_table {
+                return bad(format!("run {i} {r:?}: its table's runs are not listed together"));
             }
             m.runs.push(r);
         }

@@ -4,13 +4,14 @@
 //!
 //! Writes go to a memtable; when it fills, it is flushed into one immutable sorted run per
 //! table (a fixed-stride array of rows with a sparse index and a bloom filter, [`run`]), and
-//! compaction merges runs ([`Lsm::compact`]). Deletes are tombstones, dropped when a merge
-//! reaches a table's oldest run. The manifest ([`layout`]) lists tables and runs; it is
-//! double-buffered and published by one checksummed write, so flushes and compactions are
-//! atomic. Run space is allocated from a volatile free list rebuilt from the manifest at open:
-//! space of a run being written is *pending* (owned by no manifest, so a crash frees it), a
-//! listed run is *in use*, and a merged-away run is freed only after the manifest that drops it
-//! is durable, so nothing leaks or is reused across a crash.
+//! compaction merges runs ([`Lsm::compact`]). Deletes are tombstones, kept in runs of their own
+//! (keys only) and dropped when a merge reaches a table's oldest run; a full region still takes
+//! deletes (space kept for them, outputs in pieces: [`flush`]). The manifest ([`layout`])
+//! lists tables and runs; it is double-buffered and published by one checksummed write, so
+//! flushes and compactions are atomic. Run space is allocated from a volatile free list rebuilt
+//! from the manifest at open: space of a run being written is *pending* (owned by no manifest,
+//! so a crash frees it), a listed run is *in use*, and a merged-away run is freed only after the
+//! manifest that drops it is durable, so nothing leaks or is reused across a crash.
 //!
 //! * `io=fs` (Log): the memtable is in DRAM; each commit appends its rows to a write-ahead log
 //!   in the region's file with `pwrite` and makes it durable with `fdatasync` (one barrier);
@@ -50,6 +51,8 @@ pub(crate) mod memtable;
 pub mod options;
 mod recovery;
 pub(crate) mod run;
+#[cfg(test)]
+mod tests;
 mod txn;
 
 pub use inspect::inspect;
@@ -346,18 +349,20 @@ impl Lsm {
         Ok(false)
     }
 
-    /// Applies a transaction's writes durably (under the state lock).
-    fn commit_writes(&self, st: &mut State, writes: &WriteSet) -> Result<()> {
+    /// Applies a transaction's writes durably (under the state lock). `grows`: it inserted or
+    /// updated rows outside a `FreeingScope`, so it must leave room for deletes
+    /// ([`Lsm::make_room`]).
+    fn commit_writes(&self, st: &mut State, writes: &WriteSet, grows: bool) -> Result<()> {
         self.device.check()?;
         match st.mem {
-            Mem::Dram(_) => self.commit_fs(st, writes),
-            Mem::Nvm(_) => self.commit_nvm(st, writes),
+            Mem::Dram(_) => self.commit_fs(st, writes, grows),
+            Mem::Nvm(_) => self.commit_nvm(st, writes, grows),
         }?;
         self.device.check()
     }
 
     /// `io=fs`: one log record with the rows, `pwrite` + `fdatasync`, then the DRAM memtable.
-    fn commit_fs(&self, st: &mut State, writes: &WriteSet) -> Result<()> {
+    fn commit_fs(&self, st: &mut State, writes: &WriteSet, grows: bool) -> Result<()> {
         let seq = st.committed_seq + 1;
         let rec = encode_log_record(seq, writes);
         let rec_len = rec.len() as u64;
@@ -365,6 +370,9 @@ impl Lsm {
             return Err(DbError::TxnTooLarge(format!(
                 "its log record of {rec_len} bytes exceeds half the log; raise memtable_bytes"
             )));
+        }
+        if grows {
+            self.make_room(st, rec_len)?;
         }
         let mem_bytes = match &st.mem {
             Mem::Dram(d) => d.bytes,
@@ -392,7 +400,7 @@ impl Lsm {
 
     /// `io=nvm`: nodes + pointer record persisted (barrier 1), links persisted (barrier 2),
     /// `committed_seq` persisted (barrier 3).
-    fn commit_nvm(&self, st: &mut State, writes: &WriteSet) -> Result<()> {
+    fn commit_nvm(&self, st: &mut State, writes: &WriteSet, grows: bool) -> Result<()> {
         let n_writes = writes.len() as u64;
         let tables = st.manifest.tables.clone();
         let mut heights = Vec::with_capacity(writes.len());
@@ -410,6 +418,11 @@ impl Lsm {
                      memtable (raise memtable_bytes)"
                 )));
             }
+        }
+        if grows {
+            self.make_room(st, need)?;
+        }
+        if let Mem::Nvm(m) = &st.mem {
             if m.used + need > m.capacity {
                 self.flush_memtable(st)?;
             }
@@ -463,8 +476,26 @@ impl Lsm {
 impl Lsm {
     /// Live rows of a table, and a check of its memtable entries and runs.
     fn check_table(&self, st: &State, table: u32) -> std::result::Result<u64, String> {
-        for run in &st.runs[table as usize] {
+        let runs = &st.runs[table as usize];
+        for run in runs {
             run.check(&self.region)?;
+        }
+        // Reads take a key from the first run of an output that has it: the pieces of one
+        // output must not share a key.
+        let starts = Self::outputs(runs);
+        let ends = starts.iter().skip(1).copied().chain([runs.len()]);
+        for (&s, e) in starts.iter().zip(ends).filter(|&(&s, e)| e - s > 1) {
+            let mut keys: Vec<u64> = runs[s..e]
+                .iter()
+                .flat_map(|r| (0..r.r.entries).map(|i| r.key_at(&self.region, i)))
+                .collect();
+            keys.sort_unstable();
+            if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+                return Err(format!(
+                    "table {table}: key {} is in two pieces of the run at page {}",
+                    w[0], runs[s].r.first_page
+                ));
+            }
         }
         let mut rows = 0;
         let mut cursor =

@@ -1,12 +1,14 @@
 //! Immutable sorted runs (LevelDB's SSTables, Arulraj et al. §3.3): one table's rows in key
 //! order at a fixed stride, a sparse index (every [`INDEX_EVERY`]-th key) and a bloom filter,
 //! all in one extent of pages of the run area. Byte layout in `docs/format.md` (*lsm*).
+//! A *tombstone run* holds deletes only: its entries are keys without rows (a 16-byte stride,
+//! not a row's), so deleting a full region's rows takes a sliver of their space.
 //!
 //! Invariant: a run is immutable once the manifest lists it; it is read only through a
 //! [`Run`] whose header, index and filter were checked against the manifest and their
 //! checksums when it was opened, and each entry's checksum is checked when the entry is read.
 
-use super::layout::RunRef;
+use super::layout::{RunRef, RUN_TOMBSTONES};
 use crate::device::Device;
 use pmem::Region;
 use storage::format::{crc, get_u32, get_u64, page_offset, PAGE_SIZE_U64};
@@ -30,13 +32,28 @@ fn filter_words(entries: u64) -> u64 {
     (entries * FILTER_BITS_PER_KEY).div_ceil(64).max(1)
 }
 
-/// Pages a run of `entries` rows of `row_bytes` needs.
+/// Pages a run of `entries` rows of `row_bytes` needs (`row_bytes` 0: a tombstone run).
 pub(crate) fn pages_for(entries: u64, row_bytes: u32) -> u64 {
     let bytes = HEADER_BYTES
         + entries * stride_of(row_bytes)
         + entries.div_ceil(INDEX_EVERY) * 8
         + filter_words(entries) * 8;
     bytes.div_ceil(PAGE_SIZE_U64)
+}
+
+/// The most entries of `row_bytes` that a run of at most `pages` pages holds.
+pub(crate) fn capacity_of(pages: u64, row_bytes: u32) -> u64 {
+    // pages_for grows by at most one page per entry: bisect on [0, entries one page per row].
+    let (mut lo, mut hi) = (0u64, pages * PAGE_SIZE_U64 / stride_of(row_bytes) + 1);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if pages_for(mid, row_bytes) <= pages {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -71,9 +88,9 @@ pub(crate) struct RunBuilder<'a> {
 }
 
 impl<'a> RunBuilder<'a> {
-    /// A builder of a run of at most `capacity` entries at page `first_page`.
-    /// A builder of a run of at most `capacity` entries at page `first_page`; `flush: false`
-    /// leaves its lines unflushed (the test-only fault `lsm-run-before-persist`).
+    /// A builder of a run of at most `capacity` entries at page `first_page` (`row_bytes` 0: a
+    /// tombstone run); `flush: false` leaves its lines unflushed (the test-only fault
+    /// `lsm-run-before-persist`).
     pub fn new(
         device: &'a Device,
         first_page: u64,
@@ -98,9 +115,11 @@ impl<'a> RunBuilder<'a> {
         }
     }
 
-    /// Appends an entry (`None`: a tombstone). Keys must ascend.
+    /// Appends an entry (`None`: a tombstone, the only kind a tombstone run takes, and one a
+    /// row run never takes). Keys must ascend.
     pub fn push(&mut self, key: u64, value: Option<&[u8]>) {
         assert!(self.entries < self.capacity, "run builder overfilled");
+        assert_eq!(value.is_none(), self.row_bytes == 0, "entry of the wrong kind for its run");
         assert!(self.last_key.is_none_or(|k| k < key), "run keys must ascend");
         self.last_key = Some(key);
         if self.entries.is_multiple_of(INDEX_EVERY) {
@@ -174,6 +193,7 @@ impl<'a> RunBuilder<'a> {
         }
         RunRef {
             table: self.table,
+            flags: if self.row_bytes == 0 { RUN_TOMBSTONES } else { 0 },
             first_page,
             pages: pages_for(self.entries, self.row_bytes),
             entries: self.entries,
@@ -208,6 +228,7 @@ impl Run {
     pub fn open(region: &Region, r: RunRef, row_bytes: u32) -> Result<Run> {
         let bad =
             |why: String| Err(DbError::Corrupt(format!("lsm run at page {}: {why}", r.first_page)));
+        let row_bytes = if r.tombstones() { 0 } else { row_bytes };
         if pages_for(r.entries, row_bytes) != r.pages {
             return bad(format!("{} pages for {} entries", r.pages, r.entries));
         }
@@ -245,17 +266,19 @@ impl Run {
     pub fn entry<'r>(&self, region: &'r Region, i: u64) -> Result<Entry<'r>> {
         let e = region.read(self.base + HEADER_BYTES + i * self.stride, self.stride as usize);
         let flags = get_u32(e, 8);
-        if get_u32(e, 12) != entry_crc(e) || flags > FLAG_TOMBSTONE {
+        let kind = if self.row_bytes == 0 { FLAG_TOMBSTONE } else { 0 };
+        if get_u32(e, 12) != entry_crc(e) || flags != kind {
             return Err(DbError::Corrupt(format!(
                 "lsm run at page {}: entry {i} fails its checksum",
                 self.r.first_page
             )));
         }
-        let value = (flags == 0).then(|| &e[16..16 + self.row_bytes as usize]);
+        let value = (self.row_bytes > 0).then(|| &e[16..16 + self.row_bytes as usize]);
         Ok((get_u64(e, 0), value))
     }
 
-    fn key_at(&self, region: &Region, i: u64) -> u64 {
+    /// The key of entry `i`, unchecked (for counting; readers of rows use [`Run::entry`]).
+    pub fn key_at(&self, region: &Region, i: u64) -> u64 {
         region.read_u64(self.base + HEADER_BYTES + i * self.stride)
     }
 

@@ -10,6 +10,7 @@ use super::run::Run;
 use super::{Lsm, Mem, State, WriteSet};
 use pmem::Region;
 use std::collections::btree_map::Range;
+use storage::alloc::FreeingScope;
 use storage::engine::{check_row, check_update};
 use storage::lock::{LockMode, LockSet};
 use storage::{CommitToken, DbError, Result, TableId, TableSpec, Txn};
@@ -19,11 +20,14 @@ pub(crate) struct LsmTxn<'e> {
     id: u64,
     locks: LockSet,
     writes: WriteSet,
+    /// It inserted or updated a row outside a `FreeingScope`: its flush may not use the
+    /// reserve kept for deletes.
+    grows: bool,
 }
 
 impl<'e> LsmTxn<'e> {
     pub fn new(engine: &'e Lsm, id: u64) -> Self {
-        LsmTxn { engine, id, locks: LockSet::default(), writes: WriteSet::new() }
+        LsmTxn { engine, id, locks: LockSet::default(), writes: WriteSet::new(), grows: false }
     }
 
     fn lock(&mut self, table: TableId, key: u64, mode: LockMode) -> Result<()> {
@@ -75,6 +79,7 @@ impl Txn for LsmTxn<'_> {
             return Err(DbError::Duplicate { table, key });
         }
         self.writes.insert((table, key), Some(row.to_vec()));
+        self.grows |= !FreeingScope::active();
         Ok(())
     }
 
@@ -88,6 +93,7 @@ impl Txn for LsmTxn<'_> {
         }
         row[offset as usize..offset as usize + bytes.len()].copy_from_slice(bytes);
         self.writes.insert((table, key), Some(row));
+        self.grows |= !FreeingScope::active();
         Ok(true)
     }
 
@@ -135,7 +141,7 @@ impl Txn for LsmTxn<'_> {
         if !self.writes.is_empty() {
             let engine = self.engine;
             let mut st = engine.state.write();
-            let r = engine.commit_writes(&mut st, &self.writes);
+            let r = engine.commit_writes(&mut st, &self.writes, self.grows);
             drop(st);
             if let Err(e) = r {
                 self.release();

@@ -1,0 +1,243 @@
+//! Unit tests of `lsm`'s space handling (issue 39: a full region must still take deletes):
+//! tombstone runs, merges sized by their survivors, outputs in pieces, the room kept for
+//! deletes, and the refusal of layout-version-1 regions.
+
+use super::*;
+use flush::MergeIter;
+use layout::RUN_JOINS_PREVIOUS;
+use pmem::{Medium, RegionOptions};
+use std::ops::Range;
+use storage::alloc::FreeingScope;
+
+const ROW: u32 = 1000;
+
+fn options() -> EngineOptions {
+    let mut o = EngineOptions { workers: 1, ..Default::default() };
+    o.lsm.memtable_bytes = 64 << 10;
+    o
+}
+
+fn engine(mib: u64) -> (Lsm, TableId) {
+    let region = Region::open(&RegionOptions::new(Medium::Dram, mib << 20)).expect("region");
+    let e = Lsm::open(region, &options()).expect("open");
+    let spec = TableSpec { name: "t".into(), row_bytes: ROW, expected_rows: 1 };
+    let t = e.create_table(&spec).expect("table");
+    (e, t)
+}
+
+fn row(key: u64) -> Vec<u8> {
+    let mut r = vec![0x5a; ROW as usize];
+    r[..8].copy_from_slice(&key.to_le_bytes());
+    r
+}
+
+fn insert(e: &Lsm, t: TableId, keys: Range<u64>) -> Result<()> {
+    let mut txn = e.begin(0)?;
+    for k in keys {
+        txn.insert(t, k, &row(k))?;
+    }
+    txn.commit().map(|_| ())
+}
+
+fn delete(e: &Lsm, t: TableId, keys: Range<u64>) -> Result<()> {
+    let mut txn = e.begin(0)?;
+    for k in keys {
+        assert!(txn.delete(t, k)?, "key {k} was there");
+    }
+    txn.commit().map(|_| ())
+}
+
+fn present(e: &Lsm, t: TableId, key: u64) -> bool {
+    let mut txn = e.begin(0).expect("begin");
+    let mut out = Vec::new();
+    let found = txn.read(t, key, &mut out).expect("read");
+    assert!(!found || out == row(key), "key {key}: wrong row");
+    found
+}
+
+/// Writes one output of rows `rows` (or tombstones, `None`) and lists it last in `t`'s runs.
+fn add_output(e: &Lsm, st: &mut State, t: TableId, keys: Range<u64>, rows: bool) -> Vec<Run> {
+    let n = keys.end - keys.start;
+    let counts = if rows { (n, 0) } else { (0, n) };
+    let mut it = keys.map(|k| Ok((k, rows.then(|| row(k)))));
+    let out = e.write_output(st, t, &mut it, counts).expect("output");
+    st.runs[t as usize].extend(out.iter().cloned());
+    out
+}
+
+/// Leaves only `keep` (first page, pages) of the run area free; returns what it took away.
+fn hold_all_but(st: &mut State, keep: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut held = Vec::new();
+    for (first, len) in std::mem::take(&mut st.free) {
+        let mut at = first;
+        for &(p, n) in keep.iter().filter(|&&(p, _)| p >= first && p < first + len) {
+            if p > at {
+                held.push((at, p - at));
+            }
+            st.free.insert(p, n);
+            at = p + n;
+        }
+        if at < first + len {
+            held.push((at, first + len - at));
+        }
+    }
+    held
+}
+
+fn give_back(st: &mut State, held: Vec<(u64, u64)>) {
+    for (p, n) in held {
+        Lsm::release(st, p, n);
+    }
+}
+
+/// Guards that deletes do not cost a row's space each: a tombstone run holds keys only.
+#[test]
+fn a_tombstone_run_holds_keys_not_rows() {
+    let (e, t) = engine(8);
+    let mut st = e.state.write();
+    let out = add_output(&e, &mut st, t, 0..1800, false);
+    assert_eq!(out.len(), 1);
+    assert!(out[0].r.tombstones());
+    assert_eq!(out[0].r.pages, run::pages_for(1800, 0));
+    // A tombstone at a row's stride took 127 pages here.
+    assert!(out[0].r.pages * 20 < run::pages_for(1800, ROW), "{} pages", out[0].r.pages);
+    assert_eq!(out[0].get(&e.region, 7).expect("get"), Some(None));
+}
+
+/// Guards that a merge allocates for what survives it, not for all its inputs: with only the
+/// survivors' pages free, a merge that drops deleted rows still runs.
+#[test]
+fn a_merge_sizes_its_output_by_counting_survivors() {
+    let (e, t) = engine(8);
+    let mut st = e.state.write();
+    let inputs =
+        [add_output(&e, &mut st, t, 0..2000, true), add_output(&e, &mut st, t, 0..1800, false)];
+    let inputs: Vec<Run> = inputs.concat();
+    let counted = MergeIter::count_survivors(&e.region, &inputs, true);
+    assert_eq!(counted.expect("count"), (200, 0));
+    let kept = MergeIter::count_survivors(&e.region, &inputs, false);
+    assert_eq!(kept.expect("count"), (200, 1800), "above the oldest run, tombstones stay");
+    let need = run::pages_for(200, ROW);
+    let input_pages: u64 = inputs.iter().map(|r| r.r.pages).sum();
+    assert!(input_pages > 2 * need, "{input_pages} pages of inputs, {need} of survivors");
+    let (&first, _) = st.free.iter().find(|(_, &len)| len >= need).expect("an extent");
+    let held = hold_all_but(&mut st, &[(first, need)]);
+    e.merge(&mut st, t, 0).expect("the merge fits in its survivors' pages");
+    give_back(&mut st, held);
+    let runs = &st.runs[t as usize];
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].r.entries, runs[0].r.pages), (200, need));
+    drop(st);
+    assert!(present(&e, t, 1999) && !present(&e, t, 1799));
+    assert_eq!(e.check_integrity().expect("integrity").rows, 200);
+}
+
+/// Guards that a table whose runs are mostly tombstones is merged whole (which gives the
+/// deletes' space back) even where the size-ratio policy would merge nothing.
+#[test]
+fn a_table_mostly_tombstones_is_merged_whole() {
+    let (e, t) = engine(8);
+    let mut st = e.state.write();
+    add_output(&e, &mut st, t, 0..2500, true);
+    add_output(&e, &mut st, t, 0..1000, false);
+    assert_eq!(Lsm::merge_from(&[2500, 1000]), None, "the policy alone merges nothing");
+    e.compact(&mut st, t).expect("compact");
+    let runs = &st.runs[t as usize];
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].r.entries, 1500);
+    assert!(!runs[0].r.tombstones());
+}
+
+/// Guards that an output no free extent holds is written in pieces (flagged as one output)
+/// that reads, checks and recovery see as one run.
+#[test]
+fn a_run_that_fits_no_extent_is_written_in_pieces() {
+    let (e, t) = engine(8);
+    let region = e.region.clone();
+    let mut st = e.state.write();
+    let (&first, _) = st.free.iter().next().expect("free");
+    let keep: Vec<(u64, u64)> = (0..10).map(|i| (first + 20 * i, 10)).collect();
+    let held = hold_all_but(&mut st, &keep);
+    let out = add_output(&e, &mut st, t, 0..500, true);
+    give_back(&mut st, held);
+    assert!(out.len() > 1, "one piece of {} pages", out[0].r.pages);
+    assert!(!out[0].r.joins_previous());
+    assert!(out[1..].iter().all(|r| r.r.joins_previous() && r.r.pages <= 10));
+    let runs = st.runs.clone();
+    e.publish(&mut st, &runs).expect("publish");
+    drop(st);
+    assert!((0..500).all(|k| present(&e, t, k)));
+    assert_eq!(e.check_integrity().expect("integrity").rows, 500);
+    drop(e);
+    let again = Region::from_image(&region.snapshot(), &RegionOptions::default()).expect("image");
+    let e = Lsm::open(again, &options()).expect("reopen");
+    assert_eq!(e.state.read().runs[t as usize].len(), out.len());
+    assert!((0..500).all(|k| present(&e, t, k)));
+    assert_eq!(e.check_integrity().expect("integrity").rows, 500);
+}
+
+/// Guards the check of what reads rely on: the pieces of one output hold disjoint keys.
+#[test]
+fn pieces_of_one_output_that_share_a_key_fail_the_check() {
+    let (e, t) = engine(8);
+    let mut st = e.state.write();
+    add_output(&e, &mut st, t, 0..100, true);
+    add_output(&e, &mut st, t, 99..200, true);
+    drop(st);
+    assert_eq!(e.check_integrity().expect("two outputs").rows, 200);
+    e.state.write().runs[t as usize][1].r.flags |= RUN_JOINS_PREVIOUS;
+    let err = e.check_integrity().expect_err("two pieces share key 99");
+    assert!(err.contains("key 99 is in two pieces"), "{err}");
+}
+
+/// Guards issue 39 on the engine: a region filled until an insert fails keeps room for
+/// deletes (one per transaction), writes cannot take that room (a write inside a
+/// `FreeingScope`, such as a delete's trash row, can), and what the deletes free is reused.
+#[test]
+fn deletes_use_the_reserve_writes_do_not() {
+    let (e, t) = engine(4);
+    let fill = |first: u64| {
+        let mut n = 0;
+        loop {
+            match insert(&e, t, first + n..first + n + 1) {
+                Ok(()) => n += 1,
+                Err(DbError::RegionFull(m)) => {
+                    assert!(m.contains("for deletes") || m.contains("pages free"), "{m}");
+                    return n;
+                }
+                Err(err) => panic!("insert {n}: {err}"),
+            }
+        }
+    };
+    let n = fill(0);
+    assert!(n > 1000, "full after {n} rows");
+    assert!(matches!(insert(&e, t, n..n + 1), Err(DbError::RegionFull(_))));
+    {
+        let _scope = FreeingScope::enter();
+        insert(&e, t, n..n + 1).expect("a write inside a FreeingScope takes the reserve");
+    }
+    for k in 0..=n {
+        delete(&e, t, k..k + 1).unwrap_or_else(|err| panic!("delete {k} of {n}: {err}"));
+    }
+    assert_eq!(e.check_integrity().expect("integrity").rows, 0);
+    let again = fill(n + 1);
+    assert!(again * 10 >= n * 9, "{n} rows at first, {again} after the deletes");
+    e.check_integrity().expect("integrity");
+}
+
+/// Guards the layout version: a region of lsm layout 1 (tombstones at a row's stride) is
+/// refused with a `Format` error, not misread.
+#[test]
+fn a_layout_version_1_region_is_refused_with_a_format_error() {
+    let region = Region::open(&RegionOptions::new(Medium::Dram, 4 << 20)).expect("region");
+    let e = Lsm::open(region.clone(), &options()).expect("open");
+    let control = page_offset(e.areas.control_page) as usize;
+    drop(e);
+    let mut image = region.snapshot();
+    image[control..control + 8].copy_from_slice(b"NVMDBlsm");
+    let old = Region::from_image(&image, &RegionOptions::default()).expect("image");
+    match Lsm::open(old, &options()) {
+        Err(DbError::Format(m)) => assert!(m.contains("version 1"), "{m}"),
+        other => panic!("a version 1 region opened: {:?}", other.err()),
+    }
+}
