@@ -7,7 +7,7 @@
 //! leaked or double-used across a reopen, a page reused while a snapshot can see it, a panic on
 //! damaged data.
 
-use engines::cow::{Cow, MASTER_OFFSET};
+use engines::cow::{master_page, Cow, MASTER_OFFSET};
 use engines::{EngineOptions, Fault};
 use pmem::{CrashEvent, CrashPoint, CrashPolicy, Medium, Region, RegionOptions};
 use std::collections::BTreeMap;
@@ -213,9 +213,9 @@ fn damaged_master_meta_and_nodes_are_corrupt_not_panics() {
     let (region, db, _) = base(None);
     drop(db);
     let good = region.crash_image(CrashPolicy::Persisted, 0).expect("sim");
-    let master = u64::from_le_bytes(
+    let master = master_page(u64::from_le_bytes(
         good[MASTER_OFFSET as usize..MASTER_OFFSET as usize + 8].try_into().expect("8"),
-    );
+    ));
     let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
     let mut bad_master = good.clone();
     bad_master[MASTER_OFFSET as usize..MASTER_OFFSET as usize + 8]

@@ -1,5 +1,6 @@
-//! Byte layouts of `cow` (documented in `docs/format.md`, "cow"): B+tree nodes and the meta
-//! page (the root of one committed version: the directory of every table's root). Everything
+//! Byte layouts of `cow` (documented in `docs/format.md`, "cow"; Arulraj et al. SIGMOD 2015
+//! §3.2): B+tree nodes, the meta page (the root of one committed version: the directory of
+//! every table's root) and the checked master word that names it. Everything
 //! read from the region is validated here: a damaged node or meta page is `DbError::Corrupt`,
 //! never a panic or an out-of-range access.
 
@@ -132,6 +133,13 @@ impl<'a> Node<'a> {
         let v = self.value(i);
         let (row, crc) = v.split_at(v.len() - ROW_CRC_BYTES);
         get_u32(crc, 0) == entry_crc(self.key(i), row)
+    }
+
+    /// The version that wrote the node: a node reachable from version `v` was written by `v`
+    /// or an older one, so a larger stamp means the page was reused while `v` could reach it
+    /// (damage, or a stale master).
+    pub fn version(&self) -> u64 {
+        get_u64(self.bytes, H_VERSION)
     }
 
     pub fn child(&self, i: usize) -> PageId {
@@ -299,6 +307,46 @@ impl NodeBuf {
 }
 
 // ---------------------------------------------------------------------------------------------
+// master record: the one word overwritten in place
+
+/// "NVMDBcw2" at offset 8 of the master page: the cow layout this build writes (layout 2: the
+/// master word carries a check). Layout 1 (no magic, a bare page id) is refused, not converted.
+pub const MASTER_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBcw2");
+/// Low bits of the master word: the meta page id (2^40 pages of 8 KiB is 8 PiB).
+pub const MASTER_PAGE_BITS: u32 = 40;
+const MASTER_PAGE_MASK: u64 = (1 << MASTER_PAGE_BITS) - 1;
+/// Most pages a `cow` region may have (every page id fits the master word).
+pub const MAX_PAGES: u64 = 1 << MASTER_PAGE_BITS;
+
+/// The master word naming `meta_page` (0: nothing committed) whose stored crc is `meta_crc`
+/// (0 for no meta page): the page id in the low 40 bits, and in the high 24 bits a check over
+/// the page id *and* that meta page's crc. It stays one aligned 8-byte store (atomic under
+/// every crash policy, so a crash never tears it), and a changed word, or a valid word naming
+/// a meta page that is not the one it was written for (a reused page, a lost write of the
+/// master over a page since reused), fails the check.
+pub fn master_word(meta_page: PageId, meta_crc: u32) -> u64 {
+    debug_assert!(meta_page <= MASTER_PAGE_MASK);
+    (meta_page & MASTER_PAGE_MASK) | (u64::from(master_check(meta_page, meta_crc)) << 40)
+}
+
+/// The meta page a master word names (its check is verified by [`master_matches`]).
+pub fn master_page(word: u64) -> PageId {
+    word & MASTER_PAGE_MASK
+}
+
+/// Whether `word` is the master word for the meta page it names, whose crc is `meta_crc`.
+pub fn master_matches(word: u64, meta_crc: u32) -> bool {
+    word != 0 && word == master_word(master_page(word), meta_crc)
+}
+
+fn master_check(meta_page: PageId, meta_crc: u32) -> u32 {
+    let c =
+        crc32c::crc32c_append(crc32c::crc32c(&meta_page.to_le_bytes()), &meta_crc.to_le_bytes());
+    // Never 0, so that a zeroed master word is never valid (0 is what damage most often leaves).
+    (c & 0xFF_FFFF).max(1)
+}
+
+// ---------------------------------------------------------------------------------------------
 // meta page: one committed version
 
 /// "NVMDBcow" at offset 0 of a meta page.
@@ -349,6 +397,11 @@ pub fn encode_meta(version: u64, tables: &[TableRoot]) -> Vec<u8> {
     let crc = meta_crc(&b);
     b[M_CRC..M_CRC + 4].copy_from_slice(&crc.to_le_bytes());
     b
+}
+
+/// The crc a meta page (as encoded or read) stores: what the master word is bound to.
+pub fn stored_meta_crc(b: &[u8]) -> u32 {
+    get_u32(b, M_CRC)
 }
 
 fn meta_crc(b: &[u8]) -> u32 {
@@ -418,6 +471,25 @@ mod tests {
         assert_eq!((v, got), (12, vec![t]));
         page[M_ENTRIES + E_ROWS] ^= 1;
         assert!(matches!(decode_meta(&page, 5, |_| true), Err(DbError::Corrupt(_))));
+    }
+
+    /// The master word's check catches every one- and two-bit change of the word, and binds
+    /// it to its meta page's crc (issue 37).
+    #[test]
+    fn master_word_detects_changed_bits_and_another_meta_page() {
+        for (page, crc) in [(0, 0), (9, 0xDEAD_BEEF), (MAX_PAGES - 1, 1), (1 << 20, 7)] {
+            let word = master_word(page, crc);
+            assert!(master_matches(word, crc) && master_page(word) == page);
+            assert!(!master_matches(word, crc ^ 1), "bound to the meta page's crc");
+            for a in 0..64 {
+                assert!(!master_matches(word ^ (1 << a), crc), "bit {a} of {word:#x}");
+                for b in a + 1..64 {
+                    let changed = word ^ (1 << a) ^ (1 << b);
+                    assert!(!master_matches(changed, crc), "bits {a}, {b} of {word:#x}");
+                }
+            }
+        }
+        assert!(!master_matches(0, 0), "a zero word is never valid");
     }
 
     #[test]

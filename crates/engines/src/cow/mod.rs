@@ -9,6 +9,18 @@
 //! word in page 2 naming the current meta page — with an atomic store that it persists. Readers
 //! take the current version (an immutable snapshot) and never wait or lock.
 //!
+//! **Damage to the master record** (issue 37, cow layout 2): the word carries, beside the meta
+//! page id, a 24-bit check over the id and that meta page's crc, so a changed or zeroed word,
+//! or one naming a meta page other than the one it was written for, is `Corrupt`. We chose one
+//! checked word over two alternating checksummed copies: the word is a single aligned 8-byte
+//! store, so no crash tears it and there is no torn-newest-copy case to fall back from; and a
+//! fall back to the older copy could not tell a torn copy from one damaged *after* its commit
+//! was acknowledged, where it would silently lose that commit. A node reachable from version
+//! `v` must carry a stamp `<= v` (checked at open, by readers and by the integrity walk), which
+//! catches a stale master naming pages reused since; a lost write of the master over a tree
+//! that nothing has reused since is indistinguishable from a crash before the swap, and opens
+//! as that older version (the one damage left undetected).
+//!
 //! **Recovery invariant**: every page reachable from the persisted master record was persisted
 //! before the master named it, and is never overwritten while any durable or visible version can
 //! reach it; so opening is reading the master record (nothing to undo or redo, N-Store's "no
@@ -47,10 +59,12 @@ use storage::engine::{check_spec, RecoveryReport};
 use storage::format::{page_offset, Layout, PageId, Superblock, CATALOG_PAGE, PAGE_SIZE_U64};
 use storage::{CommitToken, DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
 
+pub use layout::{master_page, MASTER_MAGIC};
 pub use options::Options;
 
 pub const ENGINE_NAME: &str = "cow";
-/// The master record: page 2, offset 0, the page id of the current meta page (0: no version).
+/// The master record: page 2, offset 0, the master word naming the current meta page (page 0:
+/// no version yet; [`master_page`] reads the id), then [`MASTER_MAGIC`] at offset 8.
 pub const MASTER_OFFSET: u64 = CATALOG_PAGE * PAGE_SIZE_U64;
 /// Longest a writer waits for the writer slot before a retryable conflict.
 const WRITER_WAIT: Duration = Duration::from_millis(20);
@@ -59,6 +73,8 @@ const WRITER_WAIT: Duration = Duration::from_millis(20);
 pub(crate) struct Version {
     pub number: u64,
     pub meta_page: PageId,
+    /// The meta page's stored crc (the master word is bound to it).
+    pub meta_crc: u32,
     pub tables: Vec<TableRoot>,
     /// Commit group the version belongs to (its durability token).
     pub group: u64,
@@ -200,12 +216,23 @@ impl Cow {
     fn format(region: &Region, options: &EngineOptions) -> Result<Layout> {
         let layout = layout(options, region.len() / PAGE_SIZE_U64);
         layout.validate()?;
+        if layout.page_count > layout::MAX_PAGES {
+            return Err(DbError::Invalid(format!(
+                "cow: a region of {} pages is larger than the {} pages the master record can \
+                 name",
+                layout.page_count,
+                layout::MAX_PAGES
+            )));
+        }
         region.ensure_backed(page_offset(layout.first_data_page() + 16)).map_err(|e| {
             DbError::RegionFull(format!("the region cannot hold its metadata: {e}"))
         })?;
         let sb = Superblock { engine: ENGINE_NAME.into(), layout };
         sb.begin_format(region);
-        region.write(MASTER_OFFSET, &[0u8; storage::format::PAGE_SIZE]);
+        let mut master = vec![0u8; storage::format::PAGE_SIZE];
+        master[..8].copy_from_slice(&layout::master_word(0, 0).to_le_bytes());
+        master[8..16].copy_from_slice(&layout::MASTER_MAGIC.to_le_bytes());
+        region.write(MASTER_OFFSET, &master);
         region.flush(MASTER_OFFSET, PAGE_SIZE_U64);
         region.fence();
         sb.publish(region);
@@ -344,12 +371,13 @@ impl Cow {
             written.push((page, bytes.len() as u64));
         }
         let meta = layout::encode_meta(number, &tables);
+        let meta_crc = layout::stored_meta_crc(&meta);
         self.write_page(page_offset(meta_page), &meta, !swap_first);
         written.push((meta_page, meta.len() as u64));
         self.activity.nodes_written.fetch_add(dirty.len() as u64, Ordering::Relaxed);
         if swap_first {
             // The fault: the master names the new meta page before its pages are persisted.
-            self.swap_master(meta_page);
+            self.swap_master(meta_page, meta_crc);
             for (page, len) in &written {
                 self.device.flush(page_offset(*page), *len);
             }
@@ -364,7 +392,7 @@ impl Cow {
         if let Some(old) = (s.current.meta_page != 0).then_some(s.current.meta_page) {
             freed.push(old);
         }
-        s.current = Arc::new(Version { number, meta_page, tables, group });
+        s.current = Arc::new(Version { number, meta_page, meta_crc, tables, group });
         if !freed.is_empty() {
             s.pending.push_back((number, freed));
         }
@@ -403,9 +431,10 @@ impl Cow {
     }
 
     /// Stores and persists the master record (the 8-byte atomic swap).
-    fn swap_master(&self, meta_page: PageId) {
+    fn swap_master(&self, meta_page: PageId, meta_crc: u32) {
         self.activity.master_swaps.fetch_add(1, Ordering::Relaxed);
-        self.write_page(MASTER_OFFSET, &meta_page.to_le_bytes(), true);
+        let word = layout::master_word(meta_page, meta_crc);
+        self.write_page(MASTER_OFFSET, &word.to_le_bytes(), true);
         self.barrier();
     }
 
@@ -428,7 +457,7 @@ impl Cow {
             self.barrier();
         }
         if self.fault != Some(Fault::CowSwapBeforeNodes) {
-            self.swap_master(s.current.meta_page);
+            self.swap_master(s.current.meta_page, s.current.meta_crc);
         }
         s.durable_version = s.current.number;
         self.durable_group.store(s.group, Ordering::Release);
@@ -480,11 +509,36 @@ struct Scan {
     internal_nodes: u64,
 }
 
+/// Reads the master page: the master word, after checking the page is cow layout 2.
+fn read_master(region: &Region) -> Result<u64> {
+    let word = region.read_u64(MASTER_OFFSET);
+    let magic = region.read_u64(MASTER_OFFSET + 8);
+    if magic == layout::MASTER_MAGIC {
+        return Ok(word);
+    }
+    // Layout 1 stored a bare page id (high bits zero) and nothing after it.
+    if magic == 0 && word != 0 && word >> layout::MASTER_PAGE_BITS == 0 {
+        return Err(DbError::Format(
+            "cow region written by an older build (cow layout 1: a master record without a \
+             check); this build reads layout 2: load it again with this build"
+                .into(),
+        ));
+    }
+    Err(DbError::Corrupt(format!(
+        "cow: the master page is damaged (magic {magic:#x}, word {word:#x})"
+    )))
+}
+
 /// Reads and validates the master record and the version it names, then marks every page
 /// reachable from it (internal nodes are read and validated, with their checksums; leaves are
 /// only marked). Unreachable data pages below the highest reachable one are free.
+///
+/// A master word that fails its check is `Corrupt`, never a fall back to an older version:
+/// the word is one atomic store, so no crash leaves it torn, and an older version would lose
+/// acknowledged commits.
 fn recover(region: &Region, layout: &Layout) -> Result<(Version, Scan)> {
-    let master = region.read_u64(MASTER_OFFSET);
+    let word = read_master(region)?;
+    let master = layout::master_page(word);
     let first = layout.first_data_page();
     let page_of = |p: PageId| -> Result<&[u8]> {
         if !layout.is_data_page(p) || page_offset(p + 1) > region.backed_len() {
@@ -492,14 +546,27 @@ fn recover(region: &Region, layout: &Layout) -> Result<(Version, Scan)> {
         }
         Ok(region.read(page_offset(p), storage::format::PAGE_SIZE))
     };
+    let bad_check = || {
+        DbError::Corrupt(format!(
+            "cow: the master record ({word:#x}) fails its check against meta page {master}: the \
+             master or the meta page it names is damaged"
+        ))
+    };
     if master == 0 {
-        let v = Version { number: 0, meta_page: 0, tables: Vec::new(), group: 0 };
+        if !layout::master_matches(word, 0) {
+            return Err(bad_check());
+        }
+        let v = Version { number: 0, meta_page: 0, meta_crc: 0, tables: Vec::new(), group: 0 };
         let scan = Scan { free: BTreeSet::new(), high: first, in_use: 0, internal_nodes: 0 };
         return Ok((v, scan));
     }
     let meta = page_of(master)
         .map_err(|e| DbError::Corrupt(format!("cow: master record names page {master}: {e}")))?;
     let (number, tables) = layout::decode_meta(meta, master, |p| layout.is_data_page(p))?;
+    let meta_crc = layout::stored_meta_crc(meta);
+    if !layout::master_matches(word, meta_crc) {
+        return Err(bad_check());
+    }
     let mut used = std::collections::HashSet::new();
     used.insert(master);
     let mut internal_nodes = 0u64;
@@ -534,6 +601,7 @@ fn recover(region: &Region, layout: &Layout) -> Result<(Version, Scan)> {
                     t.spec.name
                 )));
             }
+            check_written_before(&node, page, number)?;
             for i in 0..node.count {
                 stack.push((node.child(i), level - 1));
             }
@@ -542,8 +610,21 @@ fn recover(region: &Region, layout: &Layout) -> Result<(Version, Scan)> {
     let high = used.iter().max().map_or(first, |m| m + 1);
     let free = (first..high).filter(|p| !used.contains(p)).collect();
     let in_use = used.len() as u64;
-    let version = Version { number, meta_page: master, tables, group: 0 };
+    let version = Version { number, meta_page: master, meta_crc, tables, group: 0 };
     Ok((version, Scan { free, high, in_use, internal_nodes }))
+}
+
+/// A node reachable from version `number` must have been written by it or an older version: a
+/// newer stamp means the page was reused (damage, or a master record that lost a write).
+pub(crate) fn check_written_before(node: &Node<'_>, page: PageId, number: u64) -> Result<()> {
+    if node.version() > number {
+        return Err(DbError::Corrupt(format!(
+            "cow: node at page {page} was written by version {}, after version {number} that \
+             reaches it (a page reused under a live version: damage)",
+            node.version()
+        )));
+    }
+    Ok(())
 }
 
 /// What opening `region` would find (the version the master names), read without writing.

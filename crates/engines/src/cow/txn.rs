@@ -6,13 +6,20 @@
 //! the commit that replaces it is durable and no snapshot can reach it.
 
 use super::layout::{Node, NodeBuf, Shape, TableRoot, MAX_HEIGHT};
-use super::{Cow, Version};
+use super::{check_written_before, Cow, Version};
 use parking_lot::MutexGuard;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use storage::engine::{check_row, check_update};
 use storage::format::PageId;
 use storage::{CommitToken, DbError, IntegrityReport, Result, TableId, Txn};
+
+/// A scan in progress: rows it may still return, the last key returned, the caller's visitor.
+struct ScanState<'v> {
+    budget: usize,
+    last: Option<u64>,
+    visit: &'v mut dyn FnMut(u64, &[u8]) -> bool,
+}
 
 /// The writer's state: its copy of the directory and its new pages.
 struct Writer<'a> {
@@ -55,7 +62,9 @@ impl<'a> CowTxn<'a> {
         if let Some(n) = self.w.as_ref().and_then(|w| w.dirty.get(&page)) {
             return Ok(n.view());
         }
-        Node::parse(self.db.page(page)?, page, shape, level)
+        let node = Node::parse(self.db.page(page)?, page, shape, level)?;
+        check_written_before(&node, page, self.snap.number)?;
+        Ok(node)
     }
 
     /// Row `i` of leaf `node` (at `page`), its checksum verified: a damaged row is an error
@@ -134,6 +143,7 @@ impl<'a> CowTxn<'a> {
         if !node.crc_ok() {
             return Err(DbError::Corrupt(format!("cow: node at page {page} fails its checksum")));
         }
+        check_written_before(&node, page, self.snap.number)?;
         let copy = NodeBuf { bytes: node.bytes.to_vec() };
         let new = db.alloc()?;
         db.note_copy();
@@ -292,8 +302,7 @@ impl<'a> CowTxn<'a> {
         page: PageId,
         level: u16,
         range: (u64, u64),
-        budget: &mut usize,
-        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
+        scan: &mut ScanState<'_>,
     ) -> Result<bool> {
         let node = self.node(shape, page, level)?;
         let (low, high) = range;
@@ -301,11 +310,22 @@ impl<'a> CowTxn<'a> {
             let start = node.search(low).unwrap_or_else(|i| i);
             for i in start..node.count {
                 let k = node.key(i);
-                if k > high || *budget == 0 {
+                if k > high || scan.budget == 0 {
                     return Ok(false);
                 }
-                *budget -= 1;
-                if !visit(k, self.checked_row(shape, &node, page, i)?) {
+                // Regression (`nvmdb fuzz --engine cow --seed 12 --case 89`): a valid leaf
+                // copied over another one returned its keys twice; keys must rise.
+                if scan.last.is_some_and(|l| l >= k) {
+                    return Err(DbError::Corrupt(format!(
+                        "cow: table {}: leaf at page {page} holds key {k} out of order (after \
+                         {})",
+                        shape.owner - 1,
+                        scan.last.unwrap_or(0)
+                    )));
+                }
+                scan.last = Some(k);
+                scan.budget -= 1;
+                if !(scan.visit)(k, self.checked_row(shape, &node, page, i)?) {
                     return Ok(false);
                 }
             }
@@ -316,7 +336,7 @@ impl<'a> CowTxn<'a> {
             if i > start && node.key(i) > high {
                 return Ok(false);
             }
-            if !self.scan_node(shape, node.child(i), level - 1, range, budget, visit)? {
+            if !self.scan_node(shape, node.child(i), level - 1, range, scan)? {
                 return Ok(false);
             }
         }
@@ -438,9 +458,9 @@ impl Txn for CowTxn<'_> {
             return Ok(0);
         }
         let (root, level) = (t.root, t.height as u16 - 1);
-        let mut budget = limit;
-        self.scan_node(&shape, root, level, (low, high), &mut budget, visit)?;
-        Ok(limit - budget)
+        let mut state = ScanState { budget: limit, last: None, visit };
+        self.scan_node(&shape, root, level, (low, high), &mut state)?;
+        Ok(limit - state.budget)
     }
 
     fn commit(mut self: Box<Self>) -> Result<CommitToken> {
@@ -523,6 +543,7 @@ fn walk(db: &Cow, snap: &Version) -> Result<(HashSet<PageId>, u64)> {
                 return Err(DbError::Corrupt(format!("cow: page {page} is reachable twice")));
             }
             let node = Node::parse(db.page(page)?, page, &shape, level)?;
+            check_written_before(&node, page, snap.number)?;
             // A leaf's damaged rows are named first (the node's crc then only says "page").
             let bad_row = (level == 0 && db.row_checksums())
                 .then(|| (0..node.count).find(|&i| !node.row_ok(i)))
