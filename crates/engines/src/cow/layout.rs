@@ -17,6 +17,12 @@ pub const KIND_INTERNAL: u16 = u16::from_le_bytes(*b"CI");
 /// checks the one row it returns (format version 4, issue 37) instead of the whole leaf's crc
 /// (which costs a page of CRC per read: measured 20-30% of a YCSB read).
 pub const ROW_CRC_BYTES: usize = 4;
+/// Most entries of a node with layout `pointers` (NVM-CoW): a node is then at most 1,056 bytes
+/// (header + 64 x 16), the bytes a path copy writes per level. N-Store's NVM-CoW allocates its
+/// nodes through the allocator interface (§2.3, §4.2), not as file pages, so nothing ties a
+/// node to a page's 510 entries; a page-sized node of pointers would make an update copy 8 KiB
+/// per level, as much as CoW's leaves of rows. (Each node still takes a page of the region.)
+pub const POINTER_NODE_ENTRIES: usize = 64;
 /// Tallest tree a table may have (2^32 leaves at fan-out 2 is far beyond any region).
 pub const MAX_HEIGHT: u32 = 32;
 
@@ -34,25 +40,31 @@ pub struct Shape {
     /// Table id + 1 (0 is never an owner, so a zeroed page fails).
     pub owner: u32,
     pub row_bytes: u32,
+    /// Leaves hold tuple pointers (NVM-CoW), not rows.
+    pub pointers: bool,
     pub leaf_capacity: usize,
     pub internal_capacity: usize,
 }
 
 impl Shape {
-    pub fn new(table: u32, row_bytes: u32, node_capacity: u32) -> Shape {
-        let leaf_fit = (PAGE_SIZE - HEADER) / (8 + row_bytes as usize + ROW_CRC_BYTES);
-        let internal_fit = (PAGE_SIZE - HEADER) / 16;
+    pub fn new(table: u32, row_bytes: u32, node_capacity: u32, pointers: bool) -> Shape {
+        let leaf_value = if pointers { 8 } else { row_bytes as usize + ROW_CRC_BYTES };
+        let cap = if pointers { POINTER_NODE_ENTRIES } else { PAGE_SIZE };
+        let leaf_fit = ((PAGE_SIZE - HEADER) / (8 + leaf_value)).min(cap);
+        let internal_fit = ((PAGE_SIZE - HEADER) / 16).min(cap);
         Shape {
             owner: table + 1,
             row_bytes,
+            pointers,
             leaf_capacity: leaf_fit.min(node_capacity as usize).max(1),
             internal_capacity: internal_fit.min(node_capacity as usize),
         }
     }
 
-    /// A leaf's value is the row and its checksum; an internal node's a child page.
+    /// A leaf's value is the row and its checksum (or a tuple pointer); an internal node's a
+    /// child page.
     pub fn value_bytes(&self, level: u16) -> usize {
-        if level == 0 {
+        if level == 0 && !self.pointers {
             self.row_bytes as usize + ROW_CRC_BYTES
         } else {
             8
@@ -144,6 +156,11 @@ impl<'a> Node<'a> {
 
     pub fn child(&self, i: usize) -> PageId {
         get_u64(self.bytes, HEADER + i * self.entry_bytes + 8)
+    }
+
+    /// The tuple pointer of leaf entry `i` (layout `pointers`): the same word as a child.
+    pub fn tuple(&self, i: usize) -> u64 {
+        self.child(i)
     }
 
     /// Index of `key` among the entries (`Err`: where it would go).
@@ -339,6 +356,32 @@ pub fn master_matches(word: u64, meta_crc: u32) -> bool {
     word != 0 && word == master_word(master_page(word), meta_crc)
 }
 
+/// Master page bytes 8..24: the layout magic, the tuple layout (0 pages, 1 pointers) and a
+/// crc32c of bytes 8..20; written once, at format.
+pub fn master_header(pointers: bool) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h[..8].copy_from_slice(&MASTER_MAGIC.to_le_bytes());
+    h[8..12].copy_from_slice(&u32::from(pointers).to_le_bytes());
+    let crc = crc32c::crc32c(&h[..12]);
+    h[12..].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// The tuple layout a master page header says (`true`: pointers), or why it is damaged.
+pub fn decode_master_header(h: &[u8]) -> std::result::Result<bool, String> {
+    if h.len() < 16 || get_u64(h, 0) != MASTER_MAGIC {
+        return Err("bad layout magic".into());
+    }
+    if get_u32(h, 12) != crc32c::crc32c(&h[..12]) {
+        return Err("master page header fails its checksum".into());
+    }
+    match get_u32(h, 8) {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(format!("tuple layout {other}")),
+    }
+}
+
 fn master_check(meta_page: PageId, meta_crc: u32) -> u32 {
     let c =
         crc32c::crc32c_append(crc32c::crc32c(&meta_page.to_le_bytes()), &meta_crc.to_le_bytes());
@@ -494,7 +537,7 @@ mod tests {
 
     #[test]
     fn nodes_split_and_validate() {
-        let shape = Shape::new(0, 16, 4);
+        let shape = Shape::new(0, 16, 4, false);
         let mut n = NodeBuf::new(&shape, 0);
         for k in 0..4u64 {
             n.insert(k as usize, k * 10, &leaf_value(k * 10, &[k as u8; 16], true));
@@ -514,7 +557,10 @@ mod tests {
         let d = Node::parse(&damaged, 9, &shape, 0).expect("still parses");
         assert!(!d.row_ok(1) && d.row_ok(0) && d.row_ok(2), "only the changed row fails");
         assert!(Node::parse(&n.bytes, 9, &shape, 1).is_err(), "level checked");
-        assert!(Node::parse(&n.bytes, 9, &Shape::new(1, 16, 4), 0).is_err(), "owner checked");
+        assert!(
+            Node::parse(&n.bytes, 9, &Shape::new(1, 16, 4, false), 0).is_err(),
+            "owner checked"
+        );
         assert!(Node::parse(&[0u8; PAGE_SIZE], 9, &shape, 0).is_err(), "zero page rejected");
     }
 }
