@@ -22,9 +22,10 @@
 //! as that older version (the one damage left undetected).
 //!
 //! **Recovery invariant**: every page (and tuple) reachable from the persisted master record was
-//! persisted before the master named it, and is never overwritten while any durable or visible version can
-//! reach it; so opening is reading the master record (nothing to undo or redo, N-Store's "no
-//! recovery" for NVM-CoW) plus a reachability scan that rebuilds the free-page set.
+//! persisted before the master named it, and is never overwritten while any durable or visible
+//! version can reach it; so opening is reading the master record (nothing to undo or redo,
+//! N-Store's "no recovery" for NVM-CoW) plus a reachability scan that rebuilds the free-page
+//! (and free-slot) sets.
 //!
 //! * **One writer at a time** (LMDB, N-Store's CoW): a transaction starts as a snapshot reader;
 //!   its first write takes the writer slot (a bounded wait, then a retryable `Conflict`), and
