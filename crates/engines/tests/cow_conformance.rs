@@ -14,7 +14,7 @@ fn make(medium: Medium, node_capacity: u32, group_commit_ms: u64) -> Box<dyn Eng
     make_with(medium, node_capacity, group_commit_ms, TupleLayout::Auto)
 }
 
-/// `TupleLayout::Auto` is NVM-CoW's tuple pointers here (`io=nvm`).
+/// `TupleLayout::Auto` formats CoW's leaves of rows; `Pointers` is NVM-CoW's.
 fn make_with(
     medium: Medium,
     node_capacity: u32,
@@ -44,9 +44,9 @@ fn cow_conformance_with_group_commit() {
 }
 
 #[test]
-fn cow_conformance_with_rows_in_leaves() {
-    run_all(&|| make_with(Medium::Dram, 4, 0, TupleLayout::Pages), Writers::One);
-    run_all(&|| make_with(Medium::Sim, 64, 2, TupleLayout::Pages), Writers::One);
+fn cow_conformance_with_tuple_pointers() {
+    run_all(&|| make_with(Medium::Dram, 4, 0, TupleLayout::Pointers), Writers::One);
+    run_all(&|| make_with(Medium::Sim, 64, 2, TupleLayout::Pointers), Writers::One);
 }
 
 #[test]

@@ -19,7 +19,7 @@ fn options(fault: Option<Fault>) -> EngineOptions {
     options_with(fault, TupleLayout::Auto)
 }
 
-/// `layout`: `Auto` is `pointers` here (the default `io=nvm`); `Pages` is CoW's leaves of rows.
+/// `layout`: `Auto` formats CoW's leaves of rows; `Pointers` is NVM-CoW's tuple pointers.
 fn options_with(fault: Option<Fault>, layout: TupleLayout) -> EngineOptions {
     let mut o = EngineOptions { workers: 2, node_capacity: 4, fault, ..Default::default() };
     o.cow.layout = layout;
@@ -124,17 +124,17 @@ fn a_crash_at_any_store_or_fence_of_a_commit_leaves_the_old_or_the_new_version()
     crash_through_one_commit(None).expect("every crash point recovers");
 }
 
-/// The same with CoW's layout (rows inside the leaves, `layout=pages`).
+/// The same with NVM-CoW's layout (leaves of tuple pointers, `layout=pointers`).
 #[test]
-fn a_crash_at_any_store_or_fence_of_a_commit_with_rows_in_leaves_leaves_old_or_new() {
-    crash_through_one_commit_with(None, TupleLayout::Pages).expect("every crash point recovers");
+fn a_crash_at_any_store_or_fence_of_a_commit_with_tuple_pointers_leaves_old_or_new() {
+    crash_through_one_commit_with(None, TupleLayout::Pointers).expect("every crash point recovers");
 }
 
-/// The three planted persistence mistakes are caught with `layout=pages` too.
+/// The three planted persistence mistakes are caught with `layout=pointers` too.
 #[test]
-fn faults_are_caught_with_rows_in_leaves() {
+fn faults_are_caught_with_tuple_pointers() {
     for fault in [Fault::CowSwapBeforeNodes, Fault::CowSkipNodePersist, Fault::CowReuseEarly] {
-        let err = crash_through_one_commit_with(Some(fault), TupleLayout::Pages);
+        let err = crash_through_one_commit_with(Some(fault), TupleLayout::Pointers);
         assert!(err.is_err(), "{fault:?} not caught");
     }
 }

@@ -102,3 +102,39 @@ fn old_tuples_outlive_the_snapshots_that_read_them_and_nothing_leaks_across_a_re
         report.pages_in_use
     );
 }
+
+/// Regression (`cargo nextest run -p nvmdb -E 'test(full_region_frees_on_cow)'` with
+/// `layout=pointers`): the tuple pages a table's deletes emptied must go back to the free pages,
+/// where another table's tuples (and nodes) can take them.
+#[test]
+fn tuple_pages_a_table_emptied_are_reused_by_another_table() {
+    let region = Region::open(&RegionOptions::new(Medium::Dram, 8 << 20)).expect("region");
+    let db = open(&region, TupleLayout::Pointers);
+    let fill = |name: &str, row: u32| -> u64 {
+        let spec = TableSpec { name: name.into(), row_bytes: row, expected_rows: 0 };
+        let t = db.table(name).map_or_else(|| db.create_table(&spec).expect("table"), |t| t);
+        let mut n = 0u64;
+        loop {
+            let mut tx = db.begin(0).expect("begin");
+            if tx.insert(t, n, &vec![7; row as usize]).is_err() {
+                return n;
+            }
+            if tx.commit().is_err() {
+                return n;
+            }
+            n += 1;
+        }
+    };
+    let a = fill("a", 4000);
+    assert!(a > 100, "{a}");
+    let t = db.table("a").expect("a");
+    for k in 0..a {
+        let mut tx = db.begin(0).expect("begin");
+        assert!(tx.delete(t, k).expect("delete"));
+        tx.commit().expect("commit");
+    }
+    db.check_integrity().expect("integrity");
+    let b = fill("b", 900);
+    assert!(b * 4000 >= a * 900 * 9 / 10, "table a held {a} rows of 4000 B, b only {b} of 900 B");
+    db.check_integrity().expect("integrity");
+}

@@ -12,8 +12,8 @@ pub const SHARED_KEYS: &[&str] = &["node_capacity", "fault", "io", "checksums"];
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TupleLayout {
-    /// `pointers` with `io=nvm` (NVM-CoW), `pages` with `io=fs` (CoW); a region keeps the
-    /// layout it was formatted with.
+    /// `pages` when formatting (until `pointers` passes the `nvmdb` layer's full-region test);
+    /// a region keeps the layout it was formatted with.
     #[default]
     Auto,
     /// NVM-CoW (§4.2): tuples allocated apart from the tree, whose leaves hold non-volatile
@@ -55,7 +55,7 @@ storage::engine_options! {
              gc_interval); 0: every commit persists alone";
         key layout: TupleLayout = TupleLayout::Auto,
             "tuples apart from the tree, its leaves holding non-volatile pointers (pointers: \
-             NVM-CoW), or inside the leaf pages (pages: CoW); auto: pointers with io=nvm, pages \
-             with io=fs; fixed at format time";
+             NVM-CoW), or inside the leaf pages (pages: CoW); auto: pages, or the region's own \
+             layout on reopen; fixed at format time";
     }
 }
