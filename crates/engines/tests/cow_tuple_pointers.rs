@@ -112,7 +112,7 @@ fn tuple_pages_a_table_emptied_are_reused_by_another_table() {
     let db = open(&region, TupleLayout::Pointers);
     let fill = |name: &str, row: u32| -> u64 {
         let spec = TableSpec { name: name.into(), row_bytes: row, expected_rows: 0 };
-        let t = db.table(name).map_or_else(|| db.create_table(&spec).expect("table"), |t| t);
+        let t = db.table(name).unwrap_or_else(|| db.create_table(&spec).expect("table"));
         let mut n = 0u64;
         loop {
             let mut tx = db.begin(0).expect("begin");
