@@ -7,7 +7,7 @@
 //! leaked or double-used across a reopen, a page reused while a snapshot can see it, a panic on
 //! damaged data.
 
-use engines::cow::{Cow, MASTER_OFFSET};
+use engines::cow::{master_page, Cow, TupleLayout, MASTER_OFFSET};
 use engines::{EngineOptions, Fault};
 use pmem::{CrashEvent, CrashPoint, CrashPolicy, Medium, Region, RegionOptions};
 use std::collections::BTreeMap;
@@ -16,7 +16,14 @@ use storage::{DbError, Engine, TableSpec};
 const ROW: u32 = 24;
 
 fn options(fault: Option<Fault>) -> EngineOptions {
-    EngineOptions { workers: 2, node_capacity: 4, fault, ..Default::default() }
+    options_with(fault, TupleLayout::Auto)
+}
+
+/// `layout`: `Auto` formats CoW's leaves of rows; `Pointers` is NVM-CoW's tuple pointers.
+fn options_with(fault: Option<Fault>, layout: TupleLayout) -> EngineOptions {
+    let mut o = EngineOptions { workers: 2, node_capacity: 4, fault, ..Default::default() };
+    o.cow.layout = layout;
+    o
 }
 
 fn row(key: u64, salt: u64) -> Vec<u8> {
@@ -44,8 +51,12 @@ fn contents(db: &dyn Engine) -> Model {
 
 /// A loaded base: keys 0..40 step 2 (several levels with capacity 4).
 fn base(fault: Option<Fault>) -> (Region, Cow, Model) {
+    base_with(fault, TupleLayout::Auto)
+}
+
+fn base_with(fault: Option<Fault>, layout: TupleLayout) -> (Region, Cow, Model) {
     let region = Region::open(&RegionOptions::new(Medium::Sim, 4 << 20)).expect("region");
-    let db = Cow::open(region.clone(), &options(fault)).expect("open");
+    let db = Cow::open(region.clone(), &options_with(fault, layout)).expect("open");
     let t = db.create_table(&spec()).expect("table");
     let mut model = Model::new();
     let mut tx = db.begin(0).expect("begin");
@@ -83,10 +94,14 @@ fn reopen(image: &[u8]) -> Result<Cow, DbError> {
 /// Crashes at every store and fence of one commit under every policy: the image opens to the
 /// old version or the new one (the new one whenever the commit returned before the cut).
 fn crash_through_one_commit(fault: Option<Fault>) -> Result<(), String> {
+    crash_through_one_commit_with(fault, TupleLayout::Auto)
+}
+
+fn crash_through_one_commit_with(fault: Option<Fault>, layout: TupleLayout) -> Result<(), String> {
     for event in [CrashEvent::Store, CrashEvent::Fence] {
         for policy in CrashPolicy::ALL {
             for count in 1.. {
-                let (region, db, old) = base(fault);
+                let (region, db, old) = base_with(fault, layout);
                 let sim = region.sim().expect("sim");
                 sim.arm(CrashPoint { event, count }, policy, count);
                 let mut new = old.clone();
@@ -107,6 +122,21 @@ fn crash_through_one_commit(fault: Option<Fault>) -> Result<(), String> {
 #[test]
 fn a_crash_at_any_store_or_fence_of_a_commit_leaves_the_old_or_the_new_version() {
     crash_through_one_commit(None).expect("every crash point recovers");
+}
+
+/// The same with NVM-CoW's layout (leaves of tuple pointers, `layout=pointers`).
+#[test]
+fn a_crash_at_any_store_or_fence_of_a_commit_with_tuple_pointers_leaves_old_or_new() {
+    crash_through_one_commit_with(None, TupleLayout::Pointers).expect("every crash point recovers");
+}
+
+/// The three planted persistence mistakes are caught with `layout=pointers` too.
+#[test]
+fn faults_are_caught_with_tuple_pointers() {
+    for fault in [Fault::CowSwapBeforeNodes, Fault::CowSkipNodePersist, Fault::CowReuseEarly] {
+        let err = crash_through_one_commit_with(Some(fault), TupleLayout::Pointers);
+        assert!(err.is_err(), "{fault:?} not caught");
+    }
 }
 
 #[test]
@@ -213,9 +243,9 @@ fn damaged_master_meta_and_nodes_are_corrupt_not_panics() {
     let (region, db, _) = base(None);
     drop(db);
     let good = region.crash_image(CrashPolicy::Persisted, 0).expect("sim");
-    let master = u64::from_le_bytes(
+    let master = master_page(u64::from_le_bytes(
         good[MASTER_OFFSET as usize..MASTER_OFFSET as usize + 8].try_into().expect("8"),
-    );
+    ));
     let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
     let mut bad_master = good.clone();
     bad_master[MASTER_OFFSET as usize..MASTER_OFFSET as usize + 8]

@@ -1,5 +1,6 @@
-//! Byte layouts of `cow` (documented in `docs/format.md`, "cow"): B+tree nodes and the meta
-//! page (the root of one committed version: the directory of every table's root). Everything
+//! Byte layouts of `cow` (documented in `docs/format.md`, "cow"; Arulraj et al. SIGMOD 2015
+//! §3.2): B+tree nodes, the meta page (the root of one committed version: the directory of
+//! every table's root) and the checked master word that names it. Everything
 //! read from the region is validated here: a damaged node or meta page is `DbError::Corrupt`,
 //! never a panic or an out-of-range access.
 
@@ -16,6 +17,12 @@ pub const KIND_INTERNAL: u16 = u16::from_le_bytes(*b"CI");
 /// checks the one row it returns (format version 4, issue 37) instead of the whole leaf's crc
 /// (which costs a page of CRC per read: measured 20-30% of a YCSB read).
 pub const ROW_CRC_BYTES: usize = 4;
+/// Most entries of a node with layout `pointers` (NVM-CoW): a node is then at most 1,056 bytes
+/// (header + 64 x 16), the bytes a path copy writes per level. N-Store's NVM-CoW allocates its
+/// nodes through the allocator interface (§2.3, §4.2), not as file pages, so nothing ties a
+/// node to a page's 510 entries; a page-sized node of pointers would make an update copy 8 KiB
+/// per level, as much as CoW's leaves of rows. (Each node still takes a page of the region.)
+pub const POINTER_NODE_ENTRIES: usize = 64;
 /// Tallest tree a table may have (2^32 leaves at fan-out 2 is far beyond any region).
 pub const MAX_HEIGHT: u32 = 32;
 
@@ -33,25 +40,31 @@ pub struct Shape {
     /// Table id + 1 (0 is never an owner, so a zeroed page fails).
     pub owner: u32,
     pub row_bytes: u32,
+    /// Leaves hold tuple pointers (NVM-CoW), not rows.
+    pub pointers: bool,
     pub leaf_capacity: usize,
     pub internal_capacity: usize,
 }
 
 impl Shape {
-    pub fn new(table: u32, row_bytes: u32, node_capacity: u32) -> Shape {
-        let leaf_fit = (PAGE_SIZE - HEADER) / (8 + row_bytes as usize + ROW_CRC_BYTES);
-        let internal_fit = (PAGE_SIZE - HEADER) / 16;
+    pub fn new(table: u32, row_bytes: u32, node_capacity: u32, pointers: bool) -> Shape {
+        let leaf_value = if pointers { 8 } else { row_bytes as usize + ROW_CRC_BYTES };
+        let cap = if pointers { POINTER_NODE_ENTRIES } else { PAGE_SIZE };
+        let leaf_fit = ((PAGE_SIZE - HEADER) / (8 + leaf_value)).min(cap);
+        let internal_fit = ((PAGE_SIZE - HEADER) / 16).min(cap);
         Shape {
             owner: table + 1,
             row_bytes,
+            pointers,
             leaf_capacity: leaf_fit.min(node_capacity as usize).max(1),
             internal_capacity: internal_fit.min(node_capacity as usize),
         }
     }
 
-    /// A leaf's value is the row and its checksum; an internal node's a child page.
+    /// A leaf's value is the row and its checksum (or a tuple pointer); an internal node's a
+    /// child page.
     pub fn value_bytes(&self, level: u16) -> usize {
-        if level == 0 {
+        if level == 0 && !self.pointers {
             self.row_bytes as usize + ROW_CRC_BYTES
         } else {
             8
@@ -134,8 +147,20 @@ impl<'a> Node<'a> {
         get_u32(crc, 0) == entry_crc(self.key(i), row)
     }
 
+    /// The version that wrote the node: a node reachable from version `v` was written by `v`
+    /// or an older one, so a larger stamp means the page was reused while `v` could reach it
+    /// (damage, or a stale master).
+    pub fn version(&self) -> u64 {
+        get_u64(self.bytes, H_VERSION)
+    }
+
     pub fn child(&self, i: usize) -> PageId {
         get_u64(self.bytes, HEADER + i * self.entry_bytes + 8)
+    }
+
+    /// The tuple pointer of leaf entry `i` (layout `pointers`): the same word as a child.
+    pub fn tuple(&self, i: usize) -> u64 {
+        self.child(i)
     }
 
     /// Index of `key` among the entries (`Err`: where it would go).
@@ -299,6 +324,72 @@ impl NodeBuf {
 }
 
 // ---------------------------------------------------------------------------------------------
+// master record: the one word overwritten in place
+
+/// "NVMDBcw2" at offset 8 of the master page: the cow layout this build writes (layout 2: the
+/// master word carries a check). Layout 1 (no magic, a bare page id) is refused, not converted.
+pub const MASTER_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBcw2");
+/// Low bits of the master word: the meta page id (2^40 pages of 8 KiB is 8 PiB).
+pub const MASTER_PAGE_BITS: u32 = 40;
+const MASTER_PAGE_MASK: u64 = (1 << MASTER_PAGE_BITS) - 1;
+/// Most pages a `cow` region may have (every page id fits the master word).
+pub const MAX_PAGES: u64 = 1 << MASTER_PAGE_BITS;
+
+/// The master word naming `meta_page` (0: nothing committed) whose stored crc is `meta_crc`
+/// (0 for no meta page): the page id in the low 40 bits, and in the high 24 bits a check over
+/// the page id *and* that meta page's crc. It stays one aligned 8-byte store (atomic under
+/// every crash policy, so a crash never tears it), and a changed word, or a valid word naming
+/// a meta page that is not the one it was written for (a reused page, a lost write of the
+/// master over a page since reused), fails the check.
+pub fn master_word(meta_page: PageId, meta_crc: u32) -> u64 {
+    debug_assert!(meta_page <= MASTER_PAGE_MASK);
+    (meta_page & MASTER_PAGE_MASK) | (u64::from(master_check(meta_page, meta_crc)) << 40)
+}
+
+/// The meta page a master word names (its check is verified by [`master_matches`]).
+pub fn master_page(word: u64) -> PageId {
+    word & MASTER_PAGE_MASK
+}
+
+/// Whether `word` is the master word for the meta page it names, whose crc is `meta_crc`.
+pub fn master_matches(word: u64, meta_crc: u32) -> bool {
+    word != 0 && word == master_word(master_page(word), meta_crc)
+}
+
+/// Master page bytes 8..24: the layout magic, the tuple layout (0 pages, 1 pointers) and a
+/// crc32c of bytes 8..20; written once, at format.
+pub fn master_header(pointers: bool) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h[..8].copy_from_slice(&MASTER_MAGIC.to_le_bytes());
+    h[8..12].copy_from_slice(&u32::from(pointers).to_le_bytes());
+    let crc = crc32c::crc32c(&h[..12]);
+    h[12..].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// The tuple layout a master page header says (`true`: pointers), or why it is damaged.
+pub fn decode_master_header(h: &[u8]) -> std::result::Result<bool, String> {
+    if h.len() < 16 || get_u64(h, 0) != MASTER_MAGIC {
+        return Err("bad layout magic".into());
+    }
+    if get_u32(h, 12) != crc32c::crc32c(&h[..12]) {
+        return Err("master page header fails its checksum".into());
+    }
+    match get_u32(h, 8) {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(format!("tuple layout {other}")),
+    }
+}
+
+fn master_check(meta_page: PageId, meta_crc: u32) -> u32 {
+    let c =
+        crc32c::crc32c_append(crc32c::crc32c(&meta_page.to_le_bytes()), &meta_crc.to_le_bytes());
+    // Never 0, so that a zeroed master word is never valid (0 is what damage most often leaves).
+    (c & 0xFF_FFFF).max(1)
+}
+
+// ---------------------------------------------------------------------------------------------
 // meta page: one committed version
 
 /// "NVMDBcow" at offset 0 of a meta page.
@@ -349,6 +440,11 @@ pub fn encode_meta(version: u64, tables: &[TableRoot]) -> Vec<u8> {
     let crc = meta_crc(&b);
     b[M_CRC..M_CRC + 4].copy_from_slice(&crc.to_le_bytes());
     b
+}
+
+/// The crc a meta page (as encoded or read) stores: what the master word is bound to.
+pub fn stored_meta_crc(b: &[u8]) -> u32 {
+    get_u32(b, M_CRC)
 }
 
 fn meta_crc(b: &[u8]) -> u32 {
@@ -420,9 +516,28 @@ mod tests {
         assert!(matches!(decode_meta(&page, 5, |_| true), Err(DbError::Corrupt(_))));
     }
 
+    /// The master word's check catches every one- and two-bit change of the word, and binds
+    /// it to its meta page's crc (issue 37).
+    #[test]
+    fn master_word_detects_changed_bits_and_another_meta_page() {
+        for (page, crc) in [(0, 0), (9, 0xDEAD_BEEF), (MAX_PAGES - 1, 1), (1 << 20, 7)] {
+            let word = master_word(page, crc);
+            assert!(master_matches(word, crc) && master_page(word) == page);
+            assert!(!master_matches(word, crc ^ 1), "bound to the meta page's crc");
+            for a in 0..64 {
+                assert!(!master_matches(word ^ (1 << a), crc), "bit {a} of {word:#x}");
+                for b in a + 1..64 {
+                    let changed = word ^ (1 << a) ^ (1 << b);
+                    assert!(!master_matches(changed, crc), "bits {a}, {b} of {word:#x}");
+                }
+            }
+        }
+        assert!(!master_matches(0, 0), "a zero word is never valid");
+    }
+
     #[test]
     fn nodes_split_and_validate() {
-        let shape = Shape::new(0, 16, 4);
+        let shape = Shape::new(0, 16, 4, false);
         let mut n = NodeBuf::new(&shape, 0);
         for k in 0..4u64 {
             n.insert(k as usize, k * 10, &leaf_value(k * 10, &[k as u8; 16], true));
@@ -442,7 +557,10 @@ mod tests {
         let d = Node::parse(&damaged, 9, &shape, 0).expect("still parses");
         assert!(!d.row_ok(1) && d.row_ok(0) && d.row_ok(2), "only the changed row fails");
         assert!(Node::parse(&n.bytes, 9, &shape, 1).is_err(), "level checked");
-        assert!(Node::parse(&n.bytes, 9, &Shape::new(1, 16, 4), 0).is_err(), "owner checked");
+        assert!(
+            Node::parse(&n.bytes, 9, &Shape::new(1, 16, 4, false), 0).is_err(),
+            "owner checked"
+        );
         assert!(Node::parse(&[0u8; PAGE_SIZE], 9, &shape, 0).is_err(), "zero page rejected");
     }
 }

@@ -9,10 +9,23 @@
 //! word in page 2 naming the current meta page — with an atomic store that it persists. Readers
 //! take the current version (an immutable snapshot) and never wait or lock.
 //!
-//! **Recovery invariant**: every page reachable from the persisted master record was persisted
-//! before the master named it, and is never overwritten while any durable or visible version can
-//! reach it; so opening is reading the master record (nothing to undo or redo, N-Store's "no
-//! recovery" for NVM-CoW) plus a reachability scan that rebuilds the free-page set.
+//! **Damage to the master record** (issue 37, cow layout 2): the word carries, beside the meta
+//! page id, a 24-bit check over the id and that meta page's crc, so a changed or zeroed word,
+//! or one naming a meta page other than the one it was written for, is `Corrupt`. We chose one
+//! checked word over two alternating checksummed copies: the word is a single aligned 8-byte
+//! store, so no crash tears it and there is no torn-newest-copy case to fall back from; and a
+//! fall back to the older copy could not tell a torn copy from one damaged *after* its commit
+//! was acknowledged, where it would silently lose that commit. A node reachable from version
+//! `v` must carry a stamp `<= v` (checked at open, by readers and by the integrity walk), which
+//! catches a stale master naming pages reused since; a lost write of the master over a tree
+//! that nothing has reused since is indistinguishable from a crash before the swap, and opens
+//! as that older version (the one damage left undetected).
+//!
+//! **Recovery invariant**: every page (and tuple) reachable from the persisted master record was
+//! persisted before the master named it, and is never overwritten while any durable or visible
+//! version can reach it; so opening is reading the master record (nothing to undo or redo,
+//! N-Store's "no recovery" for NVM-CoW) plus a reachability scan that rebuilds the free-page
+//! (and free-slot) sets.
 //!
 //! * **One writer at a time** (LMDB, N-Store's CoW): a transaction starts as a snapshot reader;
 //!   its first write takes the writer slot (a bounded wait, then a retryable `Conflict`), and
@@ -27,11 +40,21 @@
 //!   per commit (see `docs/storage.md`, "cow", for the choice and its measured cost).
 //! * **`io=fs`** (CoW): pages and the master are written with `pwrite` to the region's file and
 //!   `fdatasync` is the barrier; reads go through the mapping (the page cache keeps it coherent).
+//! * **`layout`** (fixed at format; `auto`: `pages` for now, a region's own layout on reopen):
+//!   `pages` is §3.2's CoW, the rows inside the leaves, so an update copies a leaf of rows;
+//!   `pointers` is §4.2's NVM-CoW: tuples are allocated apart, in slots of tuple pages
+//!   ([`tuples`], the allocator interface of §2.3), the leaves hold their non-volatile pointers
+//!   (region offsets), and an update persists the new tuple and copies only the nodes on the
+//!   path to its pointer (at most [`layout::POINTER_NODE_ENTRIES`] entries each). Which slots
+//!   are in use is rebuilt at open by the same reachability scan (it then reads the leaves
+//!   too); a replaced tuple's slot waits, like a replaced page, until no durable or visible
+//!   version reaches it.
 //!
 //! Test-only faults: `cow-skip-node-persist`, `cow-swap-before-nodes`, `cow-reuse-early`.
 
 mod layout;
 pub mod options;
+mod tuples;
 mod txn;
 
 use crate::device::Device;
@@ -47,10 +70,12 @@ use storage::engine::{check_spec, RecoveryReport};
 use storage::format::{page_offset, Layout, PageId, Superblock, CATALOG_PAGE, PAGE_SIZE_U64};
 use storage::{CommitToken, DbError, Engine, IntegrityResult, Result, TableId, TableSpec, Txn};
 
-pub use options::Options;
+pub use layout::{master_page, MASTER_MAGIC};
+pub use options::{Options, TupleLayout};
 
 pub const ENGINE_NAME: &str = "cow";
-/// The master record: page 2, offset 0, the page id of the current meta page (0: no version).
+/// The master record: page 2, offset 0, the master word naming the current meta page (page 0:
+/// no version yet; [`master_page`] reads the id), then [`MASTER_MAGIC`] at offset 8.
 pub const MASTER_OFFSET: u64 = CATALOG_PAGE * PAGE_SIZE_U64;
 /// Longest a writer waits for the writer slot before a retryable conflict.
 const WRITER_WAIT: Duration = Duration::from_millis(20);
@@ -59,6 +84,8 @@ const WRITER_WAIT: Duration = Duration::from_millis(20);
 pub(crate) struct Version {
     pub number: u64,
     pub meta_page: PageId,
+    /// The meta page's stored crc (the master word is bound to it).
+    pub meta_crc: u32,
     pub tables: Vec<TableRoot>,
     /// Commit group the version belongs to (its durability token).
     pub group: u64,
@@ -75,14 +102,35 @@ struct State {
     /// Pages free for reuse below `high`; pages at or above `high` were never used.
     free: BTreeSet<PageId>,
     high: PageId,
-    /// Pages freed by a version (replaced by it), waiting until it is durable and no reader's
-    /// snapshot is older: (version, pages), oldest first.
-    pending: VecDeque<(u64, Vec<PageId>)>,
+    /// Pages and tuple slots freed by a version (replaced by it), waiting until it is durable
+    /// and no reader's snapshot is older: (version, pages, slots), oldest first.
+    pending: VecDeque<(u64, Vec<PageId>, Vec<u64>)>,
+    /// Layout `pointers`: the tuple pages and their free slots.
+    tuples: TupleSpace,
     /// Snapshot version -> transactions reading it.
     readers: BTreeMap<u64, usize>,
     /// Ranges the open group's commits wrote, with the writing thread: a barrier orders only
     /// its own thread's flushes, so the thread closing the group flushes the others' again.
     group_ranges: Vec<(std::thread::ThreadId, u64, u64)>,
+}
+
+/// The volatile half of the tuple allocator (layout `pointers`), rebuilt at open.
+#[derive(Default)]
+pub(crate) struct TupleSpace {
+    pages: std::collections::HashMap<PageId, TuplePage>,
+    /// Free slot pointers, per table owner.
+    free: std::collections::HashMap<u32, BTreeSet<u64>>,
+}
+
+/// A tuple page: its table, its slot size, and its slots allocated (live, pending or a
+/// writer's own).
+#[derive(Clone, Copy, Debug)]
+struct TuplePage {
+    owner: u32,
+    slot_bytes: usize,
+    used: usize,
+    /// Whether its header is written (a page taken by a writer that aborted is not yet).
+    header_written: bool,
 }
 
 /// Engine activity, reported by `nvmdb bench` per commit.
@@ -93,6 +141,7 @@ struct Activity {
     nodes_written: AtomicU64,
     nodes_copied: AtomicU64,
     pages_reclaimed: AtomicU64,
+    tuples_written: AtomicU64,
     snapshot_conflicts: AtomicU64,
     /// Bytes written and persist barriers issued through the device (`io=nvm|fs` alike).
     device_bytes_written: AtomicU64,
@@ -104,6 +153,8 @@ pub struct Cow {
     layout: Layout,
     device: Device,
     node_capacity: u32,
+    /// Layout `pointers` (NVM-CoW): leaves hold tuple pointers.
+    pointers: bool,
     group_commit: Duration,
     fault: Option<Fault>,
     workers: usize,
@@ -153,14 +204,30 @@ impl Cow {
             None => (Self::format(&region, options)?, true),
         };
         let device = Device::open(&region, options.io, ENGINE_NAME)?;
-        let (version, scan) = recover(&region, &layout)?;
+        let pointers = read_tuple_layout(&region)?;
+        let wanted = match options.cow.layout {
+            TupleLayout::Auto => pointers,
+            TupleLayout::Pointers => true,
+            TupleLayout::Pages => false,
+        };
+        if wanted != pointers {
+            return Err(DbError::Invalid(format!(
+                "cow: the region was formatted with layout={}; open it with that layout (or \
+                 layout=auto)",
+                if pointers { "pointers" } else { "pages" }
+            )));
+        }
+        let (version, scan) = recover(&region, &layout, pointers)?;
         let mut report = RecoveryReport { formatted, ..Default::default() };
         report.notes.push(format!(
-            "master names version {} (meta page {}); reachability scan read {} internal nodes, \
-             found {} pages in use and {} free below the high mark {}",
+            "master names version {} (meta page {}, layout {}); reachability scan read {} \
+             internal nodes and {} leaves, found {} pages in use and {} free below the high \
+             mark {}",
             version.number,
             version.meta_page,
+            if pointers { "pointers" } else { "pages" },
             scan.internal_nodes,
+            scan.leaves_read,
             scan.in_use,
             scan.free.len(),
             scan.high
@@ -174,6 +241,7 @@ impl Cow {
             free: scan.free,
             high: scan.high,
             pending: VecDeque::new(),
+            tuples: scan.tuples,
             readers: BTreeMap::new(),
             group_ranges: Vec::new(),
         };
@@ -184,6 +252,7 @@ impl Cow {
             layout,
             device,
             node_capacity: layout.node_capacity,
+            pointers,
             group_commit,
             fault: options.fault,
             workers: options.workers as usize,
@@ -200,12 +269,26 @@ impl Cow {
     fn format(region: &Region, options: &EngineOptions) -> Result<Layout> {
         let layout = layout(options, region.len() / PAGE_SIZE_U64);
         layout.validate()?;
+        if layout.page_count > layout::MAX_PAGES {
+            return Err(DbError::Invalid(format!(
+                "cow: a region of {} pages is larger than the {} pages the master record can \
+                 name",
+                layout.page_count,
+                layout::MAX_PAGES
+            )));
+        }
         region.ensure_backed(page_offset(layout.first_data_page() + 16)).map_err(|e| {
             DbError::RegionFull(format!("the region cannot hold its metadata: {e}"))
         })?;
         let sb = Superblock { engine: ENGINE_NAME.into(), layout };
         sb.begin_format(region);
-        region.write(MASTER_OFFSET, &[0u8; storage::format::PAGE_SIZE]);
+        let mut master = vec![0u8; storage::format::PAGE_SIZE];
+        master[..8].copy_from_slice(&layout::master_word(0, 0).to_le_bytes());
+        // `auto` formats CoW's layout for now: `pointers` still loses space across the `nvmdb`
+        // layer's tables (its `full_region_frees_on_cow` test fails with it).
+        let pointers = options.cow.layout == TupleLayout::Pointers;
+        master[8..24].copy_from_slice(&layout::master_header(pointers));
+        region.write(MASTER_OFFSET, &master);
         region.flush(MASTER_OFFSET, PAGE_SIZE_U64);
         region.fence();
         sb.publish(region);
@@ -213,7 +296,7 @@ impl Cow {
     }
 
     pub(crate) fn shape(&self, table: TableId, spec: &TableSpec) -> Shape {
-        Shape::new(table, spec.row_bytes, self.node_capacity)
+        Shape::new(table, spec.row_bytes, self.node_capacity, self.pointers)
     }
 
     pub(crate) fn is_data_page(&self, page: PageId) -> bool {
@@ -269,7 +352,10 @@ impl Cow {
 
     /// Allocates a page for a writer's new node.
     pub(crate) fn alloc(&self) -> Result<PageId> {
-        let mut s = self.state.lock();
+        self.alloc_page(&mut self.state.lock())
+    }
+
+    fn alloc_page(&self, s: &mut State) -> Result<PageId> {
         if let Some(p) = s.free.pop_first() {
             return Ok(p);
         }
@@ -287,6 +373,54 @@ impl Cow {
         Ok(page)
     }
 
+    /// Allocates a tuple slot of `shape`'s table for a writer's new tuple (layout `pointers`):
+    /// a free slot of one of the table's tuple pages, or a fresh tuple page.
+    pub(crate) fn alloc_tuple(&self, shape: &Shape) -> Result<u64> {
+        let mut s = self.state.lock();
+        let free = s.tuples.free.entry(shape.owner).or_default();
+        if let Some(ptr) = free.pop_first() {
+            let page = ptr / PAGE_SIZE_U64;
+            if let Some(p) = s.tuples.pages.get_mut(&page) {
+                p.used += 1;
+                return Ok(ptr);
+            }
+            return Err(DbError::Invalid(format!("cow: internal: free slot {ptr} has no page")));
+        }
+        let page = self.alloc_page(&mut s)?;
+        let slot_bytes = tuples::slot_bytes(shape);
+        let page_state =
+            TuplePage { owner: shape.owner, slot_bytes, used: 1, header_written: false };
+        s.tuples.pages.insert(page, page_state);
+        let free = s.tuples.free.entry(shape.owner).or_default();
+        free.extend(
+            (1..tuples::slots_per_page(slot_bytes)).map(|i| tuples::slot_ptr(page, i, slot_bytes)),
+        );
+        Ok(tuples::slot_ptr(page, 0, slot_bytes))
+    }
+
+    /// Returns tuple slots no committed version ever reached (a writer's own).
+    pub(crate) fn give_back_tuples(&self, slots: impl IntoIterator<Item = u64>) {
+        let mut s = self.state.lock();
+        for ptr in slots {
+            release_slot(&mut s, ptr);
+        }
+    }
+
+    /// A committed tuple's row (layout `pointers`): the pointer must name a slot of a tuple page
+    /// of the table, holding `key`, written by version `newest` or older, matching its crc.
+    pub(crate) fn tuple(&self, shape: &Shape, ptr: u64, key: u64, newest: u64) -> Result<&[u8]> {
+        let slot_bytes = tuples::slot_bytes(shape);
+        let Some((page, _)) = tuples::locate(ptr, slot_bytes) else {
+            return Err(DbError::Corrupt(format!(
+                "cow: table {}: key {key}'s tuple pointer {ptr} is not a slot's",
+                shape.owner - 1
+            )));
+        };
+        let bytes = self.page(page)?;
+        tuples::check_page(bytes, page, shape)?;
+        tuples::row(bytes, ptr, shape, key, newest, self.row_checksums())
+    }
+
     /// Returns pages no committed version ever reached (a writer's own, on abort or when it
     /// drops one of its new nodes).
     pub(crate) fn give_back(&self, pages: impl IntoIterator<Item = PageId>) {
@@ -302,13 +436,16 @@ impl Cow {
     /// free set.
     fn reclaim(&self, s: &mut State) {
         let oldest_reader = s.readers.keys().next().copied().unwrap_or(u64::MAX);
-        while let Some((v, _)) = s.pending.front() {
+        while let Some((v, _, _)) = s.pending.front() {
             if *v > s.durable_version || *v > oldest_reader {
                 break;
             }
-            let Some((_, pages)) = s.pending.pop_front() else { break };
+            let Some((_, pages, slots)) = s.pending.pop_front() else { break };
             self.activity.pages_reclaimed.fetch_add(pages.len() as u64, Ordering::Relaxed);
             s.free.extend(pages);
+            for ptr in slots {
+                release_slot(s, ptr);
+            }
         }
     }
 
@@ -318,8 +455,9 @@ impl Cow {
     pub(crate) fn commit_version(
         &self,
         dirty: &mut std::collections::HashMap<PageId, layout::NodeBuf>,
+        new_tuples: &mut std::collections::HashMap<u64, Vec<u8>>,
         tables: Vec<TableRoot>,
-        mut freed: Vec<PageId>,
+        (mut freed, freed_tuples): (Vec<PageId>, Vec<u64>),
         force_durable: bool,
     ) -> Result<CommitToken> {
         // Regression (`crashtest --workload tpcc --threads 2 --engine-opt group_commit_ms=1`,
@@ -331,32 +469,52 @@ impl Cow {
             Ok(page) => page,
             Err(e) => {
                 self.give_back(dirty.drain().map(|(page, _)| page));
+                self.give_back_tuples(new_tuples.drain().map(|(ptr, _)| ptr));
                 return Err(e);
             }
         };
         let mut s = self.state.lock();
         let number = s.current.number + 1;
         let swap_first = self.fault == Some(Fault::CowSwapBeforeNodes);
-        let mut written = Vec::with_capacity(dirty.len() + 1);
+        // (offset, bytes) written: flushed again by whoever closes the group.
+        let mut written = Vec::with_capacity(dirty.len() + new_tuples.len() + 1);
+        for (&ptr, tuple) in new_tuples.iter_mut() {
+            let page = ptr / PAGE_SIZE_U64;
+            let Some(tuple_page) = s.tuples.pages.get_mut(&page) else {
+                return Err(DbError::Invalid(format!("cow: internal: slot {ptr} has no page")));
+            };
+            if !tuple_page.header_written {
+                // The page's header, persisted by the same barrier as its first tuples.
+                tuple_page.header_written = true;
+                let header = tuples::page_header(tuple_page.owner, tuple_page.slot_bytes);
+                self.write_page(page_offset(page), &header, !swap_first);
+                written.push((page_offset(page), header.len() as u64));
+            }
+            self.activity.tuples_written.fetch_add(1, Ordering::Relaxed);
+            tuples::stamp(tuple, number);
+            self.write_page(ptr, tuple, !swap_first);
+            written.push((ptr, tuple.len() as u64));
+        }
         for (&page, node) in dirty.iter_mut() {
             let bytes = node.seal(number);
             self.write_page(page_offset(page), bytes, !swap_first);
-            written.push((page, bytes.len() as u64));
+            written.push((page_offset(page), bytes.len() as u64));
         }
         let meta = layout::encode_meta(number, &tables);
+        let meta_crc = layout::stored_meta_crc(&meta);
         self.write_page(page_offset(meta_page), &meta, !swap_first);
-        written.push((meta_page, meta.len() as u64));
+        written.push((page_offset(meta_page), meta.len() as u64));
         self.activity.nodes_written.fetch_add(dirty.len() as u64, Ordering::Relaxed);
         if swap_first {
             // The fault: the master names the new meta page before its pages are persisted.
-            self.swap_master(meta_page);
-            for (page, len) in &written {
-                self.device.flush(page_offset(*page), *len);
+            self.swap_master(meta_page, meta_crc);
+            for (offset, len) in &written {
+                self.device.flush(*offset, *len);
             }
         }
         if !self.group_commit.is_zero() {
             let me = std::thread::current().id();
-            s.group_ranges.extend(written.iter().map(|&(p, len)| (me, page_offset(p), len)));
+            s.group_ranges.extend(written.iter().map(|&(offset, len)| (me, offset, len)));
         }
         let group = s.group;
         let now = Instant::now();
@@ -364,9 +522,9 @@ impl Cow {
         if let Some(old) = (s.current.meta_page != 0).then_some(s.current.meta_page) {
             freed.push(old);
         }
-        s.current = Arc::new(Version { number, meta_page, tables, group });
-        if !freed.is_empty() {
-            s.pending.push_back((number, freed));
+        s.current = Arc::new(Version { number, meta_page, meta_crc, tables, group });
+        if !freed.is_empty() || !freed_tuples.is_empty() {
+            s.pending.push_back((number, freed, freed_tuples));
         }
         self.activity.commits.fetch_add(1, Ordering::Relaxed);
         self.counters.commit();
@@ -403,9 +561,10 @@ impl Cow {
     }
 
     /// Stores and persists the master record (the 8-byte atomic swap).
-    fn swap_master(&self, meta_page: PageId) {
+    fn swap_master(&self, meta_page: PageId, meta_crc: u32) {
         self.activity.master_swaps.fetch_add(1, Ordering::Relaxed);
-        self.write_page(MASTER_OFFSET, &meta_page.to_le_bytes(), true);
+        let word = layout::master_word(meta_page, meta_crc);
+        self.write_page(MASTER_OFFSET, &word.to_le_bytes(), true);
         self.barrier();
     }
 
@@ -428,7 +587,7 @@ impl Cow {
             self.barrier();
         }
         if self.fault != Some(Fault::CowSwapBeforeNodes) {
-            self.swap_master(s.current.meta_page);
+            self.swap_master(s.current.meta_page, s.current.meta_crc);
         }
         s.durable_version = s.current.number;
         self.durable_group.store(s.group, Ordering::Release);
@@ -472,19 +631,74 @@ impl Cow {
     }
 }
 
+/// Frees one allocated tuple slot; a tuple page left with none allocated becomes a free page.
+fn release_slot(s: &mut State, ptr: u64) {
+    let page = ptr / PAGE_SIZE_U64;
+    let Some(p) = s.tuples.pages.get_mut(&page) else { return };
+    p.used = p.used.saturating_sub(1);
+    let TuplePage { owner, slot_bytes, used, .. } = *p;
+    let free = s.tuples.free.entry(owner).or_default();
+    if used > 0 {
+        free.insert(ptr);
+        return;
+    }
+    for i in 0..tuples::slots_per_page(slot_bytes) {
+        free.remove(&tuples::slot_ptr(page, i, slot_bytes));
+    }
+    s.tuples.pages.remove(&page);
+    s.free.insert(page);
+}
+
 /// What the reachability scan found.
 struct Scan {
     free: BTreeSet<PageId>,
     high: PageId,
     in_use: u64,
     internal_nodes: u64,
+    leaves_read: u64,
+    tuples: TupleSpace,
+}
+
+/// The tuple layout the master page records (`true`: pointers), after [`read_master`]'s
+/// checks.
+fn read_tuple_layout(region: &Region) -> Result<bool> {
+    read_master(region)?;
+    layout::decode_master_header(region.read(MASTER_OFFSET + 8, 16))
+        .map_err(|why| DbError::Corrupt(format!("cow: the master page is damaged: {why}")))
+}
+
+/// Reads the master page: the master word, after checking the page is cow layout 2.
+fn read_master(region: &Region) -> Result<u64> {
+    let word = region.read_u64(MASTER_OFFSET);
+    let magic = region.read_u64(MASTER_OFFSET + 8);
+    if magic == layout::MASTER_MAGIC {
+        return Ok(word);
+    }
+    // Layout 1 stored a bare page id (high bits zero) and nothing after it.
+    if magic == 0 && word != 0 && word >> layout::MASTER_PAGE_BITS == 0 {
+        return Err(DbError::Format(
+            "cow region written by an older build (cow layout 1: a master record without a \
+             check); this build reads layout 2: load it again with this build"
+                .into(),
+        ));
+    }
+    Err(DbError::Corrupt(format!(
+        "cow: the master page is damaged (magic {magic:#x}, word {word:#x})"
+    )))
 }
 
 /// Reads and validates the master record and the version it names, then marks every page
 /// reachable from it (internal nodes are read and validated, with their checksums; leaves are
-/// only marked). Unreachable data pages below the highest reachable one are free.
-fn recover(region: &Region, layout: &Layout) -> Result<(Version, Scan)> {
-    let master = region.read_u64(MASTER_OFFSET);
+/// only marked, except with layout `pointers`, where they are read too and every tuple slot
+/// they point to is marked). Unreachable data pages below the highest reachable one are free,
+/// and so are the unmarked slots of the tuple pages.
+///
+/// A master word that fails its check is `Corrupt`, never a fall back to an older version:
+/// the word is one atomic store, so no crash leaves it torn, and an older version would lose
+/// acknowledged commits.
+fn recover(region: &Region, layout: &Layout, pointers: bool) -> Result<(Version, Scan)> {
+    let word = read_master(region)?;
+    let master = layout::master_page(word);
     let first = layout.first_data_page();
     let page_of = |p: PageId| -> Result<&[u8]> {
         if !layout.is_data_page(p) || page_offset(p + 1) > region.backed_len() {
@@ -492,22 +706,45 @@ fn recover(region: &Region, layout: &Layout) -> Result<(Version, Scan)> {
         }
         Ok(region.read(page_offset(p), storage::format::PAGE_SIZE))
     };
+    let bad_check = || {
+        DbError::Corrupt(format!(
+            "cow: the master record ({word:#x}) fails its check against meta page {master}: the \
+             master or the meta page it names is damaged"
+        ))
+    };
     if master == 0 {
-        let v = Version { number: 0, meta_page: 0, tables: Vec::new(), group: 0 };
-        let scan = Scan { free: BTreeSet::new(), high: first, in_use: 0, internal_nodes: 0 };
+        if !layout::master_matches(word, 0) {
+            return Err(bad_check());
+        }
+        let v = Version { number: 0, meta_page: 0, meta_crc: 0, tables: Vec::new(), group: 0 };
+        let scan = Scan {
+            free: BTreeSet::new(),
+            high: first,
+            in_use: 0,
+            internal_nodes: 0,
+            leaves_read: 0,
+            tuples: TupleSpace::default(),
+        };
         return Ok((v, scan));
     }
     let meta = page_of(master)
         .map_err(|e| DbError::Corrupt(format!("cow: master record names page {master}: {e}")))?;
     let (number, tables) = layout::decode_meta(meta, master, |p| layout.is_data_page(p))?;
+    let meta_crc = layout::stored_meta_crc(meta);
+    if !layout::master_matches(word, meta_crc) {
+        return Err(bad_check());
+    }
     let mut used = std::collections::HashSet::new();
     used.insert(master);
     let mut internal_nodes = 0u64;
+    let mut leaves_read = 0u64;
+    let mut slots = std::collections::HashSet::new();
+    let mut tuple_space = TupleSpace::default();
     for (id, t) in tables.iter().enumerate() {
         if t.root == 0 {
             continue;
         }
-        let shape = Shape::new(id as TableId, t.spec.row_bytes, layout.node_capacity);
+        let shape = Shape::new(id as TableId, t.spec.row_bytes, layout.node_capacity, pointers);
         // (page, level): depth-first; bounded by the pages of the region (each marked once).
         let mut stack = vec![(t.root, t.height as u16 - 1)];
         while let Some((page, level)) = stack.pop() {
@@ -523,10 +760,9 @@ fn recover(region: &Region, layout: &Layout) -> Result<(Version, Scan)> {
                     t.spec.name
                 )));
             }
-            if level == 0 {
+            if level == 0 && !pointers {
                 continue;
             }
-            internal_nodes += 1;
             let node = Node::parse(page_of(page)?, page, &shape, level)?;
             if !node.crc_ok() {
                 return Err(DbError::Corrupt(format!(
@@ -534,16 +770,85 @@ fn recover(region: &Region, layout: &Layout) -> Result<(Version, Scan)> {
                     t.spec.name
                 )));
             }
+            check_written_before(&node, page, number)?;
+            if level == 0 {
+                leaves_read += 1;
+                for i in 0..node.count {
+                    mark_tuple(&page_of, &shape, node.tuple(i), &mut slots, &mut tuple_space)?;
+                }
+                continue;
+            }
+            internal_nodes += 1;
             for i in 0..node.count {
                 stack.push((node.child(i), level - 1));
             }
         }
     }
-    let high = used.iter().max().map_or(first, |m| m + 1);
-    let free = (first..high).filter(|p| !used.contains(p)).collect();
-    let in_use = used.len() as u64;
-    let version = Version { number, meta_page: master, tables, group: 0 };
-    Ok((version, Scan { free, high, in_use, internal_nodes }))
+    if let Some(p) = tuple_space.pages.keys().find(|p| used.contains(p)) {
+        return Err(DbError::Corrupt(format!("cow: page {p} is both a node and a tuple page")));
+    }
+    let high = used.iter().chain(tuple_space.pages.keys()).max().map_or(first, |m| m + 1);
+    let free =
+        (first..high).filter(|p| !used.contains(p) && !tuple_space.pages.contains_key(p)).collect();
+    for (&page, p) in &tuple_space.pages {
+        let free_slots = tuple_space.free.entry(p.owner).or_default();
+        for i in 0..tuples::slots_per_page(p.slot_bytes) {
+            let ptr = tuples::slot_ptr(page, i, p.slot_bytes);
+            if !slots.contains(&ptr) {
+                free_slots.insert(ptr);
+            }
+        }
+    }
+    let in_use = (used.len() + tuple_space.pages.len()) as u64;
+    let version = Version { number, meta_page: master, meta_crc, tables, group: 0 };
+    let tuples = tuple_space;
+    Ok((version, Scan { free, high, in_use, internal_nodes, leaves_read, tuples }))
+}
+
+/// Marks the tuple slot `ptr` of `shape`'s table as in use (its page's header checked once;
+/// the tuple itself is checked by whoever reads it).
+fn mark_tuple<'r>(
+    page_of: &impl Fn(PageId) -> Result<&'r [u8]>,
+    shape: &Shape,
+    ptr: u64,
+    slots: &mut std::collections::HashSet<u64>,
+    space: &mut TupleSpace,
+) -> Result<()> {
+    let slot_bytes = tuples::slot_bytes(shape);
+    let Some((page, _)) = tuples::locate(ptr, slot_bytes) else {
+        return Err(DbError::Corrupt(format!(
+            "cow: table {}: tuple pointer {ptr} is not a slot's",
+            shape.owner - 1
+        )));
+    };
+    if !slots.insert(ptr) {
+        return Err(DbError::Corrupt(format!("cow: tuple slot {ptr} is reachable twice")));
+    }
+    match space.pages.get_mut(&page) {
+        Some(p) if p.owner == shape.owner => p.used += 1,
+        Some(_) => {
+            return Err(DbError::Corrupt(format!("cow: tuple page {page} is two tables'")));
+        }
+        None => {
+            tuples::check_page(page_of(page)?, page, shape)?;
+            let p = TuplePage { owner: shape.owner, slot_bytes, used: 1, header_written: true };
+            space.pages.insert(page, p);
+        }
+    }
+    Ok(())
+}
+
+/// A node reachable from version `number` must have been written by it or an older version: a
+/// newer stamp means the page was reused (damage, or a master record that lost a write).
+pub(crate) fn check_written_before(node: &Node<'_>, page: PageId, number: u64) -> Result<()> {
+    if node.version() > number {
+        return Err(DbError::Corrupt(format!(
+            "cow: node at page {page} was written by version {}, after version {number} that \
+             reaches it (a page reused under a live version: damage)",
+            node.version()
+        )));
+    }
+    Ok(())
 }
 
 /// What opening `region` would find (the version the master names), read without writing.
@@ -552,7 +857,7 @@ pub fn inspect(region: &Region, mut outer: crate::Inspection) -> Result<crate::I
         storage::format::Verdict::Open { sb, .. } => sb,
         storage::format::Verdict::Format => return Ok(outer),
     };
-    let (version, scan) = recover(region, &sb.layout)?;
+    let (version, scan) = recover(region, &sb.layout, read_tuple_layout(region)?)?;
     outer.verdict = format!(
         "{}; master names version {} ({} tables, {} pages in use): nothing to recover",
         outer.verdict,
@@ -584,7 +889,8 @@ impl Engine for Cow {
         let mut tables = current.tables.clone();
         tables.push(TableRoot { spec: spec.clone(), root: 0, height: 0, rows: 0 });
         let id = (tables.len() - 1) as TableId;
-        self.commit_version(&mut Default::default(), tables, Vec::new(), true)?;
+        let none = (Vec::new(), Vec::new());
+        self.commit_version(&mut Default::default(), &mut Default::default(), tables, none, true)?;
         Ok(id)
     }
 
@@ -652,6 +958,7 @@ impl Engine for Cow {
             ("nodes_written", get(&a.nodes_written)),
             ("nodes_copied", get(&a.nodes_copied)),
             ("pages_reclaimed", get(&a.pages_reclaimed)),
+            ("tuples_written", get(&a.tuples_written)),
             ("snapshot_conflicts", get(&a.snapshot_conflicts)),
             ("device_bytes_written", get(&a.device_bytes_written)),
             ("device_barriers", get(&a.device_barriers)),

@@ -1,10 +1,49 @@
 //! `cow`'s options (`docs/design.md` §4, "Options"): one table row per `--engine-opt` key, with
-//! its default, parser and help. Arulraj et al. SIGMOD 2015 §4.2 (N-Store's `gc_interval`).
+//! its default, parser and help. Arulraj et al. SIGMOD 2015 §4.2 (N-Store's `gc_interval`;
+//! NVM-CoW's non-volatile tuple pointers, `layout`).
 
 use serde::{Deserialize, Serialize};
+use storage::options::OptionValue;
 
 /// The shared keys `cow` takes (`crate::EngineOptions`'s; no undo logs).
 pub const SHARED_KEYS: &[&str] = &["node_capacity", "fault", "io", "checksums"];
+
+/// Where a table's tuples live (fixed at format time).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TupleLayout {
+    /// `pages` when formatting (until `pointers` passes the `nvmdb` layer's full-region test);
+    /// a region keeps the layout it was formatted with.
+    #[default]
+    Auto,
+    /// NVM-CoW (§4.2): tuples allocated apart from the tree, whose leaves hold non-volatile
+    /// pointers to them; a transaction copies the tree nodes holding pointers.
+    Pointers,
+    /// CoW (§3.2): the tuples inside the leaf pages; a transaction copies whole leaves.
+    Pages,
+}
+
+impl OptionValue for TupleLayout {
+    const ACCEPTS: &'static str = "auto, pointers or pages";
+    fn parse_option(text: &str) -> Option<Self> {
+        match text {
+            "auto" => Some(TupleLayout::Auto),
+            "pointers" => Some(TupleLayout::Pointers),
+            "pages" => Some(TupleLayout::Pages),
+            _ => None,
+        }
+    }
+    fn show_option(&self) -> Option<String> {
+        Some(
+            match self {
+                TupleLayout::Auto => "auto",
+                TupleLayout::Pointers => "pointers",
+                TupleLayout::Pages => "pages",
+            }
+            .into(),
+        )
+    }
+}
 
 storage::engine_options! {
     /// `cow`'s own options.
@@ -14,5 +53,9 @@ storage::engine_options! {
         key group_commit_ms: u64 = 0,
             "commits within this interval share one barrier and master swap (N-Store's \
              gc_interval); 0: every commit persists alone";
+        key layout: TupleLayout = TupleLayout::Auto,
+            "tuples apart from the tree, its leaves holding non-volatile pointers (pointers: \
+             NVM-CoW), or inside the leaf pages (pages: CoW); auto: pages, or the region's own \
+             layout on reopen; fixed at format time";
     }
 }

@@ -6,13 +6,20 @@
 //! the commit that replaces it is durable and no snapshot can reach it.
 
 use super::layout::{Node, NodeBuf, Shape, TableRoot, MAX_HEIGHT};
-use super::{Cow, Version};
+use super::{check_written_before, tuples, Cow, Version};
 use parking_lot::MutexGuard;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use storage::engine::{check_row, check_update};
 use storage::format::PageId;
 use storage::{CommitToken, DbError, IntegrityReport, Result, TableId, Txn};
+
+/// A scan in progress: rows it may still return, the last key returned, the caller's visitor.
+struct ScanState<'v> {
+    budget: usize,
+    last: Option<u64>,
+    visit: &'v mut dyn FnMut(u64, &[u8]) -> bool,
+}
 
 /// The writer's state: its copy of the directory and its new pages.
 struct Writer<'a> {
@@ -21,6 +28,10 @@ struct Writer<'a> {
     dirty: HashMap<PageId, NodeBuf>,
     /// Committed pages this transaction replaced (freed with its commit).
     freed: Vec<PageId>,
+    /// Layout `pointers`: the writer's new tuples (slot pointer -> slot bytes), written by its
+    /// commit, and the committed tuples it replaced or deleted (freed with its commit).
+    tuples: HashMap<u64, Vec<u8>>,
+    freed_tuples: Vec<u64>,
 }
 
 pub(crate) struct CowTxn<'a> {
@@ -55,18 +66,23 @@ impl<'a> CowTxn<'a> {
         if let Some(n) = self.w.as_ref().and_then(|w| w.dirty.get(&page)) {
             return Ok(n.view());
         }
-        Node::parse(self.db.page(page)?, page, shape, level)
+        let node = Node::parse(self.db.page(page)?, page, shape, level)?;
+        check_written_before(&node, page, self.snap.number)?;
+        Ok(node)
     }
 
     /// Row `i` of leaf `node` (at `page`), its checksum verified: a damaged row is an error
     /// naming it, never data returned.
-    fn checked_row<'n>(
-        &self,
+    fn checked_row<'s>(
+        &'s self,
         shape: &Shape,
-        node: &Node<'n>,
+        node: &Node<'s>,
         page: PageId,
         i: usize,
-    ) -> Result<&'n [u8]> {
+    ) -> Result<&'s [u8]> {
+        if shape.pointers {
+            return self.tuple_row(shape, node.key(i), node.tuple(i));
+        }
         if self.db.row_checksums() && !node.row_ok(i) {
             return Err(DbError::Corrupt(format!(
                 "cow: table {}: leaf at page {page} entry {i} (key {}): row fails its checksum",
@@ -75,6 +91,23 @@ impl<'a> CowTxn<'a> {
             )));
         }
         Ok(node.row(i))
+    }
+
+    /// The row of `key`'s tuple at `ptr`: one of the writer's own, or a committed one
+    /// (validated: its page, key, version and crc).
+    fn tuple_row(&self, shape: &Shape, key: u64, ptr: u64) -> Result<&[u8]> {
+        if let Some(t) = self.w.as_ref().and_then(|w| w.tuples.get(&ptr)) {
+            return Ok(&t[tuples::SLOT_HEAD..]);
+        }
+        self.db.tuple(shape, ptr, key, self.snap.number)
+    }
+
+    /// A new tuple for `key` (layout `pointers`), owned by the writer until its commit.
+    fn new_tuple(&mut self, shape: &Shape, key: u64, row: &[u8]) -> Result<u64> {
+        let ptr = self.db.alloc_tuple(shape)?;
+        let tuple = tuples::encode(key, row, self.db.row_checksums());
+        self.writer().tuples.insert(ptr, tuple);
+        Ok(ptr)
     }
 
     /// The leaf holding `key` and the entry's index, if present.
@@ -115,7 +148,42 @@ impl<'a> CowTxn<'a> {
             self.db.release(fresh.number);
         }
         let tables = self.snap.tables.clone();
-        self.w = Some(Writer { _slot: slot, tables, dirty: HashMap::new(), freed: Vec::new() });
+        self.w = Some(Writer {
+            _slot: slot,
+            tables,
+            dirty: HashMap::new(),
+            freed: Vec::new(),
+            tuples: HashMap::new(),
+            freed_tuples: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Layout `pointers`: writes the update into the writer's own tuple of `key`, or into a
+    /// new tuple (a copy of the committed one, verified) that leaf entry `i` then points to.
+    #[allow(clippy::too_many_arguments)]
+    fn update_tuple(
+        &mut self,
+        shape: &Shape,
+        leaf: PageId,
+        i: usize,
+        key: u64,
+        ptr: u64,
+        offset: usize,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let checksums = self.db.row_checksums();
+        let at = tuples::SLOT_HEAD + offset;
+        if let Some(t) = self.writer().tuples.get_mut(&ptr) {
+            t[at..at + bytes.len()].copy_from_slice(bytes);
+            tuples::reseal(t, checksums);
+            return Ok(());
+        }
+        let mut row = self.db.tuple(shape, ptr, key, self.snap.number)?.to_vec();
+        row[offset..offset + bytes.len()].copy_from_slice(bytes);
+        let new = self.new_tuple(shape, key, &row)?;
+        self.dirty(leaf)?.set_child(i, new);
+        self.writer().freed_tuples.push(ptr);
         Ok(())
     }
 
@@ -134,6 +202,7 @@ impl<'a> CowTxn<'a> {
         if !node.crc_ok() {
             return Err(DbError::Corrupt(format!("cow: node at page {page} fails its checksum")));
         }
+        check_written_before(&node, page, self.snap.number)?;
         let copy = NodeBuf { bytes: node.bytes.to_vec() };
         let new = db.alloc()?;
         db.note_copy();
@@ -292,8 +361,7 @@ impl<'a> CowTxn<'a> {
         page: PageId,
         level: u16,
         range: (u64, u64),
-        budget: &mut usize,
-        visit: &mut dyn FnMut(u64, &[u8]) -> bool,
+        scan: &mut ScanState<'_>,
     ) -> Result<bool> {
         let node = self.node(shape, page, level)?;
         let (low, high) = range;
@@ -301,11 +369,22 @@ impl<'a> CowTxn<'a> {
             let start = node.search(low).unwrap_or_else(|i| i);
             for i in start..node.count {
                 let k = node.key(i);
-                if k > high || *budget == 0 {
+                if k > high || scan.budget == 0 {
                     return Ok(false);
                 }
-                *budget -= 1;
-                if !visit(k, self.checked_row(shape, &node, page, i)?) {
+                // Regression (`nvmdb fuzz --engine cow --seed 12 --case 89`): a valid leaf
+                // copied over another one returned its keys twice; keys must rise.
+                if scan.last.is_some_and(|l| l >= k) {
+                    return Err(DbError::Corrupt(format!(
+                        "cow: table {}: leaf at page {page} holds key {k} out of order (after \
+                         {})",
+                        shape.owner - 1,
+                        scan.last.unwrap_or(0)
+                    )));
+                }
+                scan.last = Some(k);
+                scan.budget -= 1;
+                if !(scan.visit)(k, self.checked_row(shape, &node, page, i)?) {
                     return Ok(false);
                 }
             }
@@ -316,7 +395,7 @@ impl<'a> CowTxn<'a> {
             if i > start && node.key(i) > high {
                 return Ok(false);
             }
-            if !self.scan_node(shape, node.child(i), level - 1, range, budget, visit)? {
+            if !self.scan_node(shape, node.child(i), level - 1, range, scan)? {
                 return Ok(false);
             }
         }
@@ -332,6 +411,7 @@ impl<'a> CowTxn<'a> {
         if let Some(w) = self.w.take() {
             if aborted {
                 self.db.give_back(w.dirty.keys().copied());
+                self.db.give_back_tuples(w.tuples.keys().copied());
             }
         }
         self.db.release(self.snap.number);
@@ -362,9 +442,13 @@ impl Txn for CowTxn<'_> {
         if self.find(table, key)?.is_some() {
             return Err(DbError::Duplicate { table, key });
         }
+        let value = if shape.pointers {
+            self.new_tuple(&shape, key, row)?.to_le_bytes().to_vec()
+        } else {
+            super::layout::leaf_value(key, row, self.db.row_checksums())
+        };
         let path = self.cow_path(table, key)?;
         let (leaf, _) = path[path.len() - 1];
-        let value = super::layout::leaf_value(key, row, self.db.row_checksums());
         let n = self.dirty(leaf)?;
         let pos = n.view().search(key).unwrap_or_else(|i| i);
         if n.count() < shape.leaf_capacity {
@@ -381,7 +465,7 @@ impl Txn for CowTxn<'_> {
     }
 
     fn update(&mut self, table: TableId, key: u64, offset: u32, bytes: &[u8]) -> Result<bool> {
-        let (t, _) = self.table(table)?;
+        let (t, shape) = self.table(table)?;
         check_update(table, &t.spec, offset, bytes.len())?;
         self.become_writer(table, key)?;
         if self.find(table, key)?.is_none() {
@@ -394,6 +478,11 @@ impl Txn for CowTxn<'_> {
         let i = n.view().search(key).map_err(|_| {
             DbError::Corrupt(format!("cow: key {key} vanished from its leaf in table {table}"))
         })?;
+        if shape.pointers {
+            let ptr = n.view().tuple(i);
+            self.update_tuple(&shape, leaf, i, key, ptr, offset as usize, bytes)?;
+            return Ok(true);
+        }
         // The row as it was must verify: a new checksum over damaged bytes would launder them.
         if checksums && !n.view().row_ok(i) {
             return Err(DbError::Corrupt(format!(
@@ -406,7 +495,7 @@ impl Txn for CowTxn<'_> {
     }
 
     fn delete(&mut self, table: TableId, key: u64) -> Result<bool> {
-        self.table(table)?;
+        let (_, shape) = self.table(table)?;
         self.become_writer(table, key)?;
         if self.find(table, key)?.is_none() {
             return Ok(false);
@@ -416,7 +505,15 @@ impl Txn for CowTxn<'_> {
         let i = n.view().search(key).map_err(|_| {
             DbError::Corrupt(format!("cow: key {key} vanished from its leaf in table {table}"))
         })?;
+        let ptr = n.view().tuple(i);
         n.remove(i);
+        if shape.pointers {
+            if self.writer().tuples.remove(&ptr).is_some() {
+                self.db.give_back_tuples([ptr]);
+            } else {
+                self.writer().freed_tuples.push(ptr);
+            }
+        }
         self.db.counters_ref().delete();
         let t = &mut self.writer().tables[table as usize];
         t.rows = t.rows.saturating_sub(1);
@@ -438,9 +535,9 @@ impl Txn for CowTxn<'_> {
             return Ok(0);
         }
         let (root, level) = (t.root, t.height as u16 - 1);
-        let mut budget = limit;
-        self.scan_node(&shape, root, level, (low, high), &mut budget, visit)?;
-        Ok(limit - budget)
+        let mut state = ScanState { budget: limit, last: None, visit };
+        self.scan_node(&shape, root, level, (low, high), &mut state)?;
+        Ok(limit - state.budget)
     }
 
     fn commit(mut self: Box<Self>) -> Result<CommitToken> {
@@ -454,8 +551,8 @@ impl Txn for CowTxn<'_> {
             return Ok(self.db.read_token(&self.snap));
         }
         let tables = std::mem::take(&mut w.tables);
-        let freed = std::mem::take(&mut w.freed);
-        let result = self.db.commit_version(&mut w.dirty, tables, freed, false);
+        let freed = (std::mem::take(&mut w.freed), std::mem::take(&mut w.freed_tuples));
+        let result = self.db.commit_version(&mut w.dirty, &mut w.tuples, tables, freed, false);
         drop(w);
         self.end(false);
         result
@@ -475,33 +572,71 @@ pub(crate) fn check_integrity(db: &Cow) -> Result<IntegrityReport> {
     let snap = db.snapshot();
     let result = walk(db, &snap);
     db.release(snap.number);
-    let (reachable, rows) = result?;
+    let (reachable, rows, slots) = result?;
     let s = db.state.lock();
-    let pending: usize = s.pending.iter().map(|(_, p)| p.len()).sum();
+    let pending: usize = s.pending.iter().map(|(_, p, _)| p.len()).sum();
     for p in &reachable {
-        if s.free.contains(p) || s.pending.iter().any(|(_, ps)| ps.contains(p)) {
+        if s.free.contains(p)
+            || s.pending.iter().any(|(_, ps, _)| ps.contains(p))
+            || s.tuples.pages.contains_key(p)
+        {
             return Err(DbError::Corrupt(format!("cow: page {p} is reachable and also free")));
         }
     }
+    let pending_slots: HashSet<u64> =
+        s.pending.iter().flat_map(|(_, _, slots)| slots.iter().copied()).collect();
+    // Slots allocated per tuple page: reachable or pending (a writer's own only when not quiet).
+    let mut allocated: HashMap<PageId, usize> = HashMap::new();
+    for &ptr in slots.iter().chain(pending_slots.iter()) {
+        let page = ptr / storage::format::PAGE_SIZE_U64;
+        let Some(p) = s.tuples.pages.get(&page) else {
+            return Err(DbError::Corrupt(format!("cow: tuple {ptr} is in no tuple page")));
+        };
+        let free = s.tuples.free.get(&p.owner).is_some_and(|f| f.contains(&ptr));
+        if free || s.free.contains(&page) {
+            return Err(DbError::Corrupt(format!("cow: tuple {ptr} is reachable and also free")));
+        }
+        *allocated.entry(page).or_default() += 1;
+    }
+    if slots.iter().any(|p| pending_slots.contains(p)) {
+        return Err(DbError::Corrupt("cow: a reachable tuple is also pending".into()));
+    }
     let below = s.high - db.layout.first_data_page();
-    let accounted = (reachable.len() + s.free.len() + pending) as u64;
+    let tuple_pages = s.tuples.pages.len();
+    let accounted = (reachable.len() + s.free.len() + pending + tuple_pages) as u64;
     if quiet.is_some() && accounted != below {
         return Err(DbError::Corrupt(format!(
-            "cow: {} reachable + {} free + {pending} pending pages != {below} pages in use",
+            "cow: {} reachable + {} free + {pending} pending + {tuple_pages} tuple pages != \
+             {below} pages in use",
             reachable.len(),
             s.free.len()
         )));
     }
+    if quiet.is_some() {
+        for (page, p) in &s.tuples.pages {
+            let counted = allocated.get(page).copied().unwrap_or(0);
+            if p.used != counted {
+                return Err(DbError::Corrupt(format!(
+                    "cow: tuple page {page} counts {} slots allocated, {counted} are reachable \
+                     or pending",
+                    p.used
+                )));
+            }
+        }
+    }
     Ok(IntegrityReport {
         tables: snap.tables.len() as u64,
         rows,
-        pages_in_use: (reachable.len() + pending) as u64,
+        pages_in_use: (reachable.len() + pending + tuple_pages) as u64,
         pages_free: s.free.len() as u64 + (db.layout.page_count - s.high),
     })
 }
 
-fn walk(db: &Cow, snap: &Version) -> Result<(HashSet<PageId>, u64)> {
+/// Reachable pages, rows and (layout `pointers`) tuple slots of `snap`, every node and tuple
+/// validated.
+fn walk(db: &Cow, snap: &Version) -> Result<(HashSet<PageId>, u64, HashSet<u64>)> {
     let mut reachable = HashSet::new();
+    let mut slots = HashSet::new();
     if snap.meta_page != 0 {
         reachable.insert(snap.meta_page);
     }
@@ -523,8 +658,9 @@ fn walk(db: &Cow, snap: &Version) -> Result<(HashSet<PageId>, u64)> {
                 return Err(DbError::Corrupt(format!("cow: page {page} is reachable twice")));
             }
             let node = Node::parse(db.page(page)?, page, &shape, level)?;
+            check_written_before(&node, page, snap.number)?;
             // A leaf's damaged rows are named first (the node's crc then only says "page").
-            let bad_row = (level == 0 && db.row_checksums())
+            let bad_row = (level == 0 && db.row_checksums() && !shape.pointers)
                 .then(|| (0..node.count).find(|&i| !node.row_ok(i)))
                 .flatten();
             if bad_row.is_none() && !node.crc_ok() {
@@ -551,6 +687,16 @@ fn walk(db: &Cow, snap: &Version) -> Result<(HashSet<PageId>, u64)> {
                         )));
                     }
                     last = Some(k);
+                    if shape.pointers {
+                        let ptr = node.tuple(i);
+                        db.tuple(&shape, ptr, k, snap.number)?;
+                        if !slots.insert(ptr) {
+                            return Err(DbError::Corrupt(format!(
+                                "cow: table {}: tuple {ptr} is reachable twice",
+                                t.spec.name
+                            )));
+                        }
+                    }
                 }
                 rows += node.count as u64;
             } else {
@@ -567,5 +713,5 @@ fn walk(db: &Cow, snap: &Version) -> Result<(HashSet<PageId>, u64)> {
         }
         total_rows += rows;
     }
-    Ok((reachable, total_rows))
+    Ok((reachable, total_rows, slots))
 }
