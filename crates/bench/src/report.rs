@@ -78,6 +78,9 @@ pub struct PerTxn {
     pub bytes_written: Option<f64>,
     pub delay_ns: Option<f64>,
     pub stores: Option<f64>,
+    /// `fdatasync`s charged by the file-system sync model (issue 36): an `io=fs` engine's
+    /// persist barriers, which `fences` (the NVM path's) does not count.
+    pub fs_syncs: Option<f64>,
 }
 
 impl PerTxn {
@@ -92,6 +95,7 @@ impl PerTxn {
             bytes_written: per(d.bytes_written),
             delay_ns: per(d.delay_ns),
             stores: per(d.stores),
+            fs_syncs: per(d.fs_syncs_charged),
         }
     }
 }

@@ -91,3 +91,66 @@ fn a_row_records_the_write_latency_per_line() {
     assert_eq!(r["write_latency_ns"], 500, "{r}");
     assert_eq!(r["persist_latency_ns"], 1000, "{r}");
 }
+
+/// A run's whole JSON row; `dir` holds the region file (a tmpfs or a real-disk directory).
+fn full_row(dir: &std::path::Path, name: &str, args: &[&str]) -> serde_json::Value {
+    let path = dir.join(format!("nvmdb-row-fields-{}-{name}.region", std::process::id()));
+    let path_flag = format!("--path={}", path.display());
+    let mut all = vec![path_flag.as_str(), "--size=256MiB", TPCB[0], TPCB[1]];
+    all.extend_from_slice(args);
+    let out = common::run(&["bench", "--txns=200"], &all);
+    let _ = std::fs::remove_file(&path);
+    let json = json_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{json}");
+    json
+}
+
+/// Regression (issue 36): an `io=fs` engine's `fdatasync` on tmpfs cost nothing and its row did
+/// not say so; the row now carries the file-system sync model, says whether it was charged,
+/// and counts the syncs and the bytes written through the file.
+#[test]
+fn an_io_fs_row_says_its_syncs_are_charged() {
+    let shm = std::path::Path::new("/dev/shm");
+    let fs = full_row(shm, "fs", &["--engine=wal", "--engine-opt=io=fs", "--medium=shm"]);
+    let config = &fs["config"];
+    assert_eq!(config["fs_sync_charged"], true, "{config}");
+    assert_eq!(config["fs_sync_ns"], 2_000, "the default (ours): {config}");
+    assert_eq!(config["fs_write_bandwidth_bytes_per_s"], 1_000_000_000_u64, "{config}");
+    assert!(fs["device"]["fs_syncs_charged"].as_u64().unwrap() > 0, "{fs}");
+    let per_txn = |key: &str| fs["per_txn"][key].as_f64().unwrap();
+    assert!(per_txn("fs_syncs") > 0.0, "{fs}");
+    assert!(per_txn("bytes_written") > 0.0, "pwrites count: {fs}");
+    // Every charged sync waited its 2 µs at least (group commit: fewer syncs than commits).
+    assert!(per_txn("delay_ns") >= 2_000.0 * per_txn("fs_syncs"), "{fs}");
+    // io=nvm: the model is recorded but nothing is charged (its barrier is a fence).
+    let nvm = full_row(shm, "nvm", &["--engine=wal", "--medium=shm"]);
+    assert!(nvm["config"]["fs_sync_charged"].is_null(), "{nvm}");
+    assert_eq!(nvm["device"]["fs_syncs_charged"], 0, "{nvm}");
+    // Turned off, an io=fs row says it was not charged.
+    let off = full_row(
+        shm,
+        "off",
+        &[
+            "--engine=wal",
+            "--engine-opt=io=fs",
+            "--medium=shm",
+            "--fs-sync-latency=0",
+            "--fs-write-bandwidth=0",
+        ],
+    );
+    assert_eq!(off["config"]["fs_sync_charged"], false, "{off}");
+    assert_eq!(off["device"]["fs_syncs_charged"], 0, "{off}");
+}
+
+/// A real disk's `fdatasync` is the real cost: an `io=fs` row on one is not charged the model.
+#[test]
+fn an_io_fs_row_on_a_real_disk_is_not_charged_twice() {
+    let dir = std::env::temp_dir();
+    if matches!(pmem::filesystem_name(&dir).as_deref(), Ok("tmpfs" | "ramfs")) {
+        eprintln!("skipped: {} is tmpfs here", dir.display());
+        return;
+    }
+    let disk = full_row(&dir, "disk", &["--engine=wal", "--engine-opt=io=fs", "--medium=file"]);
+    assert_eq!(disk["config"]["fs_sync_charged"], false, "{disk}");
+    assert_eq!(disk["device"]["fs_syncs_charged"], 0, "{disk}");
+}

@@ -290,7 +290,8 @@ fn classify(out: ChildOutput, args: Vec<String>, limit: Duration) -> Outcome {
     outcome
 }
 
-/// Runs one repetition of `point`. `scratch` holds crash_recover's region files; `image` is the
+/// Runs one repetition of `point`. `scratch` holds crash_recover's region files and those of
+/// `io=fs` runs without a `path` ([`needs_region_file`]); `image` is the
 /// loaded database a run starts from (`nvmdb bench --image`: built by the first run).
 pub fn run_point(
     cmd: &BenchCommand,
@@ -303,17 +304,24 @@ pub fn run_point(
     match point.mode {
         Mode::Run => {
             let mut args = point.args();
-            if let Some(image) = image {
-                args.push("--image".into());
-                args.push(image.display().to_string());
+            let region = needs_region_file(point).then(|| {
+                scratch.join(format!(
+                    "nvmdb-sweep-{}-{}-{rep}.region",
+                    std::process::id(),
+                    point.hash
+                ))
+            });
+            if let Some(region) = &region {
+                let _ = std::fs::remove_file(region);
+                args.push("--path".into());
+                args.push(region.display().to_string());
             }
-            args.push("--json".into());
-            match run_child(cmd, &args, limit, None) {
-                Ok(out) => classify(out, args, limit),
-                Err(e) => {
-                    Outcome::failed(Status::Error, spawn_error(cmd, &e), args, Duration::ZERO)
-                }
+            let outcome = run_args(cmd, args, image, limit);
+            // The bench removes the file it created, unless the run was killed first.
+            if let Some(region) = &region {
+                let _ = std::fs::remove_file(region);
             }
+            outcome
         }
         Mode::CrashRecover { crash_after } => {
             let region = scratch.join(format!(
@@ -325,6 +333,40 @@ pub fn run_point(
             let _ = std::fs::remove_file(&region);
             outcome
         }
+    }
+}
+
+/// Whether a `Mode::Run` point needs a region file the spec does not name: an `io=fs` engine
+/// (`pwrite` + `fdatasync` to the region's file, N-Store's traditional engines) on a file
+/// medium without `path`, which the bench refuses (issue 36: `nstore-ycsb` never ran).
+pub fn needs_region_file(point: &Point) -> bool {
+    let text = |key: &str| match point.flags.get(key) {
+        Some(FlagValue::Text(v)) => Some(v.as_str()),
+        _ => None,
+    };
+    let io_fs = match point.flags.get("engine_opt") {
+        Some(FlagValue::List(opts)) => opts.iter().any(|o| o.replace(' ', "") == "io=fs"),
+        Some(FlagValue::Text(o)) => o.replace(' ', "") == "io=fs",
+        _ => false,
+    };
+    io_fs && matches!(text("medium"), Some("shm" | "file")) && !point.flags.contains_key("path")
+}
+
+/// One bench child with `args`, from `image` when given.
+fn run_args(
+    cmd: &BenchCommand,
+    mut args: Vec<String>,
+    image: Option<&Path>,
+    limit: Duration,
+) -> Outcome {
+    if let Some(image) = image {
+        args.push("--image".into());
+        args.push(image.display().to_string());
+    }
+    args.push("--json".into());
+    match run_child(cmd, &args, limit, None) {
+        Ok(out) => classify(out, args, limit),
+        Err(e) => Outcome::failed(Status::Error, spawn_error(cmd, &e), args, Duration::ZERO),
     }
 }
 
@@ -429,6 +471,29 @@ mod tests {
         assert_eq!(u.flag.as_deref(), Some("wear"));
         assert_eq!(u.value, None);
         assert_eq!(u.reason, "bench has no --wear flag");
+    }
+
+    /// Regression (issue 36): `nstore-ycsb`'s traditional engines (`io=fs` on `shm`) failed
+    /// every run with "io=fs needs a file medium": the sweep gave them no region file.
+    #[test]
+    fn an_io_fs_point_without_a_path_gets_a_region_file() {
+        let text = r#"
+            [spec]
+            title = "t"
+            source = "s"
+            [base]
+            medium = "shm"
+            [grid]
+            engine = [
+                { name = "inp", engine = "wal", engine_opt = ["io=fs"] },
+                { name = "nvm-inp", engine = "inplace" },
+                { name = "named", engine = "cow", engine_opt = ["io=fs"], path = "/dev/shm/x" },
+            ]
+        "#;
+        let spec = crate::spec::Spec::parse(text, Path::new("t.toml")).unwrap();
+        let (points, _) = crate::grid::expand(&spec, &Default::default()).unwrap();
+        let needs: Vec<bool> = points.iter().map(needs_region_file).collect();
+        assert_eq!(needs, [true, false, false], "io=fs without a path only");
     }
 
     #[test]

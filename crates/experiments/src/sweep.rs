@@ -51,7 +51,8 @@ pub struct SweepOptions {
     /// Also re-run points that ended in an error or a timeout.
     pub retry_failed: bool,
     pub bench: BenchCommand,
-    /// Where crash_recover keeps its region files (default: /dev/shm for shm, else DIR/scratch).
+    /// Where crash_recover and `io=fs` runs keep their region files (default: /dev/shm for shm,
+    /// else DIR/scratch).
     pub scratch: Option<PathBuf>,
     /// Where the loaded databases of `--medium dram` runs are cached (`nvmdb bench --image`);
     /// `None`: every run loads its own.
@@ -95,6 +96,8 @@ pub const RUN_ONLY_FLAGS: &[&str] = &[
     "write_bandwidth",
     "reservation",
     "read_latency",
+    "fs_sync_latency",
+    "fs_write_bandwidth",
     "cache_pages",
     "cache_policy",
     "wear",
@@ -278,7 +281,7 @@ pub fn run(
                 None => {
                     let limit = grid::timeout(spec, point, plan.scale);
                     let scratch = scratch_dir(options, point);
-                    if point.mode != Mode::Run {
+                    if point.mode != Mode::Run || runner::needs_region_file(point) {
                         std::fs::create_dir_all(&scratch)
                             .map_err(|error| StoreError { path: scratch.clone(), error })?;
                     }

@@ -35,6 +35,10 @@ pub struct Stats {
     /// Bandwidth reservations made by the timing model (`lines_flushed / reservations` is the
     /// mean reservation size in lines; thesis §5.1 wants at least 4).
     pub reservations: u64,
+    /// `fdatasync`s of an `io=fs` engine charged by the file-system sync model (issue 36), and
+    /// the bytes written through the file that they charged for.
+    pub fs_syncs_charged: u64,
+    pub fs_bytes_charged: u64,
 }
 
 impl Stats {
@@ -48,6 +52,8 @@ impl Stats {
             delay_ns: self.delay_ns.wrapping_sub(earlier.delay_ns),
             lines_read_charged: self.lines_read_charged.wrapping_sub(earlier.lines_read_charged),
             reservations: self.reservations.wrapping_sub(earlier.reservations),
+            fs_syncs_charged: self.fs_syncs_charged.wrapping_sub(earlier.fs_syncs_charged),
+            fs_bytes_charged: self.fs_bytes_charged.wrapping_sub(earlier.fs_bytes_charged),
         }
     }
 }

@@ -26,6 +26,19 @@
 //! ride on the thread's next reservation (device time is never lost, only deferred by at most
 //! three lines). [`Reservation::Epoch`] reserves everything a thread flushed between two barriers
 //! as one, at the barrier; [`Reservation::Flush`] (before issue 16) one per flush call.
+//!
+//! **File-system sync** ([`TimingModel::charge_fs_sync`], issue 36). N-Store's traditional
+//! engines (Arulraj et al., SIGMOD 2015, §2.2) reach NVM through "a special filesystem that is
+//! optimized for non-volatile memory" (PMFS), whose writes "go through the kernel's virtual
+//! filesystem (VFS) layer"; our `io=fs` engines `pwrite` + `fdatasync` a file on tmpfs, where the
+//! sync costs nothing. A sync is charged here, on the same TSC clock and the same
+//! `next_available` word the NVM engines pay: the bytes written since the previous sync reserve
+//! device bandwidth and pay `write_line_ns` per line like flushed lines; the sync pays the
+//! persist-barrier latency like a fence; on top, the file-system path costs `fs_sync_ns` per
+//! sync and `1 / fs_write_bytes_per_s` per byte. The paper states no absolute cost of PMFS, only
+//! a ratio (§2.3: "NVM-aware allocator delivers 10-12x higher write bandwidth than the
+//! filesystem"), so both constants are ours: the defaults live in the CLI (`--fs-sync-latency`,
+//! `--fs-write-bandwidth`) and say how they were chosen.
 
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
@@ -82,15 +95,44 @@ pub struct TimingOptions {
     /// completes it, in nanoseconds (NVWAL §5.3's NVRAM write latency).
     #[serde(default)]
     pub write_line_ns: u64,
+    /// Extra latency of each `fdatasync` of an `io=fs` engine whose file sync is modelled (a
+    /// file on tmpfs), in nanoseconds: the file-system path's fixed cost (module doc).
+    #[serde(default)]
+    pub fs_sync_ns: u64,
+    /// Write bandwidth of the file-system path in bytes per second, charged at each modelled
+    /// `fdatasync` for the bytes written since the previous one; 0 means unlimited.
+    #[serde(default)]
+    pub fs_write_bytes_per_s: u64,
 }
 
 impl TimingOptions {
-    /// No delay of any kind is modelled (the reservation policy alone changes nothing).
+    /// No delay of any kind is modelled on the load/store path (the reservation policy alone
+    /// changes nothing). The file-system sync charge is apart: [`TimingOptions::fs_is_off`].
     pub fn is_off(&self) -> bool {
         self.persist_barrier_ns == 0
             && self.write_bandwidth_bytes_per_s == 0
             && self.read_ns == 0
             && self.write_line_ns == 0
+    }
+
+    /// No file-system sync cost of its own is modelled (an `io=fs` sync still pays the device's
+    /// barrier, bandwidth and write latency when those are on).
+    pub fn fs_is_off(&self) -> bool {
+        self.fs_sync_ns == 0 && self.fs_write_bytes_per_s == 0
+    }
+
+    /// What a modelled sync of `bytes` written since the previous one costs beyond the device
+    /// (no bandwidth wait), in nanoseconds: `fs_sync_ns` + `bytes / fs_write_bytes_per_s`,
+    /// + the barrier latency + `write_line_ns` per line. For tests and reports.
+    pub fn fs_sync_fixed_ns(&self, bytes: u64) -> f64 {
+        let per_byte = if self.fs_write_bytes_per_s == 0 {
+            0.0
+        } else {
+            bytes as f64 * 1e9 / self.fs_write_bytes_per_s as f64
+        };
+        let lines = bytes.div_ceil(64);
+        let fixed = self.fs_sync_ns.saturating_add(self.persist_barrier_ns);
+        fixed.saturating_add(lines.saturating_mul(self.write_line_ns)) as f64 + per_byte
     }
 
     /// Device time of one cache line at the configured bandwidth, in nanoseconds (0: unlimited).
@@ -110,15 +152,21 @@ impl TimingOptions {
         if self.persist_barrier_ns > LIMIT_NS
             || self.read_ns > LIMIT_NS
             || self.write_line_ns > LIMIT_NS
+            || self.fs_sync_ns > LIMIT_NS
         {
             return Err(crate::PmemError::InvalidOption(format!(
                 "latency above 1 s is not a device (persist barrier {} ns, read {} ns, write {} \
-                 ns a line)",
-                self.persist_barrier_ns, self.read_ns, self.write_line_ns
+                 ns a line, file-system sync {} ns)",
+                self.persist_barrier_ns, self.read_ns, self.write_line_ns, self.fs_sync_ns
             )));
         }
         if self.write_bandwidth_bytes_per_s != 0 && self.write_bandwidth_bytes_per_s < 64 {
             return Err(crate::PmemError::InvalidOption("write bandwidth below 64 bytes/s".into()));
+        }
+        if self.fs_write_bytes_per_s != 0 && self.fs_write_bytes_per_s < 64 {
+            return Err(crate::PmemError::InvalidOption(
+                "file-system write bandwidth below 64 bytes/s".into(),
+            ));
         }
         Ok(())
     }
@@ -316,6 +364,9 @@ pub struct TimingModel {
     read_line_ticks: u64,
     line_ticks: u64,
     write_line_ticks: u64,
+    /// File-system sync: fixed ticks per sync, and ticks per byte written (fractional).
+    fs_sync_ticks: u64,
+    fs_ticks_per_byte: f64,
     /// Thesis §5.1: the next TSC tick at which the device can accept a write.
     next_available: AtomicU64,
 }
@@ -336,6 +387,12 @@ impl TimingModel {
             read_line_ticks: tsc.ns_to_ticks(options.read_ns),
             line_ticks,
             write_line_ticks: tsc.ns_to_ticks(options.write_line_ns),
+            fs_sync_ticks: tsc.ns_to_ticks(options.fs_sync_ns),
+            fs_ticks_per_byte: if options.fs_write_bytes_per_s == 0 {
+                0.0
+            } else {
+                1e9 * tsc.ticks_per_ns() / options.fs_write_bytes_per_s as f64
+            },
             next_available: AtomicU64::new(0),
         }
     }
@@ -491,6 +548,32 @@ impl TimingModel {
         } else {
             until.saturating_sub(self.tsc.overhead_ticks)
         };
+        if deadline <= start {
+            return 0;
+        }
+        self.tsc.ticks_to_ns(self.tsc.spin_until(deadline) - start)
+    }
+
+    /// The delay of one modelled `fdatasync` of a file through which `bytes` were written since
+    /// the previous sync (module doc): their lines reserve device bandwidth and pay the write
+    /// latency, the sync pays the barrier latency, and the file-system path adds `fs_sync_ns`
+    /// and the bytes at `fs_write_bytes_per_s`, in one spin. Returns the delay in nanoseconds.
+    pub fn charge_fs_sync(&self, bytes: u64) -> u64 {
+        let lines = bytes.div_ceil(64);
+        // Earlier reservations of this thread (its own flushes) complete at this sync too.
+        let (_, reserved_end) = self.reserve_lines_until(lines);
+        let until = RESERVED_UNTIL.with(|r| r.replace(0)).max(reserved_end);
+        let per_byte = (bytes as f64 * self.fs_ticks_per_byte) as u64;
+        let fixed = self
+            .barrier_ticks
+            .saturating_add(lines.saturating_mul(self.write_line_ticks))
+            .saturating_add(self.fs_sync_ticks)
+            .saturating_add(per_byte);
+        if until == 0 && fixed == 0 {
+            return 0;
+        }
+        let start = rdtsc();
+        let deadline = self.tsc.deadline(until.max(start), fixed);
         if deadline <= start {
             return 0;
         }
@@ -653,11 +736,54 @@ mod tests {
         assert!(Reservation::ALL.iter().all(|r| Reservation::parse(r.name()) == Some(*r)));
     }
 
+    /// Guards issue 36: an `io=fs` sync on tmpfs cost nothing, so the traditional engines ran
+    /// free where the NVM ones paid; a sync's charge must grow with the bytes written before it.
+    #[test]
+    fn fs_sync_charge_scales_with_bytes_written() {
+        let model = TimingModel::new(TimingOptions {
+            fs_sync_ns: 2_000,
+            fs_write_bytes_per_s: 1_000_000_000,
+            ..Default::default()
+        });
+        // Medians over repetitions: robust to the odd preemption on a busy machine.
+        let median = |bytes: u64| {
+            let mut v: Vec<u64> = (0..101).map(|_| model.charge_fs_sync(bytes)).collect();
+            v.sort_unstable();
+            v[50] as f64
+        };
+        let (none, small, large) = (median(0), median(4_096), median(65_536));
+        // 2 µs fixed; 4 KiB at 1 GB/s is 4.1 µs more, 64 KiB 65.5 µs more.
+        assert!((1_800.0..2_600.0).contains(&none), "fixed part: {none} ns");
+        assert!((5_700.0..7_000.0).contains(&small), "4 KiB: {small} ns");
+        assert!((60_000.0..72_000.0).contains(&large), "64 KiB: {large} ns");
+        let o = model.options;
+        assert!((o.fs_sync_fixed_ns(65_536) - 67_536.0).abs() < 1.0);
+        assert!(o.is_off() && !o.fs_is_off(), "the fs charge does not turn the NVM model on");
+    }
+
+    #[test]
+    fn fs_sync_pays_the_device_barrier_and_bandwidth_too() {
+        // 64 MB/s: 1 µs a line; 32 lines written through the file system wait 32 µs of device
+        // time, plus the 5 µs barrier, as flushed lines and a fence would.
+        let model = TimingModel::new(TimingOptions {
+            persist_barrier_ns: 5_000,
+            write_bandwidth_bytes_per_s: 64_000_000,
+            ..Default::default()
+        });
+        let t0 = Instant::now();
+        model.charge_fs_sync(32 * 64);
+        assert!(t0.elapsed() >= Duration::from_micros(35), "{:?}", t0.elapsed());
+    }
+
     #[test]
     fn impossible_parameters_are_rejected() {
         let bad = TimingOptions { persist_barrier_ns: 5_000_000_000, ..Default::default() };
         assert!(bad.validate().is_err());
         let bad = TimingOptions { write_bandwidth_bytes_per_s: 1, ..Default::default() };
+        assert!(bad.validate().is_err());
+        let bad = TimingOptions { fs_write_bytes_per_s: 1, ..Default::default() };
+        assert!(bad.validate().is_err());
+        let bad = TimingOptions { fs_sync_ns: 2_000_000_000, ..Default::default() };
         assert!(bad.validate().is_err());
         assert!(TimingOptions::default().validate().is_ok());
     }

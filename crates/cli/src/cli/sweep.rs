@@ -38,7 +38,8 @@ pub struct Args {
     /// Also re-run points whose runs ended in an error or a timeout.
     #[arg(long)]
     pub retry_failed: bool,
-    /// Directory for the region files of crash_recover specs (default: /dev/shm for shm).
+    /// Directory for the region files of crash_recover specs and of io=fs runs given no path
+    /// (default: /dev/shm for shm).
     #[arg(long, value_name = "DIR")]
     pub scratch: Option<PathBuf>,
     /// Where the loaded databases of `--medium dram` runs are cached between runs that differ

@@ -44,6 +44,8 @@ pub const BENCH_FLAGS: &[&str] = &[
     "write_latency",
     "write_bandwidth",
     "read_latency",
+    "fs_sync_latency",
+    "fs_write_bandwidth",
     "cache_pages",
     "flush",
     "eadr",

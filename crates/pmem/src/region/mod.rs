@@ -32,7 +32,7 @@ use crate::dirty::DirtyLines;
 use crate::flush::FlushKind;
 use crate::lock::FileLock;
 use crate::sim::{CrashPolicy, Sim, View};
-use crate::stats::{StatCounters, Stats, WearMap};
+use crate::stats::{Counter, StatCounters, Stats, WearMap};
 use crate::timing::{TimingModel, TimingOptions};
 use crate::trace::{TraceEvent, Tracer};
 use access::WriteBack;
@@ -56,6 +56,9 @@ struct Inner {
     /// The `sim` medium's persistence domain (not an observer: see `observe.rs`).
     sim: Option<Sim>,
     timing: Option<Arc<TimingCharge>>,
+    /// An `fdatasync` of this region's file is charged by the timing model (see
+    /// [`Region::fs_sync_modelled`]).
+    fs_sync_modelled: bool,
     wear: Option<Arc<WearMap>>,
     tracer: Option<Arc<Tracer>>,
     dirty: Option<Arc<DirtyLines>>,
@@ -99,13 +102,18 @@ impl Region {
         let tracer = options.trace.then(|| Arc::new(Tracer::default()));
         let wear = options.wear.then(|| Arc::new(WearMap::new(len, options.wear_granularity)));
         let dirty = options.track_dirty.then(|| Arc::new(DirtyLines::new(len)));
-        let timing = (!options.timing.is_off())
+        let (nvm_timed, fs_timed) = (!options.timing.is_off(), !options.timing.fs_is_off());
+        let timing = (nvm_timed || fs_timed)
             .then(|| Arc::new(TimingCharge::new(TimingModel::new(options.timing))));
+        let fs_sync_modelled = timing.is_some() && sync_is_free(options.medium, path.as_deref());
+        // A model of the file-system sync alone watches no store, flush or fence: the NVM path
+        // of a region stays exactly as fast as with no model at all.
+        let observed_timing = timing.clone().filter(|_| nvm_timed);
         let built_in: [Option<Arc<dyn StoreObserver>>; 4] = [
             tracer.clone().map(|t| t as Arc<dyn StoreObserver>),
             wear.clone().map(|w| w as Arc<dyn StoreObserver>),
             dirty.clone().map(|d| d as Arc<dyn StoreObserver>),
-            timing.clone().map(|t| t as Arc<dyn StoreObserver>),
+            observed_timing.map(|t| t as Arc<dyn StoreObserver>),
         ];
         for observer in built_in.into_iter().flatten() {
             let added = observers.add(observer);
@@ -123,6 +131,7 @@ impl Region {
                 observers,
                 sim,
                 timing,
+                fs_sync_modelled,
                 wear,
                 tracer,
                 dirty,
@@ -200,6 +209,30 @@ impl Region {
         }
     }
 
+    /// Whether an `fdatasync` of this region's file is charged by the timing model
+    /// ([`Region::charge_fs_sync`]): a model is on and the file lives on tmpfs or ramfs, where
+    /// the sync itself is free. On a real disk the real `fdatasync` is the cost, and charging
+    /// the model on top would count the sync twice (issue 36).
+    pub fn fs_sync_modelled(&self) -> bool {
+        self.inner.fs_sync_modelled
+    }
+
+    /// Charges one `fdatasync` of this region's file after `bytes` were written through it
+    /// since the previous one (`pmem::timing` module doc); nothing where
+    /// [`Region::fs_sync_modelled`] is false.
+    pub fn charge_fs_sync(&self, bytes: u64) {
+        if let (true, Some(timing)) = (self.inner.fs_sync_modelled, &self.inner.timing) {
+            timing.charge_fs_sync(bytes);
+        }
+    }
+
+    /// Counts a `pwrite` of `bytes` to this region's file as a store (the `stores` and
+    /// `bytes_written` statistics): the bytes reach the same device as [`Region::write`]'s,
+    /// and the write counts must compare across the two paths (N-Store §5.3).
+    pub fn count_file_write(&self, bytes: u64) {
+        self.inner.stats.add2(Counter::Stores, 1, Some((Counter::BytesWritten, bytes)));
+    }
+
     pub fn timing(&self) -> Option<&TimingOptions> {
         self.inner.timing.as_ref().map(|t| &t.model.options)
     }
@@ -260,4 +293,17 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Whether a sync of a region file costs nothing real: its file system is tmpfs or ramfs (an
+/// `shm` region without a path is on tmpfs by definition). A probe that fails counts as a real
+/// file system: better to charge nothing than to charge a real sync twice.
+fn sync_is_free(medium: Medium, path: Option<&Path>) -> bool {
+    match (medium, path) {
+        (Medium::Shm | Medium::File, Some(path)) => {
+            matches!(probe::filesystem_name(path).as_deref(), Ok("tmpfs" | "ramfs"))
+        }
+        (Medium::Shm, None) => true,
+        _ => false,
+    }
 }

@@ -227,6 +227,8 @@ enum Charged {
     DelayNs = 0,
     LinesRead = 1,
     Reservations = 2,
+    FsSyncs = 3,
+    FsBytes = 4,
 }
 
 /// The timing model as an observer: a flush reserves device bandwidth, a completed fence waits
@@ -235,7 +237,7 @@ enum Charged {
 pub(super) struct TimingCharge {
     pub(super) model: TimingModel,
     on: AtomicBool,
-    counters: ThreadCounters<3>,
+    counters: ThreadCounters<5>,
 }
 
 impl TimingCharge {
@@ -261,11 +263,26 @@ impl TimingCharge {
         }
     }
 
+    /// Charges one modelled `fdatasync` of `bytes` written through the file since the last one.
+    pub(super) fn charge_fs_sync(&self, bytes: u64) {
+        if self.enabled() {
+            let ns = self.model.charge_fs_sync(bytes);
+            self.counters.add2(
+                Charged::FsSyncs as usize,
+                1,
+                Some((Charged::FsBytes as usize, bytes)),
+            );
+            self.counters.add(Charged::DelayNs as usize, ns);
+        }
+    }
+
     /// Adds the model's counters to `stats` (the region's own counters).
     pub(super) fn add_to(&self, stats: &mut Stats) {
         stats.delay_ns += self.counters.get(Charged::DelayNs as usize);
         stats.lines_read_charged += self.counters.get(Charged::LinesRead as usize);
         stats.reservations += self.counters.get(Charged::Reservations as usize);
+        stats.fs_syncs_charged += self.counters.get(Charged::FsSyncs as usize);
+        stats.fs_bytes_charged += self.counters.get(Charged::FsBytes as usize);
     }
 }
 

@@ -16,7 +16,7 @@ pub(super) fn reject_unhonoured(
         return Ok(());
     }
     let t = &region.timing;
-    let given: [(&'static str, bool); 13] = [
+    let given: [(&'static str, bool); 15] = [
         ("medium", args.medium.is_some()),
         ("size", args.size.is_some()),
         ("max-size", args.max_size.is_some()),
@@ -25,6 +25,8 @@ pub(super) fn reject_unhonoured(
         ("write-latency", t.write_line_ns != 0),
         ("write-bandwidth", t.write_bandwidth_bytes_per_s != 0),
         ("read-latency", t.read_ns != 0),
+        ("fs-sync-latency", args.fs_sync_latency != DEFAULT_FS_SYNC_LATENCY),
+        ("fs-write-bandwidth", args.fs_write_bandwidth != DEFAULT_FS_WRITE_BANDWIDTH),
         ("cache-pages", args.cache_pages.is_some()),
         ("flush", args.flush.is_some()),
         ("eadr", args.eadr),
@@ -222,23 +224,29 @@ fn timing_options(args: &Args) -> Result<TimingOptions, OptionError> {
         }
         Ok(ns)
     };
-    let bandwidth = units::parse_bandwidth(&args.write_bandwidth)
-        .map_err(|e| invalid("write-bandwidth", e.to_string()))?;
-    if bandwidth != 0 && bandwidth < MIN_BANDWIDTH {
-        return Err(invalid(
-            "write-bandwidth",
-            format!("below {MIN_BANDWIDTH} bytes/s (one cache line per second); 0 means unlimited"),
-        ));
-    }
+    let bandwidth = |flag: &'static str, s: &str| -> Result<u64, OptionError> {
+        let bytes_per_s = units::parse_bandwidth(s).map_err(|e| invalid(flag, e.to_string()))?;
+        if bytes_per_s != 0 && bytes_per_s < MIN_BANDWIDTH {
+            return Err(invalid(
+                flag,
+                format!(
+                    "below {MIN_BANDWIDTH} bytes/s (one cache line per second); 0 means unlimited"
+                ),
+            ));
+        }
+        Ok(bytes_per_s)
+    };
     let reservation = pmem::timing::Reservation::parse(&args.reservation).ok_or_else(|| {
         invalid("reservation", format!("`{}` is not lines4, epoch or flush", args.reservation))
     })?;
     Ok(TimingOptions {
         persist_barrier_ns: latency("persist-latency", &args.persist_latency)?,
-        write_bandwidth_bytes_per_s: bandwidth,
+        write_bandwidth_bytes_per_s: bandwidth("write-bandwidth", &args.write_bandwidth)?,
         read_ns: latency("read-latency", &args.read_latency)?,
         reservation,
         write_line_ns: latency("write-latency", &args.write_latency)?,
+        fs_sync_ns: latency("fs-sync-latency", &args.fs_sync_latency)?,
+        fs_write_bytes_per_s: bandwidth("fs-write-bandwidth", &args.fs_write_bandwidth)?,
     })
 }
 

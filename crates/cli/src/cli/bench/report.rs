@@ -67,7 +67,13 @@ pub(super) fn config_json(
         keys.iter().find_map(|k| resolved.get(k).cloned().filter(|v| !v.is_null())).unwrap_or(given)
     };
     let cpu = pmem::CpuFlushSupport::detect();
-    serde_json::json!({
+    let engine_opts = engine_opts_in_effect(plan);
+    // Whether this run's fdatasyncs were charged by the file-system sync model (issue 36): an
+    // io=fs engine on a file whose sync is free (tmpfs); `null` for an io=nvm engine.
+    let io_fs = engine_opts.get("io").is_some_and(|io| io == "fs");
+    let fs_sync_charged =
+        (on_region && io_fs).then(|| ran.region.is_some_and(|r| r.fs_sync_modelled()));
+    let mut config = serde_json::json!({
         "nvmdb_version": env!("CARGO_PKG_VERSION"),
         "git_commit": env!("NVMDB_GIT_COMMIT"),
         "host_cpu": host_cpu_model(),
@@ -108,13 +114,19 @@ pub(super) fn config_json(
         "cache_policy": on_region.then(|| plan.engine_config.cache_policy.name()),
         "flush": on_region.then(|| flush_in_effect(r, ran.region)),
         "eadr": on_region.then_some(r.eadr),
-        "engine_opts": engine_opts_in_effect(plan),
+        "engine_opts": engine_opts,
         // Only where a commit ever waited for durability: an engine whose commits are durable
         // on return (the peers, `inplace`) never consults it.
         "max_pending": (ran.pending_high_water != Some(0)).then_some(plan.run.max_pending),
         "target_tps": plan.run.target_tps,
         "check": plan.run.check,
-    })
+    });
+    // Apart from the object above: one `json!` of every key exceeds the macro's recursion limit.
+    config["fs_sync_ns"] = serde_json::json!(on_region.then_some(r.timing.fs_sync_ns));
+    config["fs_write_bandwidth_bytes_per_s"] =
+        serde_json::json!(on_region.then_some(r.timing.fs_write_bytes_per_s));
+    config["fs_sync_charged"] = serde_json::json!(fs_sync_charged);
+    config
 }
 
 /// The 1-minute load average from /proc/loadavg (`None` where there is none).
