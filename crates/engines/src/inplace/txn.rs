@@ -89,7 +89,8 @@ impl<'a> InPlaceTxn<'a> {
     /// before-image of the lines the write dirties (the paper's timing model tracks and persists
     /// buffer-cache writes at cache-line granularity, thesis §5.1: "track buffer cache writes at
     /// cache line granularity ... using efficient dirty bitmaps") goes to a page log (this
-    /// worker's system undo log, free between system transactions: recovery rolls an active one back before user undo, which is the page
+    /// worker's system undo log, free between system transactions: recovery rolls an active one
+    /// back before user undo, which is the page
     /// log's "copy valid logs back in place"), barrier, the log is marked valid, barrier, the
     /// write is made in place, barrier, the log is marked invalid, barrier.
     /// `skip_flush`: the test-only fault [`Fault::PelleyPageNotFlushed`] (row updates only, so
