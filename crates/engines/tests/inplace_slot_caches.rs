@@ -71,6 +71,10 @@ fn inserts_deletes_and_rollbacks_take_the_shared_free_list_once_per_batch() {
     // A rolled-back insert moves its slot twice (taken, given back): two batches' worth.
     let aborted = counted(&db, 1, n..2 * n, false, insert);
     assert!(aborted <= 2 * bound, "{n} rolled-back inserts took it {aborted} times");
+    eprintln!(
+        "shared free-list acquisitions for {n} rows: inserts {inserts}, deletes {deletes}, \
+         rolled-back inserts {aborted} (bound {bound})"
+    );
     let report = db.check_integrity().expect("integrity");
     assert_eq!(report.rows, 0);
 }
