@@ -44,13 +44,14 @@ const CENTRAL_FIGURES: [&str; 5] = [
 ];
 
 /// The lock table's counters (`storage::lock`), after the log's figures.
-const LOCK_FIGURES: [&str; 6] = [
+const LOCK_FIGURES: [&str; 7] = [
     "lock_requests",
     "lock_conflicts",
     "optimistic_reads",
     "reads_locked",
     "validation_failures",
     "lock_waits",
+    "lock_fast",
 ];
 
 fn run_commits(log: LogLayout, commits: u64) -> Vec<(&'static str, u64)> {

@@ -25,6 +25,20 @@
 //! to the end, and every read is validated after the last lock was taken (the commit). A read
 //! that meets an exclusive holder (another transaction's write in flight, or its own) falls back
 //! to a shared lock, i.e. behaves as before.
+//!
+//! **Uncontended exclusive locks: one CAS, no shard mutex** (the lock word beside each stripe
+//! word; the "lightweight" lock-manager path of Johnson et al., *Shore-MT*, EDBT 2009 §6.2.2,
+//! and Silo's per-record lock bit, Tu et al. SOSP 2013 §4.5). A stripe's *lock word* counts the
+//! lock-table entries of its keys (`TABLE_REF` each) and carries `FAST` while one exclusive
+//! holder owns a key of the stripe without an entry; that holder's transaction, age and key
+//! are in the stripe's owner record (valid once `READY` is set). An exclusive request CASes the
+//! lock word from 0 to `FAST`: no entry on the stripe, so no one else holds or shares any of its
+//! keys. Otherwise it goes to the table, as every shared request does: registering its entry
+//! (`TABLE_REF`) first, so no `FAST` can appear on the stripe after that, and a `FAST` already
+//! there is checked against the owner record (same key: a conflict with that holder, waited
+//! for or not by wait-die as any other). Invariant: while a key has a lock-table entry, no
+//! `FAST` holder of that key exists. With 2^16 stripes, 16 threads holding a few keys each put
+//! two on one stripe rarely, so nearly every uncontended write takes no mutex at all.
 
 use crate::engine::{DbError, Result, TableId};
 use parking_lot::Mutex;
@@ -39,6 +53,15 @@ const HOLDER: u64 = 1;
 const VERSION: u64 = 1 << 32;
 /// Optimistic attempts of one read before it takes a shared lock instead.
 const READ_TRIES: usize = 8;
+/// Lock word: one lock-table entry of a key of the stripe.
+const TABLE_REF: u64 = 1;
+/// Lock word: an exclusive holder without a lock-table entry (see the module doc).
+const FAST: u64 = 1 << 63;
+/// Lock word: the `FAST` holder's owner record is written.
+const READY: u64 = 1 << 62;
+/// Polls of a lock word for `READY` before a request gives up on this try (the fast holder was
+/// descheduled between its CAS and its owner record: a few stores).
+const READY_POLLS: u32 = 1 << 12;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockMode {
@@ -98,12 +121,16 @@ enum Stat {
     ValidationFailures = 4,
     /// Requests that waited for a younger holder (wait-die) and were granted.
     Waits = 5,
+    /// Exclusive locks taken with one CAS, without the lock table.
+    Fast = 6,
 }
-const STATS: usize = 6;
+const STATS: usize = 7;
 
 thread_local! {
     /// Requests this thread made to any lock table (tests: a read-only transaction makes none).
     static LOCK_TABLE_REQUESTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Shard mutex acquisitions by this thread (tests: an uncontended writer makes none).
+    static SHARD_LOCKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Lock-table requests the calling thread has made so far.
@@ -111,9 +138,27 @@ pub fn lock_table_requests() -> u64 {
     LOCK_TABLE_REQUESTS.with(|c| c.get())
 }
 
+/// Lock-table shard mutexes the calling thread has taken so far.
+pub fn shard_locks_taken() -> u64 {
+    SHARD_LOCKS.with(|c| c.get())
+}
+
+/// Who holds a stripe's `FAST` lock (written by that holder, read by table requests).
+#[derive(Default)]
+struct Owner {
+    txn: AtomicU64,
+    age: AtomicU64,
+    table: AtomicU64,
+    key: AtomicU64,
+}
+
 pub struct LockManager {
     shards: Box<[Shard]>,
     stripes: Box<[AtomicU64]>,
+    /// Per stripe, `TABLE_REF`s and `FAST | READY` (apart from the stripe words, which readers
+    /// compare whole).
+    lock_words: Box<[AtomicU64]>,
+    owners: Box<[Owner]>,
     stats: pmem::ThreadCounters<STATS>,
 }
 
@@ -122,8 +167,28 @@ impl Default for LockManager {
         LockManager {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             stripes: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
+            lock_words: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
+            owners: (0..STRIPES).map(|_| Owner::default()).collect(),
             stats: Default::default(),
         }
+    }
+}
+
+impl Entry {
+    fn is_empty(&self) -> bool {
+        self.exclusive == 0 && self.shared.is_empty()
+    }
+}
+
+/// Wait-die with a grace period (ages, then ids, order everyone): long for a younger holder,
+/// short for an older one; a holder without an age is never waited for.
+fn refusal(txn: u64, age: u64, holder: u64, holder_age: u64) -> Refusal {
+    if holder == 0 || holder_age == 0 {
+        Refusal::Die
+    } else if (age, txn) < (holder_age, holder) {
+        Refusal::Wait(WAIT_BOUND)
+    } else {
+        Refusal::Wait(YOUNGER_WAIT_BOUND)
     }
 }
 
@@ -194,6 +259,74 @@ impl LockManager {
         Err(DbError::Conflict { table, key })
     }
 
+    /// Takes an exclusive lock on `key` with one CAS if no key of its stripe is locked
+    /// (nothing in the table, no other `FAST` holder). The caller records it as fast-held and
+    /// releases it with [`LockManager::release_fast`].
+    pub fn try_lock_fast(&self, txn: u64, age: u64, table: TableId, key: u64) -> bool {
+        debug_assert!(txn != 0);
+        let s = stripe_of(table, key);
+        let word = &self.lock_words[s];
+        if word.compare_exchange(0, FAST, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return false;
+        }
+        let o = &self.owners[s];
+        o.txn.store(txn, Ordering::Relaxed);
+        o.age.store(age, Ordering::Relaxed);
+        o.table.store(u64::from(table), Ordering::Relaxed);
+        o.key.store(key, Ordering::Relaxed);
+        word.fetch_or(READY, Ordering::Release);
+        self.stats.add(Stat::Fast as usize, 1);
+        true
+    }
+
+    /// Whether `txn` holds `key` by [`LockManager::try_lock_fast`] (loads only). Only the
+    /// holder writes the owner record while `READY` is set, so a record naming `txn` is
+    /// `txn`'s own, whatever other holders come and go while it is read.
+    fn fast_held_by(&self, txn: u64, table: TableId, key: u64) -> bool {
+        let s = stripe_of(table, key);
+        let ready = FAST | READY;
+        if self.lock_words[s].load(Ordering::Acquire) & ready != ready {
+            return false;
+        }
+        let o = &self.owners[s];
+        o.txn.load(Ordering::Relaxed) == txn
+            && o.table.load(Ordering::Relaxed) == u64::from(table)
+            && o.key.load(Ordering::Relaxed) == key
+    }
+
+    /// Ends a lock taken by [`LockManager::try_lock_fast`] (before its stripe word's release).
+    fn release_fast(&self, table: TableId, key: u64) {
+        let prev =
+            self.lock_words[stripe_of(table, key)].fetch_and(!(FAST | READY), Ordering::Release);
+        debug_assert!(prev & FAST != 0, "released a fast lock nobody held");
+    }
+
+    /// The `FAST` holder of `key`'s stripe, if it holds `key` itself: `(txn, age)`. The caller
+    /// has an entry (a `TABLE_REF`) on the stripe, so no new `FAST` holder can appear and the
+    /// owner record, once `READY`, stays put. `Err`: the holder has not written its record yet.
+    fn fast_holder_of(
+        &self,
+        table: TableId,
+        key: u64,
+    ) -> std::result::Result<Option<(u64, u64)>, ()> {
+        let s = stripe_of(table, key);
+        for _ in 0..READY_POLLS {
+            let word = self.lock_words[s].load(Ordering::Acquire);
+            if word & FAST == 0 {
+                return Ok(None);
+            }
+            if word & READY != 0 {
+                let o = &self.owners[s];
+                let mine = o.table.load(Ordering::Relaxed) == u64::from(table)
+                    && o.key.load(Ordering::Relaxed) == key;
+                let holder = (o.txn.load(Ordering::Relaxed), o.age.load(Ordering::Relaxed));
+                return Ok(mine.then_some(holder));
+            }
+            std::hint::spin_loop();
+        }
+        Err(())
+    }
+
     fn lock_in_table(
         &self,
         txn: u64,
@@ -202,20 +335,49 @@ impl LockManager {
         key: u64,
         mode: LockMode,
     ) -> std::result::Result<Grant, Refusal> {
+        SHARD_LOCKS.with(|c| c.set(c.get() + 1));
         let mut shard = self.shards[shard_of(table, key)].lock();
-        let e = shard.entry((table, key)).or_default();
+        let created = !shard.contains_key(&(table, key));
+        if created {
+            // Registered before looking for a fast holder: none can appear from here on.
+            self.lock_words[stripe_of(table, key)].fetch_add(TABLE_REF, Ordering::AcqRel);
+            let fast = match self.fast_holder_of(table, key) {
+                Ok(None) => None,
+                Ok(Some(holder)) => Some(holder),
+                // A holder between its CAS and its record: retried as a short wait.
+                Err(()) => Some((0, 1)),
+            };
+            if let Some((holder, holder_age)) = fast {
+                self.lock_words[stripe_of(table, key)].fetch_sub(TABLE_REF, Ordering::AcqRel);
+                if holder == txn {
+                    return Ok(Grant::Held);
+                }
+                return Err(if holder == 0 {
+                    Refusal::Wait(YOUNGER_WAIT_BOUND)
+                } else {
+                    refusal(txn, age, holder, holder_age)
+                });
+            }
+        }
+        let result = Self::request(shard.entry((table, key)).or_default(), txn, age, mode);
+        if result.is_err() && shard.get(&(table, key)).is_some_and(Entry::is_empty) {
+            shard.remove(&(table, key));
+            self.lock_words[stripe_of(table, key)].fetch_sub(TABLE_REF, Ordering::AcqRel);
+        }
+        result
+    }
+
+    /// Grants or refuses `txn`'s request against a key's entry.
+    fn request(
+        e: &mut Entry,
+        txn: u64,
+        age: u64,
+        mode: LockMode,
+    ) -> std::result::Result<Grant, Refusal> {
         if e.exclusive == txn {
             return Ok(Grant::Held);
         }
-        // Wait-die with a grace period (ages, then ids, order everyone): long for a younger
-        // holder, short for an older one; a holder without an age is never waited for.
-        let refuse = if e.exclusive == 0 || e.exclusive_age == 0 {
-            Refusal::Die
-        } else if (age, txn) < (e.exclusive_age, e.exclusive) {
-            Refusal::Wait(WAIT_BOUND)
-        } else {
-            Refusal::Wait(YOUNGER_WAIT_BOUND)
-        };
+        let refuse = refusal(txn, age, e.exclusive, e.exclusive_age);
         match mode {
             LockMode::Shared => {
                 if e.exclusive != 0 {
@@ -244,8 +406,9 @@ impl LockManager {
         }
     }
 
-    /// Releases `txn`'s lock on one key.
+    /// Releases `txn`'s lock (taken through the table) on one key.
     pub fn unlock(&self, txn: u64, table: TableId, key: u64) {
+        SHARD_LOCKS.with(|c| c.set(c.get() + 1));
         let mut shard = self.shards[shard_of(table, key)].lock();
         if let Some(e) = shard.get_mut(&(table, key)) {
             if e.exclusive == txn {
@@ -253,8 +416,9 @@ impl LockManager {
                 e.exclusive_age = 0;
             }
             e.shared.retain(|&t| t != txn);
-            if e.exclusive == 0 && e.shared.is_empty() {
+            if e.is_empty() {
                 shard.remove(&(table, key));
+                self.lock_words[stripe_of(table, key)].fetch_sub(TABLE_REF, Ordering::AcqRel);
             }
         }
     }
@@ -274,6 +438,7 @@ impl LockManager {
             ("reads_locked", get(Stat::ReadsLocked)),
             ("validation_failures", get(Stat::ValidationFailures)),
             ("lock_waits", get(Stat::Waits)),
+            ("lock_fast", get(Stat::Fast)),
         ]
     }
 }
@@ -286,11 +451,19 @@ struct Read {
     key: u64,
 }
 
+/// How a transaction holds a key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    Shared,
+    Exclusive,
+    /// Exclusive, by [`LockManager::try_lock_fast`]: no lock-table entry.
+    Fast,
+}
+
 /// The locks one transaction holds and the reads it must validate.
 #[derive(Default)]
 pub struct LockSet {
-    /// `(table, key, exclusive)`.
-    held: Vec<(TableId, u64, bool)>,
+    held: Vec<(TableId, u64, Hold)>,
     reads: Vec<Read>,
     /// The transaction's age for wait-die (0: never waits).
     age: u64,
@@ -336,17 +509,26 @@ impl LockSet {
         key: u64,
         mode: LockMode,
     ) -> Result<()> {
+        // A key this transaction holds fast is found by loads alone (YCSB's update writes its
+        // row twice); another holder of the stripe makes the CAS fail, and the table decides.
+        if mgr.fast_held_by(txn, table, key) {
+            return Ok(());
+        }
+        if mode == LockMode::Exclusive && mgr.try_lock_fast(txn, age, table, key) {
+            self.held.push((table, key, Hold::Fast));
+            return self.became_exclusive(mgr, table, key);
+        }
         let grant = mgr.lock_aged(txn, age, table, key, mode)?;
         match (grant, mode) {
             (Grant::Held, _) => {}
-            (Grant::New, LockMode::Shared) => self.held.push((table, key, false)),
+            (Grant::New, LockMode::Shared) => self.held.push((table, key, Hold::Shared)),
             (Grant::New, LockMode::Exclusive) => {
-                self.held.push((table, key, true));
+                self.held.push((table, key, Hold::Exclusive));
                 self.became_exclusive(mgr, table, key)?;
             }
             (Grant::Upgraded, _) => {
                 if let Some(h) = self.held.iter_mut().find(|h| (h.0, h.1) == (table, key)) {
-                    h.2 = true;
+                    h.2 = Hold::Exclusive;
                 }
                 self.became_exclusive(mgr, table, key)?;
             }
@@ -439,12 +621,18 @@ impl LockSet {
 
     fn release(&mut self, mgr: &LockManager, txn: u64, exclusive_delta: u64) {
         self.reads.clear();
-        for (t, k, exclusive) in self.held.drain(..) {
-            if exclusive {
+        for (t, k, hold) in self.held.drain(..) {
+            if hold == Hold::Fast {
+                // The lock word first: a waiter woken by the stripe word finds the key free.
+                mgr.release_fast(t, k);
+            }
+            if hold != Hold::Shared {
                 // Release: a reader that sees the new word sees the committed (or restored) row.
                 mgr.stripe(stripe_of(t, k)).fetch_add(exclusive_delta, Ordering::Release);
             }
-            mgr.unlock(txn, t, k);
+            if hold != Hold::Fast {
+                mgr.unlock(txn, t, k);
+            }
         }
     }
 }
@@ -565,6 +753,104 @@ mod tests {
             })
             .unwrap();
         assert_eq!(v, 2, "the torn attempt was not repeated");
+    }
+
+    /// Keys of table 0 on `n` distinct stripes.
+    fn keys_on_distinct_stripes(n: usize) -> Vec<u64> {
+        let mut seen = std::collections::HashSet::new();
+        (0..).filter(|&k| seen.insert(stripe_of(0, k))).take(n).collect()
+    }
+
+    #[test]
+    fn an_uncontended_exclusive_lock_takes_no_shard_mutex_and_still_excludes() {
+        let m = LockManager::default();
+        let keys = keys_on_distinct_stripes(50);
+        let mut a = LockSet::aged(10);
+        let before = shard_locks_taken();
+        for &k in &keys {
+            a.lock_or_wait(&m, 1, 0, k, LockMode::Exclusive).unwrap();
+        }
+        assert_eq!(shard_locks_taken(), before, "uncontended exclusive locks took shard mutexes");
+        let fast = m.activity().iter().find(|a| a.0 == "lock_fast").unwrap().1;
+        assert_eq!(fast, 50);
+        // Held without a table entry, yet every other request for those keys conflicts.
+        for &k in &keys {
+            assert!(m.lock(2, 0, k, LockMode::Shared).unwrap_err().is_retryable(), "key {k}");
+            assert!(m.lock(2, 0, k, LockMode::Exclusive).is_err(), "key {k}");
+        }
+        // The holder's own requests find it without the table; another key of a held stripe
+        // goes to the table.
+        let before = shard_locks_taken();
+        a.lock(&m, 1, 0, keys[0], LockMode::Shared).unwrap();
+        a.lock(&m, 1, 0, keys[0], LockMode::Exclusive).unwrap();
+        assert!(a.read_optimistic(&m, 1, 0, keys[0], || Ok(())).is_ok());
+        assert_eq!(shard_locks_taken(), before, "a holder's own request went to the table");
+        let k2 = (keys[0] + 1..).find(|&k| stripe_of(0, k) == stripe_of(0, keys[0])).unwrap();
+        assert_eq!(m.lock(2, 0, k2, LockMode::Exclusive).unwrap(), Grant::New);
+        // A table entry on the stripe keeps later exclusive requests off the fast path.
+        a.release_all(&m, 1);
+        let mut b = LockSet::default();
+        let before = shard_locks_taken();
+        b.lock(&m, 3, 0, keys[0], LockMode::Exclusive).unwrap();
+        assert!(shard_locks_taken() > before, "a fast lock beside a table entry");
+        assert!(m.lock(2, 0, keys[0], LockMode::Shared).is_err());
+        b.release_all(&m, 3);
+        m.unlock(2, 0, k2);
+        // Everything released: each lock word is back to 0, each stripe word has no holder.
+        for &k in &keys {
+            assert_eq!(m.lock_words[stripe_of(0, k)].load(Ordering::Relaxed), 0, "key {k}");
+            assert_eq!(m.stripe(stripe_of(0, k)).load(Ordering::Relaxed) % VERSION, 0);
+        }
+    }
+
+    /// Threads increment counters under exclusive locks of a few keys (two of them on one
+    /// stripe, so fast and table holders meet), with shared locks mixed in: a lost increment
+    /// is two holders at once.
+    #[test]
+    fn fast_and_table_exclusive_locks_exclude_each_other_under_contention() {
+        let m = LockManager::default();
+        let k0 = 5u64;
+        let k1 = (k0 + 1..).find(|&k| stripe_of(0, k) == stripe_of(0, k0)).unwrap();
+        let keys = [k0, k1, 7, 9];
+        let counters: Vec<AtomicU64> = keys.iter().map(|_| AtomicU64::new(0)).collect();
+        let granted: u64 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let (m, counters) = (&m, &counters);
+                    s.spawn(move || {
+                        let mut n = 0u64;
+                        for i in 0..3000u64 {
+                            let txn = (i << 16) | (t + 1);
+                            let mut set = LockSet::aged(i * 4 + t + 1);
+                            let which = ((i * 7 + t * 3) % 4) as usize;
+                            if i % 2 == 0 {
+                                let other = keys[(which + 1) % 4];
+                                let _ = set.lock(m, txn, 0, other, LockMode::Shared);
+                            }
+                            let res = set.lock_or_wait(m, txn, 0, keys[which], LockMode::Exclusive);
+                            if res.is_ok() {
+                                let c = &counters[which];
+                                let v = c.load(Ordering::Relaxed);
+                                for _ in 0..200 {
+                                    std::hint::spin_loop();
+                                }
+                                c.store(v + 1, Ordering::Relaxed);
+                                n += 1;
+                            }
+                            set.release_all(m, txn);
+                        }
+                        n
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+        assert_eq!(total, granted, "two holders of one key at once");
+        assert!(granted > 0);
+        for &k in &keys {
+            assert_eq!(m.lock_words[stripe_of(0, k)].load(Ordering::Relaxed), 0, "key {k}");
+        }
     }
 
     /// The fastest of `tries` timings of `f`: a loaded machine can pause any one of them past

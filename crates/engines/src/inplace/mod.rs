@@ -107,10 +107,77 @@ pub(crate) struct TableRt {
     pub slot_bytes: u32,
     pub entry: usize,
     pub root_latch: RwLock<()>,
-    /// Free heap slots. Held while the heap grows.
+    /// Free heap slots shared by the workers. Held while the heap grows or is scanned. Take it
+    /// through [`TableRt::lock_free`] (counted).
     pub free: Mutex<FreeSlots>,
+    /// Per worker: free slots moved off `free` (or freed by this worker) in batches of
+    /// [`SLOT_BATCH`], so an insert or delete takes the shared list's mutex once per batch
+    /// instead of once each. Only its worker locks a cache, except [`InPlace::drain_slot_caches`]
+    /// (a full region): uncontended, that lock writes a line no other core reads. Volatile like
+    /// `free`: a cached slot is free in the region, so a crash loses nothing (recovery's lazy
+    /// scan finds it again).
+    pub caches: Box<[crossbeam_utils::CachePadded<Mutex<Vec<u64>>>]>,
+    /// Set (under `free`) once the lazy scan has walked the whole heap chain it was opened
+    /// with: from then on no scan can list a slot, so a commit may write slot frees without
+    /// holding `free` (see `InPlaceTxn::commit`).
+    pub scan_done: AtomicBool,
     /// Keys that live transactions have deleted (see [`PendingDeletes`]).
     pub deleted: PendingDeletes,
+}
+
+/// Free slots a worker moves between a table's shared list and its own cache at once; a cache
+/// holding more than twice this gives the surplus back.
+pub const SLOT_BATCH: usize = 32;
+
+/// Heap pages a cache refill may scan beyond the one that found its first slot (bounds the
+/// time the shared list is held when the pages met are full).
+const REFILL_SCANS: usize = 4;
+
+thread_local! {
+    /// Acquisitions of any table's shared free-slot mutex by this thread (tests count them).
+    static SHARED_FREE_LOCKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times the calling thread has taken a table's shared free-slot mutex (issue 35:
+/// inserts and deletes take it once per [`SLOT_BATCH`], counted by tests).
+pub fn shared_free_list_locks() -> u64 {
+    SHARED_FREE_LOCKS.with(|c| c.get())
+}
+
+impl TableRt {
+    /// The runtime state of catalog entry `entry`, for `workers` workers (the administrator's
+    /// included), with the heap chain starting at `heap_head` still to be scanned.
+    pub fn new(
+        id: TableId,
+        spec: TableSpec,
+        slot_bytes: u32,
+        entry: usize,
+        heap_head: PageId,
+        workers: usize,
+    ) -> TableRt {
+        TableRt {
+            id,
+            spec,
+            slot_bytes,
+            entry,
+            root_latch: RwLock::new(()),
+            free: Mutex::new(FreeSlots::new(heap_head)),
+            caches: (0..workers).map(|_| Default::default()).collect(),
+            scan_done: AtomicBool::new(heap_head == 0),
+            deleted: PendingDeletes::default(),
+        }
+    }
+
+    /// The shared free-slot list, locked (and counted for this thread).
+    pub fn lock_free(&self) -> parking_lot::MutexGuard<'_, FreeSlots> {
+        SHARED_FREE_LOCKS.with(|c| c.set(c.get() + 1));
+        self.free.lock()
+    }
+
+    /// Worker `worker`'s cache of free slots (an out-of-range worker shares the last one).
+    pub fn cache(&self, worker: usize) -> parking_lot::MutexGuard<'_, Vec<u64>> {
+        self.caches[worker.min(self.caches.len() - 1)].lock()
+    }
 }
 
 /// Keys deleted by transactions that have not ended yet. A delete removes its key from the
@@ -341,6 +408,130 @@ impl InPlace {
         }
     }
 
+    /// A free slot of `t` for worker `worker`: from its cache, else with a batch of up to
+    /// [`SLOT_BATCH`] from the shared list (scanning or growing the heap as
+    /// [`InPlace::take_slot`] does). A full region first takes back the slots every worker
+    /// holds cached, of every table, and tries again: a cache never makes a region full.
+    pub(crate) fn take_cached_slot(
+        &self,
+        t: &TableRt,
+        worker: usize,
+        sys_log: &mut UndoLog,
+    ) -> Result<u64> {
+        if let Some(rid) = t.cache(worker).pop() {
+            return Ok(rid);
+        }
+        match self.refill_slot_cache(t, worker, sys_log) {
+            Err(DbError::RegionFull(_)) if self.drain_slot_caches(sys_log) > 0 => {
+                self.refill_slot_cache(t, worker, sys_log)
+            }
+            r => r,
+        }
+    }
+
+    /// One shared-list acquisition: a slot for the caller and up to `SLOT_BATCH - 1` more for
+    /// `worker`'s cache (already listed, or from at most [`REFILL_SCANS`] more heap pages,
+    /// scanned or grown).
+    fn refill_slot_cache(&self, t: &TableRt, worker: usize, sys_log: &mut UndoLog) -> Result<u64> {
+        let mut batch = Vec::with_capacity(SLOT_BATCH);
+        let first = {
+            let mut free = t.lock_free();
+            let first = self.take_slot(t, sys_log, &mut free)?;
+            let mut scans = 0;
+            while batch.len() + 1 < SLOT_BATCH {
+                if let Some(rid) = free.list.pop() {
+                    batch.push(rid);
+                } else if scans == REFILL_SCANS {
+                    break;
+                } else if free.next_page == 0 {
+                    // A heap page's slots are rarely a multiple of the batch: growing now
+                    // keeps the refill at one acquisition per batch. The page is needed soon
+                    // anyway; on a full region, the batch is what it is.
+                    scans += 1;
+                    if self.grow_heap(t, sys_log, &mut free).is_err() {
+                        break;
+                    }
+                } else {
+                    scans += 1;
+                    // A damaged page is reported by the `take_slot` that reaches it.
+                    if self.scan_heap_page(t, &mut free).is_err() {
+                        break;
+                    }
+                }
+            }
+            first
+        };
+        // Reversed: the cache pops the slots in the order the shared list would have.
+        t.cache(worker).extend(batch.into_iter().rev());
+        Ok(first)
+    }
+
+    /// Puts `rids` (free in the region, durably, and held by no transaction) in `worker`'s
+    /// cache of `t`; past `2 * SLOT_BATCH` cached, all but `SLOT_BATCH` go back to the shared
+    /// list in one acquisition, and heap pages they leave wholly listed leave the heap.
+    pub(crate) fn give_slots(
+        &self,
+        t: &TableRt,
+        worker: usize,
+        sys_log: &mut UndoLog,
+        rids: impl IntoIterator<Item = u64>,
+    ) {
+        let surplus: Vec<u64> = {
+            let mut cache = t.cache(worker);
+            cache.extend(rids);
+            if cache.len() <= 2 * SLOT_BATCH {
+                return;
+            }
+            let n = cache.len() - SLOT_BATCH;
+            cache.drain(..n).collect()
+        };
+        self.return_slots(t, sys_log, &surplus);
+    }
+
+    /// [`InPlace::give_slots`] for slots of several tables, one call per table.
+    pub(crate) fn give_slots_by_table(
+        &self,
+        worker: usize,
+        sys_log: &mut UndoLog,
+        slots: &[(TableId, u64)],
+    ) -> Result<()> {
+        let mut by_table = std::collections::BTreeMap::<TableId, Vec<u64>>::new();
+        for &(table, rid) in slots {
+            by_table.entry(table).or_default().push(rid);
+        }
+        for (table, rids) in by_table {
+            self.give_slots(self.table_rt(table)?, worker, sys_log, rids);
+        }
+        Ok(())
+    }
+
+    /// Lists `rids` on `t`'s shared list and releases the heap pages that leaves wholly free.
+    fn return_slots(&self, t: &TableRt, sys_log: &mut UndoLog, rids: &[u64]) {
+        let mut free = t.lock_free();
+        let mut pages = std::collections::BTreeSet::new();
+        for &rid in rids {
+            free.give_back(rid);
+            pages.insert(rid / PAGE_SIZE_U64);
+        }
+        self.release_empty_heap_pages(t, sys_log, &mut free, &pages);
+    }
+
+    /// Moves every worker's cached slots, of every table, back to the shared lists (and the
+    /// heap pages that empties to the allocator): what a full region does before it says so.
+    /// Returns how many slots moved. Takes no lock while holding another.
+    pub(crate) fn drain_slot_caches(&self, sys_log: &mut UndoLog) -> usize {
+        let mut moved = 0;
+        for t in self.tables.iter() {
+            let rids: Vec<u64> =
+                t.caches.iter().flat_map(|c| std::mem::take(&mut *c.lock())).collect();
+            if !rids.is_empty() {
+                moved += rids.len();
+                self.return_slots(t, sys_log, &rids);
+            }
+        }
+        moved
+    }
+
     /// Lists the free slots of the next unscanned heap page (validated) and moves on.
     fn scan_heap_page(&self, t: &TableRt, free: &mut FreeSlots) -> Result<()> {
         let page = free.next_page;
@@ -365,6 +556,9 @@ impl InPlace {
             }
         }
         free.next_page = hp.next;
+        if hp.next == 0 {
+            t.scan_done.store(true, Ordering::Release);
+        }
         Ok(())
     }
 
@@ -673,15 +867,7 @@ impl Engine for InPlace {
             }
         }
         let id = entry as TableId;
-        let rt = TableRt {
-            id,
-            spec: spec.clone(),
-            slot_bytes,
-            entry,
-            root_latch: RwLock::new(()),
-            free: Mutex::new(FreeSlots::new(0)),
-            deleted: PendingDeletes::default(),
-        };
+        let rt = TableRt::new(id, spec.clone(), slot_bytes, entry, 0, self.layout.workers as usize);
         if tables.slots[entry].set(rt).is_err() {
             return Err(DbError::Corrupt(format!("table slot {entry} filled twice")));
         }
@@ -710,7 +896,7 @@ impl Engine for InPlace {
         logs.begun += 1;
         // Unique across workers (MAX_WORKERS < 2^16) and never 0, which the lock manager needs.
         let id = (logs.begun << 16) | (worker as u64 + 1);
-        Ok(Box::new(txn::InPlaceTxn::new(self, logs, id)))
+        Ok(Box::new(txn::InPlaceTxn::new(self, logs, id, worker)))
     }
 
     synchronous_engine_methods!();

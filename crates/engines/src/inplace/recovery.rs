@@ -9,11 +9,11 @@
 //! used; a damaged record is `DbError::Corrupt`, never a write outside its structure.
 
 use super::{
-    FreeSlots, InPlace, TableRt, TableSet, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC,
-    REC_INDEX_DELETE, REC_INDEX_INSERT, REC_PHYS,
+    InPlace, TableRt, TableSet, WorkerLogs, REC_FREE_SLOT, REC_HEAP_ALLOC, REC_INDEX_DELETE,
+    REC_INDEX_INSERT, REC_PHYS,
 };
 use crate::{EngineOptions, Fault};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 use pmem::Region;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicBool;
@@ -121,7 +121,7 @@ fn attach_logs(region: &Region, layout: &Layout) -> Result<Vec<WorkerLogs>> {
         .collect()
 }
 
-fn load_tables(store: &PageStore) -> Result<Vec<TableRt>> {
+fn load_tables(store: &PageStore, workers: usize) -> Result<Vec<TableRt>> {
     let page = store.page(CATALOG_PAGE);
     let mut tables: Vec<TableRt> = Vec::new();
     let mut ended = false;
@@ -135,15 +135,14 @@ fn load_tables(store: &PageStore) -> Result<Vec<TableRt>> {
                 if tables.iter().any(|t| t.spec.name == e.spec.name) {
                     return Err(DbError::Corrupt(format!("catalog names {} twice", e.spec.name)));
                 }
-                tables.push(TableRt {
-                    id: i as TableId,
-                    spec: e.spec,
-                    slot_bytes: e.slot_bytes,
-                    entry: i,
-                    root_latch: RwLock::new(()),
-                    free: Mutex::new(FreeSlots::new(e.heap_head)),
-                    deleted: Default::default(),
-                })
+                tables.push(TableRt::new(
+                    i as TableId,
+                    e.spec,
+                    e.slot_bytes,
+                    i,
+                    e.heap_head,
+                    workers,
+                ))
             }
         }
     }
@@ -198,7 +197,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
     alloc.set_recovering(false);
     // 2. Volatile structures that user rollback needs (all O(tables), nothing scanned).
     let store = PageStore::with_cache(&region, &layout, options.cache_pages, options.cache_policy);
-    let tables = load_tables(&store)?;
+    let tables = load_tables(&store, layout.workers as usize)?;
     let db = InPlace {
         alloc,
         region,

@@ -19,6 +19,8 @@ pub(crate) struct InPlaceTxn<'a> {
     db: &'a InPlace,
     logs: MutexGuard<'a, WorkerLogs>,
     id: u64,
+    /// The worker running it: whose free-slot caches it uses.
+    worker: usize,
     locks: LockSet,
     /// In-place writes not yet flushed (they ride on the next barrier).
     dirty: Vec<(u64, u64)>,
@@ -41,11 +43,17 @@ pub(crate) fn logical(table: TableId, a: u64, b: u64) -> [u8; 20] {
 }
 
 impl<'a> InPlaceTxn<'a> {
-    pub(crate) fn new(db: &'a InPlace, logs: MutexGuard<'a, WorkerLogs>, id: u64) -> Self {
+    pub(crate) fn new(
+        db: &'a InPlace,
+        logs: MutexGuard<'a, WorkerLogs>,
+        id: u64,
+        worker: usize,
+    ) -> Self {
         InPlaceTxn {
             db,
             logs,
             id,
+            worker,
             // The begin time orders transactions for wait-die.
             locks: LockSet::aged(pmem::timing::rdtsc()),
             dirty: Vec::new(),
@@ -80,8 +88,9 @@ impl<'a> InPlaceTxn<'a> {
     /// Pelley's `persist_page` (VLDB 2014 Fig. 2) for a write within one page: the page's
     /// before-image of the lines the write dirties (the paper's timing model tracks and persists
     /// buffer-cache writes at cache-line granularity, thesis §5.1: "track buffer cache writes at
-    /// cache line granularity ... using efficient dirty bitmaps") goes to a page log (this worker's system undo log, free between system
-    /// transactions: recovery rolls an active one back before user undo, which is the page
+    /// cache line granularity ... using efficient dirty bitmaps") goes to a page log (this
+    /// worker's system undo log, free between system transactions: recovery rolls an active one
+    /// back before user undo, which is the page
     /// log's "copy valid logs back in place"), barrier, the log is marked valid, barrier, the
     /// write is made in place, barrier, the log is marked invalid, barrier.
     /// `skip_flush`: the test-only fault [`Fault::PelleyPageNotFlushed`] (row updates only, so
@@ -187,8 +196,29 @@ impl<'a> InPlaceTxn<'a> {
     }
 
     fn take_slot(&mut self, t: &TableRt) -> Result<u64> {
-        let mut free = t.free.lock();
-        self.db.take_slot(t, &mut self.logs.sys, &mut free)
+        self.db.take_cached_slot(t, self.worker, &mut self.logs.sys)
+    }
+
+    /// The commit's slot frees (the log is marked committed) without the shared free-slot
+    /// lists, when every table involved has finished its lazy scan: no scan can then list a
+    /// slot whose free a crash could still redo over its next row, so the lists need not be
+    /// held until the frees are durable. The slots go to this worker's caches. Returns false
+    /// (nothing done) when a scan is still going: the caller holds the lists instead.
+    fn free_slots_unlisted(&mut self, frees: &[(TableId, u64)]) -> Result<bool> {
+        let db = self.db;
+        for (table, _) in frees {
+            if !db.table_rt(*table)?.scan_done.load(std::sync::atomic::Ordering::Acquire) {
+                return Ok(false);
+            }
+        }
+        let mut written = Vec::with_capacity(frees.len());
+        for (_, rid) in frees {
+            db.region.write_u64(*rid, SLOT_FREE);
+            written.push((*rid, 8));
+        }
+        self.logs.user.finish(&written);
+        db.give_slots_by_table(self.worker, &mut self.logs.sys, frees)?;
+        Ok(true)
     }
 
     /// The rid the index holds for `key`, validated against the heap.
@@ -226,10 +256,8 @@ impl<'a> InPlaceTxn<'a> {
         let logs = &mut *self.logs;
         let outcome = super::recovery::rollback_user(db, &mut logs.sys, &records)?;
         logs.user.finish(&outcome.written);
-        for (table, rid) in outcome.freed {
-            db.table_rt(table)?.free.lock().give_back(rid);
-        }
-        Ok(())
+        // Slots this transaction took: their pages were scanned, so they go to our cache.
+        db.give_slots_by_table(self.worker, &mut logs.sys, &outcome.freed)
     }
 }
 
@@ -263,7 +291,7 @@ impl Txn for InPlaceTxn<'_> {
         let alloc_rec = logical(table, rid, 0);
         let index_rec = logical(table, key, rid);
         if let Err(e) = self.log(&[(REC_HEAP_ALLOC, &alloc_rec), (REC_INDEX_INSERT, &index_rec)]) {
-            t.free.lock().list.push(rid);
+            t.cache(self.worker).push(rid);
             return Err(e);
         }
         self.fresh.push(rid);
@@ -412,12 +440,16 @@ impl Txn for InPlaceTxn<'_> {
             db.region.fence();
             self.logs.user.mark_committed();
             let frees = std::mem::take(&mut self.to_free);
+            if self.free_slots_unlisted(&frees)? {
+                self.release(true);
+                return Ok(CommitToken::DURABLE);
+            }
             // The free lists of every table involved stay locked until the frees are durable,
             // so the lazy free-slot scan cannot hand out a slot whose free a crash could still
             // redo over its next row. Locked in table order: no deadlock.
             let ids: std::collections::BTreeSet<TableId> = frees.iter().map(|f| f.0).collect();
             let tables = ids.iter().map(|id| db.table_rt(*id)).collect::<Result<Vec<_>>>()?;
-            let mut lists: Vec<_> = tables.iter().map(|t| t.free.lock()).collect();
+            let mut lists: Vec<_> = tables.iter().map(|t| t.lock_free()).collect();
             let mut written = Vec::with_capacity(frees.len());
             for (_, rid) in &frees {
                 db.region.write_u64(*rid, SLOT_FREE);
