@@ -184,6 +184,7 @@ impl Engine for NvwalEngine {
     fn check_integrity(&self) -> IntegrityResult {
         self.store().heap_census().map_err(|e| e.to_string())?;
         self.store().verify_db_chunks().map_err(|e| e.to_string())?;
+        self.store().verify_db_length().map_err(|e| e.to_string())?;
         self.inner().check_integrity()
     }
     fn shutdown(&self) -> Result<()> {

@@ -87,6 +87,49 @@ impl Store {
         self.region.read(self.layout.db_off + start, len as usize)
     }
 
+    /// The database file is long enough for every page SQLite reads from it: the pages up to
+    /// the size the last commit recorded (its commit frame's, or with no log, the in-header size
+    /// of page 1) that have no committed frame in the log. A crash never leaves it shorter: the
+    /// log is reset only after a checkpoint persisted the pages and then the length. A stale
+    /// length word (an older header) does, and SQLite would read the missing pages as zeros.
+    pub fn verify_db_length(&self) -> Result<()> {
+        let log = self.log.lock();
+        let len = self.db.lock().len;
+        let (pages, page_bytes) = if log.committed > 0 {
+            let h = Self::frame_header_of(&log, log.committed - 1);
+            (u64::from(frame_commit_size(h)), u64::from(log.page_bytes))
+        } else {
+            let mut first = [0u8; 100];
+            if self.db_read_locked(len, 0, &mut first) < first.len()
+                || &first[..16] != b"SQLite format 3\0"
+                || first[24..28] != first[92..96]
+            {
+                return Ok(());
+            }
+            let raw = u16::from_be_bytes([first[16], first[17]]);
+            let size = if raw == 1 { 65536 } else { u64::from(raw) };
+            (u64::from(u32::from_be_bytes([first[28], first[29], first[30], first[31]])), size)
+        };
+        let Some(last_from_file) =
+            (1..=pages).rev().find(|p| u32::try_from(*p).map_or(true, |p| !log.last_of_page.contains_key(&p)))
+        else {
+            return Ok(());
+        };
+        if last_from_file.saturating_mul(page_bytes) > len {
+            return Err(corrupt(format!(
+                "the database file is {len} bytes, but page {last_from_file} of {page_bytes} \
+                 bytes is in it (not in the log): its length word is damaged or an older copy"
+            )));
+        }
+        Ok(())
+    }
+
+    fn db_read_locked(&self, len: u64, offset: u64, out: &mut [u8]) -> usize {
+        let have = len.saturating_sub(offset).min(out.len() as u64) as usize;
+        out[..have].copy_from_slice(self.region.read(self.layout.db_off + offset, have));
+        have
+    }
+
     /// Checks every chunk of the database file against its checksum, except those holding a
     /// page that the log has a committed frame of (SQLite reads that page from the log, and a
     /// checkpoint cut by a crash leaves it half written) or that are written and not yet

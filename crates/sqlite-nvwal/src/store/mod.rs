@@ -196,6 +196,7 @@ impl Store {
         store.log = Mutex::new(log);
         store.facts = facts;
         store.verify_db_chunks()?;
+        store.verify_db_length()?;
         Ok(store)
     }
 

@@ -134,11 +134,9 @@ impl Store {
             let stop;
             (end, stop) = self.scan(&mut log, &wal_header, &mut facts)?;
             let salts = wal_header_salts(&wal_header);
-            if let Some(stop) = stop {
-                self.no_commit_beyond(&chain, stop, &salts)?;
-            }
-            if !chain.is_empty() {
-                self.no_unlinked_commit(&chain, &salts, log.committed)?;
+            self.no_commit_beyond(&chain, stop, &salts)?;
+            if log.committed > 0 {
+                self.no_unlinked_commit(&chain, &salts, stop.frame)?;
             }
         }
         if log.committed == 0 && !chain.is_empty() {
@@ -209,13 +207,13 @@ impl Store {
 
     /// Reads the records of the current WAL header's generation, rebuilding the shadow; keeps
     /// the frames up to the last valid commit. Returns the log's end `(block slot, offset)` and
-    /// where the scan stopped (`None`: it ran off the list's last block).
+    /// where the scan stopped (a slot past the list's last block: it ran off the list).
     fn scan(
         &self,
         log: &mut Log,
         wal_header: &[u8],
         facts: &mut RecoveryFacts,
-    ) -> Result<((usize, u64), Option<Stop>)> {
+    ) -> Result<((usize, u64), Stop)> {
         let salts = wal_header_salts(wal_header);
         let page_bytes = log.page_bytes;
         let block_bytes = self.layout.block_bytes;
@@ -332,7 +330,7 @@ impl Store {
         }
         facts.records_dropped = (log.records.len() - log.committed) as u64;
         self.drop_uncommitted_scan(log);
-        Ok((end, skipped))
+        Ok((end, skipped.unwrap_or(Stop { slot, off, frame })))
     }
 
     /// Whether a whole record of this generation numbered `frame` or later is at `pos` with
@@ -353,10 +351,18 @@ impl Store {
 
     /// The first commit mark of this generation at or after `from` in block `block`.
     fn commit_mark_in(&self, block: u32, from: u64, salts: &[u8; 8], frame: usize) -> Option<u64> {
+        let start = self.layout.block(block);
         let last = self.layout.block_bytes.checked_sub(RECORD_HEADER_BYTES as u64)?;
-        (from..=last)
-            .step_by(8)
-            .map(|off| self.layout.block(block) + off)
+        if from > last {
+            return None;
+        }
+        // One pass over the words in memory; a candidate is checked in full.
+        let words = self.region.read(start + from, (last - from + 8) as usize);
+        words
+            .chunks_exact(8)
+            .enumerate()
+            .filter(|(_, w)| u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as u64 == COMMIT_TAG)
+            .map(|(i, _)| start + from + 8 * i as u64)
             .find(|pos| self.commit_mark_at(*pos, salts, frame))
     }
 
@@ -377,21 +383,25 @@ impl Store {
         Ok(())
     }
 
-    /// In-use blocks outside a non-empty list hold no commit: recovery cuts only a tail with
-    /// none, and a reset empties the list before it frees blocks. One that does lost its link.
+    /// With commits of the header's generation recovered, no block outside the list holds a
+    /// later commit of that generation: recovery frees only a tail without one, and a reset
+    /// frees blocks only after the list is emptied, before the next generation's header. One
+    /// that does was cut off by a damaged or older link or state (an older copy of the header
+    /// and block table recovers an older, consistent-looking log).
     fn no_unlinked_commit(&self, chain: &[u32], salts: &[u8; 8], frame: usize) -> Result<()> {
         let mut in_chain = vec![false; self.layout.block_count as usize];
         for b in chain {
             in_chain[*b as usize] = true;
         }
         for b in 0..self.layout.block_count as u32 {
-            if in_chain[b as usize] || self.state(b)? != BLOCK_IN_USE {
+            if in_chain[b as usize] {
                 continue;
             }
-            if self.commit_mark_in(b, 0, salts, frame).is_some() {
+            if let Some(pos) = self.commit_mark_in(b, 0, salts, frame) {
                 return Err(corrupt(format!(
-                    "block {b} is in use and holds a committed record past the log's end, but \
-                     no link reaches it (a damaged link)"
+                    "block {b}, outside the block list, holds a committed record (region offset \
+                     {pos}) past the log's end: the list or the block table is damaged or an \
+                     older copy"
                 )));
             }
         }
@@ -421,10 +431,11 @@ impl Store {
         header[16..24].copy_from_slice(&own);
         let mut trial = Log::empty();
         trial.page_bytes = page;
+        trial.shadow.extend_from_slice(&header);
         trial.blocks = chain.to_vec();
         let mut facts = RecoveryFacts::default();
         let ((_, _), stop) = self.scan(&mut trial, &header, &mut facts)?;
-        let beyond = stop.is_some_and(|s| self.no_commit_beyond(chain, s, &own).is_err());
+        let beyond = self.no_commit_beyond(chain, stop, &own).is_err();
         if trial.committed > 0 || beyond {
             return Err(corrupt(
                 "the WAL header is damaged or an older copy: the log holds committed \

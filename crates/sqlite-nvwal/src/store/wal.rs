@@ -231,7 +231,7 @@ impl Store {
         (log.commits, log.durable_commits)
     }
 
-    fn frame_header_of(log: &Log, frame: usize) -> &[u8] {
+    pub(super) fn frame_header_of(log: &Log, frame: usize) -> &[u8] {
         let off = WAL_HEADER_BYTES + frame * (log.page_bytes as usize + FRAME_HEADER_BYTES);
         &log.shadow[off..off + FRAME_HEADER_BYTES]
     }
