@@ -35,6 +35,8 @@ impl NvwalEngine {
     pub fn open(region: Region, options: &NvwalOptions, peer: &PeerOptions) -> Result<NvwalEngine> {
         let started = Instant::now();
         let store = Store::open(region, options)?;
+        // SQLite's own view of the file (the store holds any bytes): checked before SQLite reads.
+        store.verify_db_length()?;
         let formatted = store.formatted_now();
         let facts = store.facts().clone();
         let wal_bytes = store.wal_len();

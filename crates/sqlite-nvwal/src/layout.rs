@@ -44,8 +44,14 @@ pub const H_FIRST_BLOCK: u64 = 88;
 /// SQLite's 32-byte WAL header, alone in its cache line with its checksum word.
 pub const H_WAL_HEADER: u64 = 128;
 pub const WAL_HEADER_BYTES: usize = 32;
-/// Sealed ([`SEAL_WAL_HEADER`]): crc32c of the WAL header, written and flushed with it.
+/// Sealed ([`SEAL_WAL_HEADER`]): crc32c of the WAL header and its epoch, written and flushed
+/// with them.
 pub const H_WAL_CRC: u64 = H_WAL_HEADER + WAL_HEADER_BYTES as u64;
+/// The WAL generation's epoch: one more at every new WAL header, copied into each record of
+/// the generation, persisted with the header before the generation's first commit mark. No
+/// crash leaves a committed record of a later epoch than this word; an older copy of the
+/// header does (issue 37: the fuzzer's stale page 0).
+pub const H_WAL_EPOCH: u64 = H_WAL_CRC + 8;
 
 /// One entry of the block table: `[state u64][next u64]`, each sealed with the block's index
 /// ([`SEAL_STATE`], [`SEAL_NEXT`]), so a damaged, zeroed or moved entry is detected.
@@ -113,9 +119,9 @@ pub const BLOCK_IN_USE: u64 = 2;
 /// SQLite's WAL frame header (page number, commit size, salt-1, salt-2, checksum-1, -2).
 pub const FRAME_HEADER_BYTES: usize = 24;
 /// Our log record header: commit word, frame index, base frame, range count, payload length,
-/// SQLite's header, crc32c, a zero word half.
+/// SQLite's header, crc32c, the generation's epoch.
 pub const RECORD_HEADER_BYTES: usize = 56;
-/// The record checksum covers the header after the commit word (up to the checksum itself)
+/// The record checksum covers the header after the commit word (all but the checksum itself)
 /// and the payload: the record is written whole before its commit word is set.
 const RECORD_CRC_AT: usize = 48;
 /// Most byte ranges one differential record holds; beyond it the ranges separated by the
@@ -135,7 +141,7 @@ pub const MAX_PAGE_BYTES: u32 = 65536;
 const _: () = assert!(RECORD_HEADER_BYTES.is_multiple_of(8));
 const _: () = assert!(H_WAL_HEADER.is_multiple_of(64) && WAL_HEADER_BYTES <= 64);
 const _: () = assert!(H_FIRST_BLOCK + 8 <= H_WAL_HEADER);
-const _: () = assert!(H_WAL_CRC + 8 <= H_WAL_HEADER + 64, "the WAL header's line holds its crc");
+const _: () = assert!(H_WAL_EPOCH + 8 <= H_WAL_HEADER + 64, "the WAL header's line holds all");
 const _: () = assert!(CHUNK_BYTES.is_multiple_of(64));
 
 /// Where things are in a region; fixed at format time. The database chunks' checksum table
@@ -293,8 +299,8 @@ pub struct RecordHeader {
     pub frame_header: [u8; FRAME_HEADER_BYTES],
     /// crc32c of the encoded header's bytes `8..48` and the payload ([`RecordHeader::sum`]).
     pub crc: u32,
-    /// Always 0 (the header's last half word).
-    pub pad: u32,
+    /// The WAL generation's epoch ([`H_WAL_EPOCH`] when it was written; covered by `crc`).
+    pub epoch: u32,
 }
 
 impl RecordHeader {
@@ -307,7 +313,7 @@ impl RecordHeader {
         b[20..24].copy_from_slice(&self.len.to_le_bytes());
         b[24..48].copy_from_slice(&self.frame_header);
         b[48..52].copy_from_slice(&self.crc.to_le_bytes());
-        b[52..56].copy_from_slice(&self.pad.to_le_bytes());
+        b[52..56].copy_from_slice(&self.epoch.to_le_bytes());
         b
     }
 
@@ -323,19 +329,20 @@ impl RecordHeader {
             len: u32_at(20),
             frame_header,
             crc: u32_at(48),
-            pad: u32_at(52),
+            epoch: u32_at(52),
         }
     }
 
     /// The record checksum of this header (its `crc` field aside) and `payload`.
     pub fn sum(&self, payload: &[u8]) -> u32 {
         let b = self.encode();
-        crc32c::crc32c_append(crc32c::crc32c(&b[8..RECORD_CRC_AT]), payload)
+        let head = crc32c::crc32c_append(crc32c::crc32c(&b[8..RECORD_CRC_AT]), &b[52..56]);
+        crc32c::crc32c_append(head, payload)
     }
 
-    /// Whether the record's checksum matches it and `payload` (and its pad is zero).
+    /// Whether the record's checksum matches it and `payload`.
     pub fn sum_ok(&self, payload: &[u8]) -> bool {
-        self.pad == 0 && self.crc == self.sum(payload)
+        self.crc == self.sum(payload)
     }
 
     /// Bytes the record occupies (header + payload, rounded up to 8).

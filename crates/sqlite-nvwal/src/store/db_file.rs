@@ -87,7 +87,8 @@ impl Store {
         self.region.read(self.layout.db_off + start, len as usize)
     }
 
-    /// The database file is long enough for every page SQLite reads from it: the pages up to
+    /// (For a store that holds SQLite's files; the engine calls it.) The database file is long
+    /// enough for every page SQLite reads from it: the pages up to
     /// the size the last commit recorded (its commit frame's, or with no log, the in-header size
     /// of page 1) that have no committed frame in the log. A crash never leaves it shorter: the
     /// log is reset only after a checkpoint persisted the pages and then the length. A stale

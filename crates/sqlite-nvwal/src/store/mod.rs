@@ -73,6 +73,8 @@ struct Log {
     /// Free blocks (popped from the end: lowest index first).
     free: Vec<u32>,
     header_dirty: bool,
+    /// The current WAL generation's epoch ([`H_WAL_EPOCH`]).
+    epoch: u32,
     /// `cs` mode: record ranges written but never flushed (made durable by `sync_all`).
     unflushed: Vec<(u64, u64)>,
     /// `cs` mode: crc32c of the records of the transaction being written.
@@ -196,7 +198,6 @@ impl Store {
         store.log = Mutex::new(log);
         store.facts = facts;
         store.verify_db_chunks()?;
-        store.verify_db_length()?;
         Ok(store)
     }
 
@@ -258,9 +259,9 @@ impl Store {
     }
 }
 
-/// The sealed checksum word of a WAL header.
-pub(crate) fn wal_header_seal(header: &[u8]) -> u64 {
-    seal(SEAL_WAL_HEADER, 0, crc32c::crc32c(header))
+/// The sealed checksum word of a WAL header and its epoch.
+pub(crate) fn wal_header_seal(header: &[u8], epoch: u32) -> u64 {
+    seal(SEAL_WAL_HEADER, 0, crc32c::crc32c_append(crc32c::crc32c(header), &epoch.to_le_bytes()))
 }
 
 /// Tag of a `cs`-mode commit word (the checksum in its high half).
@@ -279,6 +280,7 @@ impl Log {
             tail_off: 0,
             free: Vec::new(),
             header_dirty: false,
+            epoch: 0,
             unflushed: Vec::new(),
             txn_crc: 0,
             commits: 0,
@@ -322,7 +324,8 @@ fn format(region: &Region, layout: &Layout) {
     region.write_u64(H_DB_LEN, seal_len(0));
     region.write_u64(H_FIRST_BLOCK, seal(SEAL_NEXT, HEADER_LINK, 0));
     region.write(H_WAL_HEADER, &[0u8; WAL_HEADER_BYTES]);
-    region.write_u64(H_WAL_CRC, wal_header_seal(&[0u8; WAL_HEADER_BYTES]));
+    region.write_u64(H_WAL_CRC, wal_header_seal(&[0u8; WAL_HEADER_BYTES], 0));
+    region.write_u64(H_WAL_EPOCH, 0);
     // Every entry sealed free with no successor (the chunk table needs nothing: a chunk's entry
     // is written when the database file first reaches it).
     let mut table = vec![0u8; (layout.block_count * META_ENTRY_BYTES) as usize];

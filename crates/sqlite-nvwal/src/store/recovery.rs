@@ -108,19 +108,24 @@ impl Store {
         }
     }
 
-    /// The WAL header and whether it is valid: its checksum matches and it is all zero (no
-    /// log) or names a valid page size.
-    fn wal_header(&self) -> (Vec<u8>, bool) {
+    /// The WAL header, its epoch and whether its seal holds. A torn header (a crash before its
+    /// generation's first commit) still gives an epoch no committed record exceeds.
+    fn wal_header(&self) -> Result<(Vec<u8>, u32, bool)> {
         let header = self.region.read(H_WAL_HEADER, WAL_HEADER_BYTES).to_vec();
-        let sealed = self.region.read_u64(H_WAL_CRC) == wal_header_seal(&header);
-        (header, sealed)
+        let word = self.region.read_u64(H_WAL_EPOCH);
+        let Ok(epoch) = u32::try_from(word) else {
+            return Err(corrupt(format!("the WAL header's epoch word {word:#x} is damaged")));
+        };
+        let sealed = self.region.read_u64(H_WAL_CRC) == wal_header_seal(&header, epoch);
+        Ok((header, epoch, sealed))
     }
 
     pub(super) fn recover(&self) -> Result<(Log, RecoveryFacts)> {
         let mut facts = RecoveryFacts::default();
         let mut log = Log::empty();
         let (chain, cut) = self.walk_list()?;
-        let (wal_header, sealed) = self.wal_header();
+        let (wal_header, epoch, sealed) = self.wal_header()?;
+        log.epoch = epoch;
         let page_bytes = if !sealed || wal_header.iter().all(|b| *b == 0) {
             None
         } else {
@@ -135,9 +140,10 @@ impl Store {
             (end, stop) = self.scan(&mut log, &wal_header, &mut facts)?;
             let salts = wal_header_salts(&wal_header);
             self.no_commit_beyond(&chain, stop, &salts)?;
-            if log.committed > 0 {
-                self.no_unlinked_commit(&chain, &salts, stop.frame)?;
-            }
+            let unlinked = (log.committed > 0).then_some((salts, stop.frame));
+            self.no_stray_commit(&chain, epoch, unlinked)?;
+        } else {
+            self.no_stray_commit(&chain, epoch, None)?;
         }
         if log.committed == 0 && !chain.is_empty() {
             // A torn WAL header is a crash before its generation's first commit: a committed
@@ -336,15 +342,21 @@ impl Store {
     /// Whether a whole record of this generation numbered `frame` or later is at `pos` with
     /// its commit mark (`COMMIT_TAG`, set only after its transaction persisted).
     fn commit_mark_at(&self, pos: u64, salts: &[u8; 8], frame: usize) -> bool {
+        let h = RecordHeader::decode(self.region.read(pos, RECORD_HEADER_BYTES));
+        h.frame as usize >= frame
+            && frame_salts(&h.frame_header) == *salts
+            && self.whole_commit_at(pos)
+    }
+
+    /// Whether a whole record (its checksum matches) with its own commit mark is at `pos`.
+    fn whole_commit_at(&self, pos: u64) -> bool {
         if self.region.read_u64(pos) & 0xFFFF_FFFF != COMMIT_TAG {
             return false;
         }
         let h = RecordHeader::decode(self.region.read(pos, RECORD_HEADER_BYTES));
         let start = pos - self.layout.blocks_off;
         let room = self.layout.block_bytes - start % self.layout.block_bytes;
-        h.frame as usize >= frame
-            && frame_salts(&h.frame_header) == *salts
-            && (h.commit >> 32) as u32 == h.crc
+        (h.commit >> 32) as u32 == h.crc
             && RecordHeader::record_bytes(h.len) <= room
             && h.sum_ok(self.region.read(pos + RECORD_HEADER_BYTES as u64, h.len as usize))
     }
@@ -383,29 +395,66 @@ impl Store {
         Ok(())
     }
 
-    /// With commits of the header's generation recovered, no block outside the list holds a
-    /// later commit of that generation: recovery frees only a tail without one, and a reset
-    /// frees blocks only after the list is emptied, before the next generation's header. One
-    /// that does was cut off by a damaged or older link or state (an older copy of the header
-    /// and block table recovers an older, consistent-looking log).
-    fn no_unlinked_commit(&self, chain: &[u32], salts: &[u8; 8], frame: usize) -> Result<()> {
+    /// One pass over every block's committed records (an older copy of the header and block
+    /// table recovers an older, consistent-looking log; these find what it left out):
+    /// - none has a later epoch than the WAL header's: the header persists its epoch before
+    ///   the generation's first commit mark;
+    /// - with `unlinked = Some((salts, frame))` (commits of the header's generation recovered,
+    ///   `frame` records scanned), no block outside the list holds a commit of that generation
+    ///   numbered `frame` or later: recovery frees only a tail without one, and a reset frees
+    ///   blocks only after emptying the list, before the next generation's header.
+    fn no_stray_commit(
+        &self,
+        chain: &[u32],
+        epoch: u32,
+        unlinked: Option<([u8; 8], usize)>,
+    ) -> Result<()> {
         let mut in_chain = vec![false; self.layout.block_count as usize];
         for b in chain {
             in_chain[*b as usize] = true;
         }
         for b in 0..self.layout.block_count as u32 {
-            if in_chain[b as usize] {
-                continue;
-            }
-            if let Some(pos) = self.commit_mark_in(b, 0, salts, frame) {
-                return Err(corrupt(format!(
-                    "block {b}, outside the block list, holds a committed record (region offset \
-                     {pos}) past the log's end: the list or the block table is damaged or an \
-                     older copy"
-                )));
+            for pos in self.commit_marks_in(b) {
+                let h = RecordHeader::decode(self.region.read(pos, RECORD_HEADER_BYTES));
+                if h.epoch > epoch {
+                    return Err(corrupt(format!(
+                        "a committed log record (block {b}, region offset {pos}) is of epoch {}, \
+                         later than the WAL header's {epoch}: the header is damaged or an older \
+                         copy",
+                        h.epoch
+                    )));
+                }
+                let stray = unlinked.is_some_and(|(salts, frame)| {
+                    !in_chain[b as usize]
+                        && frame_salts(&h.frame_header) == salts
+                        && h.frame as usize >= frame
+                });
+                if stray {
+                    return Err(corrupt(format!(
+                        "block {b}, outside the block list, holds a committed record (region \
+                         offset {pos}) past the log's end: the list or the block table is \
+                         damaged or an older copy"
+                    )));
+                }
             }
         }
         Ok(())
+    }
+
+    /// Region offsets of the whole records with their commit marks in block `block`.
+    fn commit_marks_in(&self, block: u32) -> Vec<u64> {
+        let start = self.layout.block(block);
+        let Some(last) = self.layout.block_bytes.checked_sub(RECORD_HEADER_BYTES as u64) else {
+            return Vec::new();
+        };
+        let words = self.region.read(start, (last + 8) as usize);
+        words
+            .chunks_exact(8)
+            .enumerate()
+            .filter(|(_, w)| u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]])) == COMMIT_TAG)
+            .map(|(i, _)| start + 8 * i as u64)
+            .filter(|pos| self.whole_commit_at(*pos))
+            .collect()
     }
 
     /// With no commit recovered under the WAL header (`salts`; `None`: no valid header), the

@@ -46,7 +46,8 @@ impl Store {
             self.reset(&mut log);
             log.page_bytes = page_bytes;
             log.shadow.extend_from_slice(bytes);
-            self.write_wal_header(bytes);
+            log.epoch = log.epoch.wrapping_add(1);
+            self.write_wal_header(bytes, log.epoch);
             if self.options.sync == SyncMode::Eager {
                 self.region.persist(H_WAL_HEADER, LINE);
             } else {
@@ -80,7 +81,7 @@ impl Store {
         let mut log = self.log.lock();
         if len == 0 {
             self.reset(&mut log);
-            self.clear_header();
+            self.clear_header(log.epoch);
             return Ok(());
         }
         if len >= log.shadow.len() as u64 {
@@ -104,20 +105,22 @@ impl Store {
     pub fn wal_delete(&self) {
         let mut log = self.log.lock();
         self.reset(&mut log);
-        self.clear_header();
+        self.clear_header(log.epoch);
     }
 
-    fn clear_header(&self) {
-        self.write_wal_header(&[0u8; WAL_HEADER_BYTES]);
+    fn clear_header(&self, epoch: u32) {
+        self.write_wal_header(&[0u8; WAL_HEADER_BYTES], epoch);
         self.region.persist(H_WAL_HEADER, LINE);
     }
 
     /// The WAL header and its sealed checksum, in one line (flushed together; a crash may
     /// tear them apart only before the generation's first commit mark).
-    fn write_wal_header(&self, header: &[u8]) {
-        let mut line = [0u8; WAL_HEADER_BYTES + 8];
+    fn write_wal_header(&self, header: &[u8], epoch: u32) {
+        let mut line = [0u8; WAL_HEADER_BYTES + 16];
         line[..WAL_HEADER_BYTES].copy_from_slice(header);
-        line[WAL_HEADER_BYTES..].copy_from_slice(&wal_header_seal(header).to_le_bytes());
+        line[WAL_HEADER_BYTES..WAL_HEADER_BYTES + 8]
+            .copy_from_slice(&wal_header_seal(header, epoch).to_le_bytes());
+        line[WAL_HEADER_BYTES + 8..].copy_from_slice(&u64::from(epoch).to_le_bytes());
         self.region.write(H_WAL_HEADER, &line);
     }
 
@@ -285,7 +288,7 @@ impl Store {
             len,
             frame_header,
             crc: 0,
-            pad: 0,
+            epoch: log.epoch,
         };
         // The record's checksum is written with it, before any flush: the commit mark that
         // makes it part of the log is set only after the whole record persisted.
