@@ -262,7 +262,10 @@ impl Layout {
 
     /// Start of the chunk checksum table (just after the log blocks).
     pub fn sums_off(&self) -> u64 {
-        align_up(self.blocks_off.saturating_add(self.block_count.saturating_mul(self.block_bytes)), 4096)
+        align_up(
+            self.blocks_off.saturating_add(self.block_count.saturating_mul(self.block_bytes)),
+            4096,
+        )
     }
 
     /// Chunks of the database area (each with a table entry).
@@ -607,16 +610,55 @@ mod tests {
         assert!(apply_ranges(&mut page, &[(0, 200)], &payload[..10]).is_err());
     }
 
+    /// Versions 1 (one range per record) and 2 (no checksums, issue 37) are refused with a
+    /// clear `Format` error, never read.
     #[test]
-    fn a_version_1_region_is_refused() {
+    fn a_version_1_or_2_region_is_refused() {
         let l = Layout::plan(64 << 20, 16 << 20, 8192).unwrap();
-        let mut g = l.geometry_bytes();
-        g[8..16].copy_from_slice(&1u64.to_le_bytes());
-        let crc = u64::from(crc32c::crc32c(&g));
-        match Layout::decode(&g, crc, 64 << 20) {
-            Err(DbError::Format(m)) => assert!(m.contains("version 1"), "{m}"),
-            other => panic!("expected a format error, got {other:?}"),
+        for old in [1u64, 2] {
+            let mut g = l.geometry_bytes();
+            g[8..16].copy_from_slice(&old.to_le_bytes());
+            let crc = u64::from(crc32c::crc32c(&g));
+            match Layout::decode(&g, crc, 64 << 20) {
+                Err(DbError::Format(m)) => {
+                    assert!(m.contains(&format!("version {old} ")), "{m}");
+                    assert!(m.contains("use a blank region"), "{m}");
+                }
+                other => panic!("expected a format error, got {other:?}"),
+            }
         }
+    }
+
+    #[test]
+    fn sealed_words_reject_damage_and_other_fields() {
+        let w = seal(SEAL_STATE, 7, 2);
+        assert_eq!(unseal(w, SEAL_STATE, 7), Some(2));
+        assert_eq!(unseal(w, SEAL_STATE, 8), None, "another block's entry");
+        assert_eq!(unseal(w, SEAL_NEXT, 7), None, "another field");
+        assert_eq!(unseal(0, SEAL_CREATED, 0), None, "a raw zero");
+        for bit in 0..64 {
+            assert_eq!(unseal(w ^ (1 << bit), SEAL_STATE, 7), None, "bit {bit}");
+        }
+        let len = seal_len(123_456);
+        assert_eq!(unseal_len(len), Some(123_456));
+        for bit in 0..64 {
+            assert_eq!(unseal_len(len ^ (1 << bit)), None, "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn the_chunk_table_covers_the_database_area() {
+        for region in [4u64 << 20, 24 << 20, 1 << 30, (1 << 30) + 12345] {
+            let l = Layout::plan(region, 2 << 20, 8192).unwrap();
+            assert!(l.sums_off() >= l.blocks_off + l.block_count * l.block_bytes);
+            assert!(l.sum(l.chunks() - 1) + CHUNK_SUM_BYTES <= l.db_off, "{region}");
+            assert!(l.db_off + l.db_cap <= region);
+            assert_eq!(Layout::decode(&l.geometry_bytes(), geometry_crc(&l), region).unwrap(), l);
+        }
+    }
+
+    fn geometry_crc(l: &Layout) -> u64 {
+        u64::from(crc32c::crc32c(&l.geometry_bytes()))
     }
 
     #[test]

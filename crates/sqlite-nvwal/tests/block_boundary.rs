@@ -23,7 +23,8 @@ const RANGE_RECORD_OVERHEAD: u64 = (RECORD_HEADER_BYTES + RANGE_ENTRY_BYTES) as 
 /// The smallest record: a 56-byte header, one range-table entry and one changed byte, padded
 /// to 8.
 const MIN_RECORD: u64 = 64;
-const _: () = assert!(MIN_RECORD == (RECORD_HEADER_BYTES + RANGE_ENTRY_BYTES + 1).div_ceil(8) as u64 * 8);
+const _: () =
+    assert!(MIN_RECORD == (RECORD_HEADER_BYTES + RANGE_ENTRY_BYTES + 1).div_ceil(8) as u64 * 8);
 const FULL_RECORD: u64 = RECORD_HEADER_BYTES as u64 + PAGE as u64;
 
 /// A WAL writer that chooses each record's size: a frame of page `pgno` whose first `len`

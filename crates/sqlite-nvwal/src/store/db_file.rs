@@ -111,8 +111,9 @@ impl Store {
             let size = if raw == 1 { 65536 } else { u64::from(raw) };
             (u64::from(u32::from_be_bytes([first[28], first[29], first[30], first[31]])), size)
         };
-        let Some(last_from_file) =
-            (1..=pages).rev().find(|p| u32::try_from(*p).map_or(true, |p| !log.last_of_page.contains_key(&p)))
+        let Some(last_from_file) = (1..=pages)
+            .rev()
+            .find(|p| u32::try_from(*p).map_or(true, |p| !log.last_of_page.contains_key(&p)))
         else {
             return Ok(());
         };
@@ -150,13 +151,17 @@ impl Store {
                 // Pages (numbered from 1) that overlap the chunk.
                 let first = c * CHUNK_BYTES / page + 1;
                 let last = ((c + 1) * CHUNK_BYTES).div_ceil(page);
-                (first..=last).any(|p| u32::try_from(p).is_ok_and(|p| log.last_of_page.contains_key(&p)))
+                (first..=last)
+                    .any(|p| u32::try_from(p).is_ok_and(|p| log.last_of_page.contains_key(&p)))
             }
         };
         let persisted = db.persisted_len.min(self.layout.db_cap);
         for c in 0..persisted.div_ceil(CHUNK_BYTES) {
             let stored = u32::from_le_bytes(
-                self.region.read(self.layout.sum(c), CHUNK_SUM_BYTES as usize).try_into().expect("4 bytes"),
+                self.region
+                    .read(self.layout.sum(c), CHUNK_SUM_BYTES as usize)
+                    .try_into()
+                    .expect("4 bytes"),
             );
             if stored == chunk_sum(c, self.chunk_bytes(c))
                 || pending.binary_search(&c).is_ok()

@@ -28,7 +28,9 @@ impl Store {
         let word = self.region.read_u64(self.layout.meta(block));
         match unseal(word, SEAL_STATE, block).map(u64::from) {
             Some(s) if s <= BLOCK_IN_USE => Ok(s),
-            _ => Err(corrupt(format!("block table entry {block}: state word {word:#x} is damaged"))),
+            _ => {
+                Err(corrupt(format!("block table entry {block}: state word {word:#x} is damaged")))
+            }
         }
     }
 

@@ -177,9 +177,11 @@ impl Store {
             SyncMode::Checksum => (u64::from(log.txn_crc) << 32) | COMMIT_TAG_CS,
             // The record's checksum binds the mark to it: a mark left by an older record at
             // this place does not commit a new one that a crash tore.
-            _ => (u64::from(RecordHeader::decode(self.region.read(pos, RECORD_HEADER_BYTES)).crc)
-                << 32)
-                | COMMIT_TAG,
+            _ => {
+                (u64::from(RecordHeader::decode(self.region.read(pos, RECORD_HEADER_BYTES)).crc)
+                    << 32)
+                    | COMMIT_TAG
+            }
         };
         if self.options.sync == SyncMode::Checksum && log.header_dirty {
             // The header persists before its generation's first commit mark (once per WAL
