@@ -2,8 +2,8 @@
 //! does not fit the rest of its block goes to the next one) and recovery's scan (a header that
 //! does not fit or does not read back ends the block) must agree where a block's records end,
 //! for every space left at the block's end near a record header's size (56 bytes since format
-//! version 3) and the smallest record's (64); a disagreement drops every commit after the block boundary. Kim et
-//! al., ASPLOS 2016, §3.3 (the block list) and §4.3 (recovery).
+//! version 3) and the smallest record's (64); a disagreement drops every commit after the block
+//! boundary. Kim et al., ASPLOS 2016, §3.3 (the block list) and §4.3 (recovery).
 //!
 //! A first WAL generation leaves stale records (valid headers, older salts) in every block; the
 //! second fills its first block to end `gap` bytes short of the block's end, then writes records

@@ -79,6 +79,9 @@ fn live_log() -> (Vec<u8>, u32, Layout, usize) {
     (image, first - 1, layout, expected)
 }
 
+/// A damage done to a region image.
+type Edit = Box<dyn Fn(&mut Vec<u8>)>;
+
 /// Damage to a block-table entry of the log's list was read as a crash's cut link (§4.3 case
 /// 2) or a free block, and the log's later commits were silently dropped.
 #[test]
@@ -86,7 +89,7 @@ fn damaged_block_table_is_corrupt_not_accepted() {
     let (image, block, l, expected) = live_log();
     assert_eq!(rows(&open(&image).expect("undamaged opens")), expected);
     let meta = l.meta(block);
-    let edits: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
+    let edits: Vec<(&str, Edit)> = vec![
         ("state word zeroed", Box::new(move |i| word(i, meta, 0))),
         ("state word a raw in-use", Box::new(move |i| word(i, meta, BLOCK_IN_USE))),
         ("state flipped", Box::new(move |i| i[meta as usize] ^= 2)),

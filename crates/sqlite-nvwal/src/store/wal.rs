@@ -1,5 +1,6 @@
 //! The WAL file: SQLite's frames in the DRAM shadow, turned into NVWAL's differential records
-//! (Kim et al., ASPLOS 2016, §3.2, §3.3) and made durable at the commit frame's sync (§4.1, §4.2).
+//! (Kim et al., ASPLOS 2016, §3.2, §3.3) and made durable at the commit frame's sync (§4.1,
+//! §4.2).
 
 use super::*;
 
