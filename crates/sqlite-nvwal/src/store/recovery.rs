@@ -415,7 +415,22 @@ impl Store {
         for b in chain {
             in_chain[*b as usize] = true;
         }
+        // Blocks are allocated lowest index first, so the used ones are a prefix: past every
+        // block the table names (in use, pending or linked to), stop at the first that does not
+        // start with a record (reading the never-used rest faulted in the whole log area).
+        let mut named = 0u64;
         for b in 0..self.layout.block_count as u32 {
+            if self.state(b)? != BLOCK_FREE {
+                named = named.max(u64::from(b) + 1);
+            }
+            named = named.max(self.link(Some(b))?);
+        }
+        for b in 0..self.layout.block_count as u32 {
+            let head =
+                RecordHeader::decode(self.region.read(self.layout.block(b), RECORD_HEADER_BYTES));
+            if u64::from(b) >= named && head.pgno() == 0 {
+                break;
+            }
             for pos in self.commit_marks_in(b) {
                 let h = RecordHeader::decode(self.region.read(pos, RECORD_HEADER_BYTES));
                 if h.epoch > epoch {
@@ -443,20 +458,32 @@ impl Store {
         Ok(())
     }
 
-    /// Region offsets of the whole records with their commit marks in block `block`.
+    /// Region offsets of the whole records with their commit marks in block `block`, walking
+    /// its records from offset 0 as the writer lays them out (a block is filled from its start)
+    /// up to the first that does not read as one: a never-used block costs one header read,
+    /// where a pass over every word of a 32 MiB log cost 30-240 ms per open. Only a mark whose
+    /// record passes its checksum counts, so a stale or torn record is never taken for one.
     fn commit_marks_in(&self, block: u32) -> Vec<u64> {
         let start = self.layout.block(block);
-        let Some(last) = self.layout.block_bytes.checked_sub(RECORD_HEADER_BYTES as u64) else {
-            return Vec::new();
-        };
-        let words = self.region.read(start, (last + 8) as usize);
-        words
-            .chunks_exact(8)
-            .enumerate()
-            .filter(|(_, w)| u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]])) == COMMIT_TAG)
-            .map(|(i, _)| start + 8 * i as u64)
-            .filter(|pos| self.whole_commit_at(*pos))
-            .collect()
+        let block_bytes = self.layout.block_bytes;
+        let mut marks = Vec::new();
+        let mut off = 0u64;
+        while off + RECORD_HEADER_BYTES as u64 <= block_bytes {
+            let pos = start + off;
+            let h = RecordHeader::decode(self.region.read(pos, RECORD_HEADER_BYTES));
+            let bytes = RecordHeader::record_bytes(h.len);
+            if h.pgno() == 0 || h.len > MAX_PAGE_BYTES || bytes > block_bytes - off {
+                break;
+            }
+            match h.commit & 0xFFFF_FFFF {
+                0 if h.commit == 0 => {}
+                COMMIT_TAG if self.whole_commit_at(pos) => marks.push(pos),
+                COMMIT_TAG_CS => {}
+                _ => break,
+            }
+            off += bytes;
+        }
+        marks
     }
 
     /// With no commit recovered under the WAL header (`salts`; `None`: no valid header), the
