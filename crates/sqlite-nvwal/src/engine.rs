@@ -35,6 +35,8 @@ impl NvwalEngine {
     pub fn open(region: Region, options: &NvwalOptions, peer: &PeerOptions) -> Result<NvwalEngine> {
         let started = Instant::now();
         let store = Store::open(region, options)?;
+        // SQLite's own view of the file (the store holds any bytes): checked before SQLite reads.
+        store.verify_db_length()?;
         let formatted = store.formatted_now();
         let facts = store.facts().clone();
         let wal_bytes = store.wal_len();
@@ -183,6 +185,8 @@ impl Engine for NvwalEngine {
     }
     fn check_integrity(&self) -> IntegrityResult {
         self.store().heap_census().map_err(|e| e.to_string())?;
+        self.store().verify_db_chunks().map_err(|e| e.to_string())?;
+        self.store().verify_db_length().map_err(|e| e.to_string())?;
         self.inner().check_integrity()
     }
     fn shutdown(&self) -> Result<()> {

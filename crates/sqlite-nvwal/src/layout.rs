@@ -14,9 +14,11 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"NVWALSQ1");
 /// replaced by [`MAGIC`] once the rest is durable, so a format cut short is recognised as ours
 /// and done again (never mistaken for a damaged or foreign region).
 pub const FORMATTING_MAGIC: u64 = u64::from_le_bytes(*b"NVWALfmt");
-/// 2: a differential record holds a range table (several byte ranges); 1 held one range in its
-/// header. A version-1 region is refused (`DbError::Format`), not read.
-pub const VERSION: u64 = 2;
+/// 3: every structure carries a checksum of ours (sealed header words and block-table entries,
+/// a crc32c per log record, a crc32c per 4 KiB chunk of the database file, issue 37); 2 had
+/// none; 1 held one differential range per record. Older regions are refused
+/// (`DbError::Format`), not read.
+pub const VERSION: u64 = 3;
 
 /// The region header occupies the first 4 KiB.
 pub const HEADER_BYTES: u64 = 4096;
@@ -31,18 +33,84 @@ pub const H_DB_OFF: u64 = 48;
 pub const H_DB_CAP: u64 = 56;
 /// crc32c of bytes `0..64` (the geometry above), so a damaged geometry is detected.
 pub const H_GEOMETRY_CRC: u64 = 64;
-/// 1 once the database has been created and its WAL mode and schema are durable.
+/// Sealed ([`seal`], [`SEAL_CREATED`]): 1 once the database has been created and its WAL mode
+/// and schema are durable, 0 before. A raw 0 (a cleared bit, a zeroed word) is not a sealed 0.
 pub const H_FORMATTED: u64 = 72;
-/// Logical length of the database file, persisted at the database file's `xSync`.
+/// Sealed ([`seal_len`]): logical length of the database file, persisted at its `xSync`.
 pub const H_DB_LEN: u64 = 80;
-/// First block of the log's block list (block index + 1; 0: the list is empty).
+/// Sealed ([`SEAL_NEXT`], index [`HEADER_LINK`]): first block of the log's block list (block
+/// index + 1; 0: the list is empty).
 pub const H_FIRST_BLOCK: u64 = 88;
-/// SQLite's 32-byte WAL header, alone in its cache line.
+/// SQLite's 32-byte WAL header, alone in its cache line with its checksum word.
 pub const H_WAL_HEADER: u64 = 128;
 pub const WAL_HEADER_BYTES: usize = 32;
+/// Sealed ([`SEAL_WAL_HEADER`]): crc32c of the WAL header and its epoch, written and flushed
+/// with them.
+pub const H_WAL_CRC: u64 = H_WAL_HEADER + WAL_HEADER_BYTES as u64;
+/// The WAL generation's epoch: one more at every new WAL header, copied into each record of
+/// the generation, persisted with the header before the generation's first commit mark. No
+/// crash leaves a committed record of a later epoch than this word; an older copy of the
+/// header does (issue 37: the fuzzer's stale page 0).
+pub const H_WAL_EPOCH: u64 = H_WAL_CRC + 8;
 
-/// One entry of the block table: `[state u64][next u64]`.
+/// One entry of the block table: `[state u64][next u64]`, each sealed with the block's index
+/// ([`SEAL_STATE`], [`SEAL_NEXT`]), so a damaged, zeroed or moved entry is detected.
 pub const META_ENTRY_BYTES: u64 = 16;
+
+/// The seal index of the header's link (a block's own `next` word is sealed with its index).
+pub const HEADER_LINK: u32 = u32::MAX;
+
+// What a sealed word holds (part of its checksum, so a word copied to another field fails).
+pub const SEAL_CREATED: u32 = 1;
+pub const SEAL_STATE: u32 = 2;
+pub const SEAL_NEXT: u32 = 3;
+pub const SEAL_WAL_HEADER: u32 = 4;
+
+/// A 32-bit value with a crc32c of `(kind, index, value)` in the high half: an aligned word is
+/// persisted atomically, so the seal never tears from its value, and any damage (a flip, a
+/// zeroed or foreign word, an entry of another block) fails [`unseal`].
+pub fn seal(kind: u32, index: u32, value: u32) -> u64 {
+    (u64::from(seal_crc(kind, index, u64::from(value))) << 32) | u64::from(value)
+}
+
+/// The value of a word [`seal`] wrote for `(kind, index)`, or `None` if it is damaged.
+pub fn unseal(word: u64, kind: u32, index: u32) -> Option<u32> {
+    let value = word as u32;
+    (seal(kind, index, value) == word).then_some(value)
+}
+
+fn seal_crc(kind: u32, index: u32, value: u64) -> u32 {
+    let mut b = [0u8; 16];
+    b[0..4].copy_from_slice(&kind.to_le_bytes());
+    b[4..8].copy_from_slice(&index.to_le_bytes());
+    b[8..16].copy_from_slice(&value.to_le_bytes());
+    crc32c::crc32c(&b)
+}
+
+/// Largest database length a sealed length word holds (48 bits).
+pub const MAX_SEALED_LEN: u64 = (1 << 48) - 1;
+
+/// A length below 2^48 with 16 bits of crc32c in the top of the word (see [`seal`]).
+pub fn seal_len(len: u64) -> u64 {
+    debug_assert!(len <= MAX_SEALED_LEN);
+    let len = len & MAX_SEALED_LEN;
+    (u64::from(seal_crc(0x4C45_4E00, 0, len) as u16) << 48) | len
+}
+
+pub fn unseal_len(word: u64) -> Option<u64> {
+    let len = word & MAX_SEALED_LEN;
+    (seal_len(len) == word).then_some(len)
+}
+
+/// The database file's checksum granule: a crc32c (of the chunk's index and bytes) per 4 KiB.
+pub const CHUNK_BYTES: u64 = 4096;
+/// Bytes of one entry of the chunk checksum table.
+pub const CHUNK_SUM_BYTES: u64 = 4;
+
+/// The checksum a database chunk's table entry holds.
+pub fn chunk_sum(chunk: u64, bytes: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&chunk.to_le_bytes()), bytes)
+}
 /// Block states (paper §3.3's tri-state flag).
 pub const BLOCK_FREE: u64 = 0;
 pub const BLOCK_PENDING: u64 = 1;
@@ -51,14 +119,18 @@ pub const BLOCK_IN_USE: u64 = 2;
 /// SQLite's WAL frame header (page number, commit size, salt-1, salt-2, checksum-1, -2).
 pub const FRAME_HEADER_BYTES: usize = 24;
 /// Our log record header: commit word, frame index, base frame, range count, payload length,
-/// SQLite's header.
-pub const RECORD_HEADER_BYTES: usize = 48;
+/// SQLite's header, crc32c, the generation's epoch.
+pub const RECORD_HEADER_BYTES: usize = 56;
+/// The record checksum covers the header after the commit word (all but the checksum itself)
+/// and the payload: the record is written whole before its commit word is set.
+const RECORD_CRC_AT: usize = 48;
 /// Most byte ranges one differential record holds; beyond it the ranges separated by the
 /// shortest unchanged gaps are merged.
 pub const MAX_RANGES: usize = 32;
 /// One range-table entry: in-page offset `u16`, length − 1 `u16` (pages are at most 64 KiB).
 pub const RANGE_ENTRY_BYTES: usize = 4;
-/// Low half of a set commit word; the high half holds the checksum in `cs` mode.
+/// Low half of a set commit word (`ls`, `e`); the high half is the record's own checksum, so
+/// a mark left at a place by an older record never commits a newer one.
 pub const COMMIT_TAG: u64 = 0x4E57_434D;
 /// `base` of a record that holds a whole page.
 pub const NO_BASE: u32 = u32::MAX;
@@ -69,8 +141,12 @@ pub const MAX_PAGE_BYTES: u32 = 65536;
 const _: () = assert!(RECORD_HEADER_BYTES.is_multiple_of(8));
 const _: () = assert!(H_WAL_HEADER.is_multiple_of(64) && WAL_HEADER_BYTES <= 64);
 const _: () = assert!(H_FIRST_BLOCK + 8 <= H_WAL_HEADER);
+const _: () = assert!(H_WAL_EPOCH + 8 <= H_WAL_HEADER + 64, "the WAL header's line holds all");
+const _: () = assert!(CHUNK_BYTES.is_multiple_of(64));
 
-/// Where things are in a region; fixed at format time.
+/// Where things are in a region; fixed at format time. The database chunks' checksum table
+/// lies between the log blocks and the database area: `[sums_off(), db_off)`, one
+/// [`CHUNK_SUM_BYTES`] entry per [`CHUNK_BYTES`] of `db_cap`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub block_bytes: u64,
@@ -102,22 +178,23 @@ impl Layout {
         }
         let meta_off = HEADER_BYTES;
         let blocks_off = align_up(meta_off + block_count * META_ENTRY_BYTES, 4096);
-        let db_off = align_up(blocks_off + block_count * block_bytes, 4096);
+        let sums_off = align_up(blocks_off + block_count * block_bytes, 4096);
         let min_db = 1 << 20;
-        if region_bytes < db_off + min_db {
-            return Err(DbError::RegionFull(format!(
+        let full = || {
+            DbError::RegionFull(format!(
                 "sqlite-nvwal: a {region_bytes}-byte region cannot hold {log_bytes} bytes of log \
                  and a 1 MiB database; give a larger --size or a smaller log_bytes"
-            )));
+            ))
+        };
+        // Room after the log: a chunk of database and its table entry each.
+        let rest = region_bytes.checked_sub(sums_off).ok_or_else(full)?;
+        let chunks = rest / (CHUNK_BYTES + CHUNK_SUM_BYTES);
+        let db_off = sums_off + align_up(chunks * CHUNK_SUM_BYTES, 4096);
+        let db_cap = (region_bytes.saturating_sub(db_off)).min(chunks * CHUNK_BYTES);
+        if db_cap < min_db {
+            return Err(full());
         }
-        Ok(Layout {
-            block_bytes,
-            block_count,
-            meta_off,
-            blocks_off,
-            db_off,
-            db_cap: region_bytes - db_off,
-        })
+        Ok(Layout { block_bytes, block_count, meta_off, blocks_off, db_off, db_cap })
     }
 
     pub fn geometry_bytes(&self) -> [u8; 64] {
@@ -148,7 +225,8 @@ impl Layout {
         if field(1) != VERSION {
             return Err(DbError::Format(format!(
                 "sqlite-nvwal: region format version {} (this build reads only {VERSION}: \
-                 version 1 stored one differential range per record); use a blank region",
+                 version 2 had no checksums, version 1 stored one differential range per \
+                 record); use a blank region",
                 field(1)
             )));
         }
@@ -171,6 +249,8 @@ impl Layout {
                     && me <= l.blocks_off
                     && be <= l.db_off
                     && de <= region_bytes
+                    && l.sums_off() >= be
+                    && (l.db_off - l.sums_off()) / CHUNK_SUM_BYTES >= l.chunks()
                     && l.block_bytes >= 4096
                     && l.block_bytes.is_multiple_of(64) =>
             {
@@ -178,6 +258,24 @@ impl Layout {
             }
             _ => bad(format!("geometry {l:?} does not fit a {region_bytes}-byte region")),
         }
+    }
+
+    /// Start of the chunk checksum table (just after the log blocks).
+    pub fn sums_off(&self) -> u64 {
+        align_up(
+            self.blocks_off.saturating_add(self.block_count.saturating_mul(self.block_bytes)),
+            4096,
+        )
+    }
+
+    /// Chunks of the database area (each with a table entry).
+    pub fn chunks(&self) -> u64 {
+        self.db_cap.div_ceil(CHUNK_BYTES)
+    }
+
+    /// Region offset of chunk `chunk`'s table entry.
+    pub fn sum(&self, chunk: u64) -> u64 {
+        self.sums_off() + chunk * CHUNK_SUM_BYTES
     }
 
     pub fn meta(&self, block: u32) -> u64 {
@@ -202,6 +300,10 @@ pub struct RecordHeader {
     /// Payload bytes after the header: the range table, then the ranges' bytes (or the page).
     pub len: u32,
     pub frame_header: [u8; FRAME_HEADER_BYTES],
+    /// crc32c of the encoded header's bytes `8..48` and the payload ([`RecordHeader::sum`]).
+    pub crc: u32,
+    /// The WAL generation's epoch ([`H_WAL_EPOCH`] when it was written; covered by `crc`).
+    pub epoch: u32,
 }
 
 impl RecordHeader {
@@ -213,6 +315,8 @@ impl RecordHeader {
         b[16..20].copy_from_slice(&self.ranges.to_le_bytes());
         b[20..24].copy_from_slice(&self.len.to_le_bytes());
         b[24..48].copy_from_slice(&self.frame_header);
+        b[48..52].copy_from_slice(&self.crc.to_le_bytes());
+        b[52..56].copy_from_slice(&self.epoch.to_le_bytes());
         b
     }
 
@@ -227,7 +331,21 @@ impl RecordHeader {
             ranges: u32_at(16),
             len: u32_at(20),
             frame_header,
+            crc: u32_at(48),
+            epoch: u32_at(52),
         }
+    }
+
+    /// The record checksum of this header (its `crc` field aside) and `payload`.
+    pub fn sum(&self, payload: &[u8]) -> u32 {
+        let b = self.encode();
+        let head = crc32c::crc32c_append(crc32c::crc32c(&b[8..RECORD_CRC_AT]), &b[52..56]);
+        crc32c::crc32c_append(head, payload)
+    }
+
+    /// Whether the record's checksum matches it and `payload`.
+    pub fn sum_ok(&self, payload: &[u8]) -> bool {
+        self.crc == self.sum(payload)
     }
 
     /// Bytes the record occupies (header + payload, rounded up to 8).
@@ -492,16 +610,55 @@ mod tests {
         assert!(apply_ranges(&mut page, &[(0, 200)], &payload[..10]).is_err());
     }
 
+    /// Versions 1 (one range per record) and 2 (no checksums, issue 37) are refused with a
+    /// clear `Format` error, never read.
     #[test]
-    fn a_version_1_region_is_refused() {
+    fn a_version_1_or_2_region_is_refused() {
         let l = Layout::plan(64 << 20, 16 << 20, 8192).unwrap();
-        let mut g = l.geometry_bytes();
-        g[8..16].copy_from_slice(&1u64.to_le_bytes());
-        let crc = u64::from(crc32c::crc32c(&g));
-        match Layout::decode(&g, crc, 64 << 20) {
-            Err(DbError::Format(m)) => assert!(m.contains("version 1"), "{m}"),
-            other => panic!("expected a format error, got {other:?}"),
+        for old in [1u64, 2] {
+            let mut g = l.geometry_bytes();
+            g[8..16].copy_from_slice(&old.to_le_bytes());
+            let crc = u64::from(crc32c::crc32c(&g));
+            match Layout::decode(&g, crc, 64 << 20) {
+                Err(DbError::Format(m)) => {
+                    assert!(m.contains(&format!("version {old} ")), "{m}");
+                    assert!(m.contains("use a blank region"), "{m}");
+                }
+                other => panic!("expected a format error, got {other:?}"),
+            }
         }
+    }
+
+    #[test]
+    fn sealed_words_reject_damage_and_other_fields() {
+        let w = seal(SEAL_STATE, 7, 2);
+        assert_eq!(unseal(w, SEAL_STATE, 7), Some(2));
+        assert_eq!(unseal(w, SEAL_STATE, 8), None, "another block's entry");
+        assert_eq!(unseal(w, SEAL_NEXT, 7), None, "another field");
+        assert_eq!(unseal(0, SEAL_CREATED, 0), None, "a raw zero");
+        for bit in 0..64 {
+            assert_eq!(unseal(w ^ (1 << bit), SEAL_STATE, 7), None, "bit {bit}");
+        }
+        let len = seal_len(123_456);
+        assert_eq!(unseal_len(len), Some(123_456));
+        for bit in 0..64 {
+            assert_eq!(unseal_len(len ^ (1 << bit)), None, "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn the_chunk_table_covers_the_database_area() {
+        for region in [4u64 << 20, 24 << 20, 1 << 30, (1 << 30) + 12345] {
+            let l = Layout::plan(region, 2 << 20, 8192).unwrap();
+            assert!(l.sums_off() >= l.blocks_off + l.block_count * l.block_bytes);
+            assert!(l.sum(l.chunks() - 1) + CHUNK_SUM_BYTES <= l.db_off, "{region}");
+            assert!(l.db_off + l.db_cap <= region);
+            assert_eq!(Layout::decode(&l.geometry_bytes(), geometry_crc(&l), region).unwrap(), l);
+        }
+    }
+
+    fn geometry_crc(l: &Layout) -> u64 {
+        u64::from(crc32c::crc32c(&l.geometry_bytes()))
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! Regression (issue 37, hole (a) for NVWAL's log): the writer (`append_record`: a record that
 //! does not fit the rest of its block goes to the next one) and recovery's scan (a header that
 //! does not fit or does not read back ends the block) must agree where a block's records end,
-//! for every space left at the block's end near a record header's size (48 bytes) and the
-//! smallest record's (56); a disagreement drops every commit after the block boundary. Kim et
-//! al., ASPLOS 2016, §3.3 (the block list) and §4.3 (recovery).
+//! for every space left at the block's end near a record header's size (56 bytes since format
+//! version 3) and the smallest record's (64); a disagreement drops every commit after the block
+//! boundary. Kim et al., ASPLOS 2016, §3.3 (the block list) and §4.3 (recovery).
 //!
 //! A first WAL generation leaves stale records (valid headers, older salts) in every block; the
 //! second fills its first block to end `gap` bytes short of the block's end, then writes records
@@ -20,8 +20,11 @@ const BLOCK: u64 = 8192;
 const REGION_BYTES: u64 = 4 << 20;
 /// Bytes of a one-range differential record around `len` changed bytes.
 const RANGE_RECORD_OVERHEAD: u64 = (RECORD_HEADER_BYTES + RANGE_ENTRY_BYTES) as u64;
-/// The smallest record: one changed byte (padded to 8).
-const MIN_RECORD: u64 = 56;
+/// The smallest record: a 56-byte header, one range-table entry and one changed byte, padded
+/// to 8.
+const MIN_RECORD: u64 = 64;
+const _: () =
+    assert!(MIN_RECORD == (RECORD_HEADER_BYTES + RANGE_ENTRY_BYTES + 1).div_ceil(8) as u64 * 8);
 const FULL_RECORD: u64 = RECORD_HEADER_BYTES as u64 + PAGE as u64;
 
 /// A WAL writer that chooses each record's size: a frame of page `pgno` whose first `len`
@@ -153,7 +156,7 @@ fn block_then_boundary(sync: SyncMode, gap: u64, sizes: &[u64]) -> (Vec<u8>, Vec
 #[test]
 fn nvwal_blocks_ending_near_a_record_header_size_recover_across_the_boundary() {
     for sync in [SyncMode::Lazy, SyncMode::Eager, SyncMode::Checksum] {
-        for gap in (0..=72).step_by(8) {
+        for gap in (0..=80).step_by(8) {
             let mut shapes: Vec<Vec<u64>> = vec![
                 vec![MIN_RECORD; 3],
                 vec![64, FULL_RECORD, 64],

@@ -10,9 +10,12 @@ mod common;
 use common::Script;
 use pmem::{Medium, Region, RegionOptions};
 use proptest::prelude::*;
-use sqlite_nvwal::layout::{RecordHeader, H_FIRST_BLOCK, MAX_RANGES, RECORD_HEADER_BYTES};
+use sqlite_nvwal::layout::{
+    unseal, RecordHeader, HEADER_LINK, H_FIRST_BLOCK, MAX_RANGES, RECORD_HEADER_BYTES, SEAL_NEXT,
+};
 use sqlite_nvwal::store::Store;
 use sqlite_nvwal::{DiffMode, HeapMode, NvwalOptions, SyncMode};
+use storage::{DbError, Result};
 
 const REGION_BYTES: u64 = 24 << 20;
 
@@ -199,7 +202,7 @@ fn three_records(o: &NvwalOptions) -> (Store, Script, Vec<u64>) {
         s.txn_pages(&store, &[(1, page.clone())]);
     }
     let region = store.region();
-    let first = region.read_u64(H_FIRST_BLOCK);
+    let first = unseal(region.read_u64(H_FIRST_BLOCK), SEAL_NEXT, HEADER_LINK).expect("sealed");
     assert!(first > 0, "a log block");
     let mut pos = store.layout().block(first as u32 - 1);
     let mut records = Vec::new();
@@ -216,20 +219,22 @@ fn three_records(o: &NvwalOptions) -> (Store, Script, Vec<u64>) {
     (store, s, records)
 }
 
-fn open_damaged(store: &Store, o: &NvwalOptions, edit: impl Fn(&mut Vec<u8>)) -> Store {
+fn open_damaged(store: &Store, o: &NvwalOptions, edit: impl Fn(&mut Vec<u8>)) -> Result<Store> {
     let mut image = store.region().snapshot();
     edit(&mut image);
     let region =
         Region::dram_copy(&image, &RegionOptions::new(Medium::Dram, REGION_BYTES)).expect("copy");
-    Store::open(region, o).expect("a damaged record ends the log; it is not an error")
+    Store::open(region, o)
 }
 
+/// Regression (issue 37, `nvmdb fuzz --engine sqlite-nvwal`: damaged log blocks were accepted
+/// with fewer rows): a damaged record of a durable transaction ended the log there, silently
+/// dropping it and every later commit. Its checksum fails and a commit mark follows (or is its
+/// own), which no crash leaves: `Corrupt`, never a panic, never a shorter log.
 #[test]
-fn a_damaged_range_table_ends_the_log_without_a_panic() {
+fn a_damaged_committed_record_is_corrupt_not_a_shorter_log() {
     let o = options(DiffMode::On, HeapMode::User);
     let (store, s, records) = three_records(&o);
-    let frame = common::PAGE + 24;
-    let one_frame = &s.model[..32 + frame];
     let at = records[1] as usize;
     let table = at + RECORD_HEADER_BYTES;
     let u16le = |v: u16| v.to_le_bytes().to_vec();
@@ -243,16 +248,22 @@ fn a_damaged_range_table_ends_the_log_without_a_panic() {
         ("range length past the page", table + 2, u16le(0xFFFF)),
         ("overlapping ranges", table + 4, u16le(100)),
         ("unsorted ranges", table + 8, u16le(50)),
+        ("a changed byte of the payload", table + 40, vec![0x5A]),
+        ("the frame number", at + 8, vec![9]),
+        ("the record checksum", at + 48, vec![0, 0]),
+        ("the last commit's payload", records[2] as usize + RECORD_HEADER_BYTES + 12, vec![1]),
     ];
     for (what, i, bytes) in damages {
-        let again = open_damaged(&store, &o, |image| {
+        match open_damaged(&store, &o, |image| {
             image[i..i + bytes.len()].copy_from_slice(&bytes);
-        });
-        assert!(again.wal_image() == one_frame, "{what}: {:?}", again.facts());
-        assert_eq!(again.facts().commits_recovered, 1, "{what}");
+        }) {
+            Err(DbError::Corrupt(m)) => assert!(m.contains("record"), "{what}: {m}"),
+            Err(e) => panic!("{what}: expected Corrupt, got {e}"),
+            Ok(again) => panic!("{what}: accepted with {:?}", again.facts()),
+        }
     }
     // Undamaged: all three commits.
-    let again = open_damaged(&store, &o, |_| {});
+    let again = open_damaged(&store, &o, |_| {}).expect("undamaged");
     assert!(again.wal_image() == s.model);
 }
 
@@ -267,7 +278,8 @@ fn the_cs_checksum_covers_the_range_table() {
     let again = open_damaged(&store, &o, |i| {
         let off = u16::from_le_bytes([i[entry], i[entry + 1]]) + 1;
         i[entry..entry + 2].copy_from_slice(&off.to_le_bytes());
-    });
+    })
+    .expect("a cs commit whose records fail their checksums is a torn commit");
     assert!(again.wal_image() == two_frames, "{:?}", again.facts());
     assert_eq!(again.facts().torn_commits_by_checksum, 1);
 }

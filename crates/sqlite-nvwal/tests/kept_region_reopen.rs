@@ -2,8 +2,9 @@
 //! the growable mapping (`bench` maps half the free disk), so reopening it with another mapping
 //! size said "geometry ... does not fit"; (2) a zeroed header over a populated region was taken
 //! for a blank region and formatted over, silently dropping the database (so was a damaged
-//! created flag); (3) a truncated file must be a clean error. Would catch: geometry read from the mapping instead of the header, a
-//! silent reformat of damaged data, or a read past the file's end.
+//! created flag); (3) a truncated file must be a clean error. Would catch: geometry read from
+//! the mapping instead of the header, a silent reformat of damaged data, or a read past the
+//! file's end.
 
 use pmem::{Medium, Region, RegionOptions};
 use std::collections::BTreeMap;

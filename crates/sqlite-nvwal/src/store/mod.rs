@@ -73,6 +73,8 @@ struct Log {
     /// Free blocks (popped from the end: lowest index first).
     free: Vec<u32>,
     header_dirty: bool,
+    /// The current WAL generation's epoch ([`H_WAL_EPOCH`]).
+    epoch: u32,
     /// `cs` mode: record ranges written but never flushed (made durable by `sync_all`).
     unflushed: Vec<(u64, u64)>,
     /// `cs` mode: crc32c of the records of the transaction being written.
@@ -141,20 +143,21 @@ impl Store {
         let (layout, formatted_now) = if magic == MAGIC {
             let geometry = region.read(0, 64).to_vec();
             let layout = Layout::decode(&geometry, region.read_u64(H_GEOMETRY_CRC), len)?;
-            match region.read_u64(H_FORMATTED) {
-                1 => (layout, false),
-                0 => {
+            match unseal(region.read_u64(H_FORMATTED), SEAL_CREATED, 0) {
+                Some(1) => (layout, false),
+                Some(0) => {
                     // A crash while the database was being created: start again.
                     format(&region, &layout);
                     (layout, true)
                 }
-                // Only 0 and 1 are ever written: anything else is a damaged word, and taking
-                // it for "not created yet" would format over the database (found by `nvmdb
-                // fuzz --engine sqlite-nvwal --seed 11 --case 423`, a bit flip in byte 78).
-                other => {
+                // Only a sealed 0 or 1 is ever written: anything else (a flipped bit, a zeroed
+                // word) is damage, and taking it for "not created yet" would format over the
+                // database (found by `nvmdb fuzz --engine sqlite-nvwal --seed 11 --case 423`).
+                _ => {
                     return Err(corrupt(format!(
-                        "the header's created flag is {other:#x} (only 0 or 1 are written); \
-                         refusing to format over the database"
+                        "the header's created flag is damaged (word {:#x}); refusing to format \
+                         over the database",
+                        region.read_u64(H_FORMATTED)
                     )))
                 }
             }
@@ -172,7 +175,12 @@ impl Store {
                     .into(),
             ));
         };
-        let db_len = region.read_u64(H_DB_LEN);
+        let Some(db_len) = unseal_len(region.read_u64(H_DB_LEN)) else {
+            return Err(corrupt(format!(
+                "the header's database length word {:#x} is damaged",
+                region.read_u64(H_DB_LEN)
+            )));
+        };
         if db_len > layout.db_cap {
             return Err(corrupt(format!("database length {db_len} > capacity {}", layout.db_cap)));
         }
@@ -189,6 +197,7 @@ impl Store {
         let (log, facts) = store.recover()?;
         store.log = Mutex::new(log);
         store.facts = facts;
+        store.verify_db_chunks()?;
         Ok(store)
     }
 
@@ -218,7 +227,7 @@ impl Store {
 
     /// Marks the database created (its WAL mode and schema are durable in the log).
     pub fn mark_formatted(&self) {
-        self.region.write_u64(H_FORMATTED, 1);
+        self.region.write_u64(H_FORMATTED, seal(SEAL_CREATED, 0, 1));
         self.region.persist(H_FORMATTED, 8);
     }
 
@@ -250,6 +259,11 @@ impl Store {
     }
 }
 
+/// The sealed checksum word of a WAL header and its epoch.
+pub(crate) fn wal_header_seal(header: &[u8], epoch: u32) -> u64 {
+    seal(SEAL_WAL_HEADER, 0, crc32c::crc32c_append(crc32c::crc32c(header), &epoch.to_le_bytes()))
+}
+
 /// Tag of a `cs`-mode commit word (the checksum in its high half).
 pub const COMMIT_TAG_CS: u64 = 0x4E57_4353;
 
@@ -266,6 +280,7 @@ impl Log {
             tail_off: 0,
             free: Vec::new(),
             header_dirty: false,
+            epoch: 0,
             unflushed: Vec::new(),
             txn_crc: 0,
             commits: 0,
@@ -299,17 +314,25 @@ fn blank_header_over_blank_region(region: &Region) -> Result<bool> {
 /// checksum, or header lines without the magic, and the region no longer opened).
 fn format(region: &Region, layout: &Layout) {
     region.write_u64(H_MAGIC, FORMATTING_MAGIC);
-    region.write_u64(H_FORMATTED, 0);
+    region.write_u64(H_FORMATTED, seal(SEAL_CREATED, 0, 0));
     region.flush(H_MAGIC, 8);
     region.flush(H_FORMATTED, 8);
     region.fence();
     let geometry = layout.geometry_bytes();
     region.write(8, &geometry[8..]);
     region.write_u64(H_GEOMETRY_CRC, u64::from(crc32c::crc32c(&geometry)));
-    region.write_u64(H_DB_LEN, 0);
-    region.write_u64(H_FIRST_BLOCK, 0);
+    region.write_u64(H_DB_LEN, seal_len(0));
+    region.write_u64(H_FIRST_BLOCK, seal(SEAL_NEXT, HEADER_LINK, 0));
     region.write(H_WAL_HEADER, &[0u8; WAL_HEADER_BYTES]);
-    let table = vec![0u8; (layout.block_count * META_ENTRY_BYTES) as usize];
+    region.write_u64(H_WAL_CRC, wal_header_seal(&[0u8; WAL_HEADER_BYTES], 0));
+    region.write_u64(H_WAL_EPOCH, 0);
+    // Every entry sealed free with no successor (the chunk table needs nothing: a chunk's entry
+    // is written when the database file first reaches it).
+    let mut table = vec![0u8; (layout.block_count * META_ENTRY_BYTES) as usize];
+    for (b, entry) in table.chunks_exact_mut(META_ENTRY_BYTES as usize).enumerate() {
+        entry[..8].copy_from_slice(&seal(SEAL_STATE, b as u32, BLOCK_FREE as u32).to_le_bytes());
+        entry[8..].copy_from_slice(&seal(SEAL_NEXT, b as u32, 0).to_le_bytes());
+    }
     region.write(layout.meta_off, &table);
     region.flush(0, HEADER_BYTES);
     region.flush(layout.meta_off, table.len() as u64);

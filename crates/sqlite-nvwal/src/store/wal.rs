@@ -1,5 +1,6 @@
 //! The WAL file: SQLite's frames in the DRAM shadow, turned into NVWAL's differential records
-//! (Kim et al., ASPLOS 2016, §3.2, §3.3) and made durable at the commit frame's sync (§4.1, §4.2).
+//! (Kim et al., ASPLOS 2016, §3.2, §3.3) and made durable at the commit frame's sync (§4.1,
+//! §4.2).
 
 use super::*;
 
@@ -46,7 +47,8 @@ impl Store {
             self.reset(&mut log);
             log.page_bytes = page_bytes;
             log.shadow.extend_from_slice(bytes);
-            self.region.write(H_WAL_HEADER, bytes);
+            log.epoch = log.epoch.wrapping_add(1);
+            self.write_wal_header(bytes, log.epoch);
             if self.options.sync == SyncMode::Eager {
                 self.region.persist(H_WAL_HEADER, LINE);
             } else {
@@ -80,7 +82,7 @@ impl Store {
         let mut log = self.log.lock();
         if len == 0 {
             self.reset(&mut log);
-            self.clear_header();
+            self.clear_header(log.epoch);
             return Ok(());
         }
         if len >= log.shadow.len() as u64 {
@@ -104,12 +106,23 @@ impl Store {
     pub fn wal_delete(&self) {
         let mut log = self.log.lock();
         self.reset(&mut log);
-        self.clear_header();
+        self.clear_header(log.epoch);
     }
 
-    fn clear_header(&self) {
-        self.region.write(H_WAL_HEADER, &[0u8; WAL_HEADER_BYTES]);
+    fn clear_header(&self, epoch: u32) {
+        self.write_wal_header(&[0u8; WAL_HEADER_BYTES], epoch);
         self.region.persist(H_WAL_HEADER, LINE);
+    }
+
+    /// The WAL header and its sealed checksum, in one line (flushed together; a crash may
+    /// tear them apart only before the generation's first commit mark).
+    fn write_wal_header(&self, header: &[u8], epoch: u32) {
+        let mut line = [0u8; WAL_HEADER_BYTES + 16];
+        line[..WAL_HEADER_BYTES].copy_from_slice(header);
+        line[WAL_HEADER_BYTES..WAL_HEADER_BYTES + 8]
+            .copy_from_slice(&wal_header_seal(header, epoch).to_le_bytes());
+        line[WAL_HEADER_BYTES + 8..].copy_from_slice(&u64::from(epoch).to_le_bytes());
+        self.region.write(H_WAL_HEADER, &line);
     }
 
     /// `xSync` of the WAL: Algorithm 1. The frames written since the last sync become records
@@ -163,13 +176,23 @@ impl Store {
         let pos = log.records[last].pos;
         let word = match self.options.sync {
             SyncMode::Checksum => (u64::from(log.txn_crc) << 32) | COMMIT_TAG_CS,
-            _ => COMMIT_TAG,
+            // The record's checksum binds the mark to it: a mark left by an older record at
+            // this place does not commit a new one that a crash tore.
+            _ => {
+                (u64::from(RecordHeader::decode(self.region.read(pos, RECORD_HEADER_BYTES)).crc)
+                    << 32)
+                    | COMMIT_TAG
+            }
         };
-        self.region.write_u64(pos, word);
         if self.options.sync == SyncMode::Checksum && log.header_dirty {
+            // The header persists before its generation's first commit mark (once per WAL
+            // restart), so a commit never survives with an older header: recovery takes a
+            // commit of another generation than the header's for damage.
             self.region.flush(H_WAL_HEADER, LINE);
+            self.region.fence();
             log.header_dirty = false;
         }
+        self.region.write_u64(pos, word);
         if self.options.fault != Some(Fault::SkipCommitPersist) {
             self.region.flush(pos, 8);
         }
@@ -214,7 +237,7 @@ impl Store {
         (log.commits, log.durable_commits)
     }
 
-    fn frame_header_of(log: &Log, frame: usize) -> &[u8] {
+    pub(super) fn frame_header_of(log: &Log, frame: usize) -> &[u8] {
         let off = WAL_HEADER_BYTES + frame * (log.page_bytes as usize + FRAME_HEADER_BYTES);
         &log.shadow[off..off + FRAME_HEADER_BYTES]
     }
@@ -267,7 +290,12 @@ impl Store {
             ranges,
             len,
             frame_header,
+            crc: 0,
+            epoch: log.epoch,
         };
+        // The record's checksum is written with it, before any flush: the commit mark that
+        // makes it part of the log is set only after the whole record persisted.
+        let header = RecordHeader { crc: header.sum(&payload), ..header };
         let encoded = header.encode();
         // Lines 15-17: copy the (differential) frame into NVRAM, no flush yet.
         self.region.write(pos, &encoded);
@@ -304,21 +332,18 @@ impl Store {
         let meta = self.layout.meta(block);
         let start = self.layout.block(block);
         // mv_pre_malloc: pending, no successor, and no stale record at the block's start.
-        self.region.write_u64(meta, BLOCK_PENDING);
-        self.region.write_u64(meta + 8, 0);
+        self.set_state(block, BLOCK_PENDING);
+        self.set_link(Some(block), 0);
         self.region.write(start, &[0u8; RECORD_HEADER_BYTES]);
         self.region.flush(meta, META_ENTRY_BYTES);
         self.region.flush(start, RECORD_HEADER_BYTES as u64);
         self.region.fence();
         // wh.add_new_block + flush + persist barrier.
-        let link = match log.blocks.last() {
-            Some(prev) => self.layout.meta(*prev) + 8,
-            None => H_FIRST_BLOCK,
-        };
-        self.region.write_u64(link, u64::from(block) + 1);
-        self.region.persist(link, 8);
+        let owner = log.blocks.last().copied();
+        self.set_link(owner, u64::from(block) + 1);
+        self.region.persist(self.link_at(owner).0, 8);
         // mv_malloc_set_used_flag.
-        self.region.write_u64(meta, BLOCK_IN_USE);
+        self.set_state(block, BLOCK_IN_USE);
         self.region.persist(meta, 8);
         log.blocks.push(block);
         log.tail_slot = log.blocks.len() - 1;
@@ -359,12 +384,11 @@ impl Store {
     /// log is dropped only when every frame is in the database file).
     fn reset(&self, log: &mut Log) {
         if !log.blocks.is_empty() {
-            self.region.write_u64(H_FIRST_BLOCK, 0);
+            self.set_link(None, 0);
             self.region.persist(H_FIRST_BLOCK, 8);
             for b in &log.blocks {
-                let meta = self.layout.meta(*b);
-                self.region.write_u64(meta, BLOCK_FREE);
-                self.region.flush(meta, 8);
+                self.set_state(*b, BLOCK_FREE);
+                self.region.flush(self.layout.meta(*b), 8);
             }
             self.region.fence();
             let mut freed = std::mem::take(&mut log.blocks);
