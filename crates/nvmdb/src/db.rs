@@ -472,7 +472,12 @@ impl Db {
     fn reclaim(&self, tables: Tables, slot: usize) {
         for _ in 0..MAX_RECLAIM_STEPS {
             let Ok(mut txn) = self.engine.begin(slot) else { return };
-            match kv::reclaim_step(&mut *txn, tables, slot) {
+            // Reclaiming frees space: it may take what engines keep for freeing work.
+            let step = {
+                let _freeing = storage::alloc::FreeingScope::enter();
+                kv::reclaim_step(&mut *txn, tables, slot)
+            };
+            match step {
                 Ok(more) => {
                     let durable = {
                         let _freeing = storage::alloc::FreeingScope::enter();

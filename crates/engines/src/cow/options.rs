@@ -12,8 +12,8 @@ pub const SHARED_KEYS: &[&str] = &["node_capacity", "fault", "io", "checksums"];
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TupleLayout {
-    /// `pages` when formatting (until `pointers` passes the `nvmdb` layer's full-region test);
-    /// a region keeps the layout it was formatted with.
+    /// `pages` when formatting (until `pointers` has had the campaigns a default needs); a
+    /// region keeps the layout it was formatted with.
     #[default]
     Auto,
     /// NVM-CoW (§4.2): tuples allocated apart from the tree, whose leaves hold non-volatile
