@@ -150,6 +150,24 @@ fn a_backup_never_overwrites_a_file() {
 
 const CHILD_ENV: &str = "NVMDB_BACKUP_CHILD_DIR";
 
+/// Runs the ignored test `child` in a child process (with [`CHILD_ENV`] = `dir`), kills it
+/// with SIGKILL after each of six delays, and calls `after_kill(delay_ms)` once it is dead.
+fn kill_child_at_delays(child: &str, dir: &Path, mut after_kill: impl FnMut(u64)) {
+    for delay_ms in [30u64, 60, 90, 120, 150, 200] {
+        let mut process = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", child, "--include-ignored", "--nocapture"])
+            .env(CHILD_ENV, dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        process.kill().unwrap(); // SIGKILL
+        process.wait().unwrap();
+        after_kill(delay_ms);
+    }
+}
+
 /// Not a test on its own: the process `backup_killed_mid_copy_leaves_no_partial_target`
 /// kills. Backs the source up again and again until it is killed.
 #[test]
@@ -178,17 +196,7 @@ fn backup_killed_mid_copy_leaves_no_partial_target() {
         }
     }
     let mut partials = 0;
-    for delay_ms in [30u64, 60, 90, 120, 150, 200] {
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "backup_child_process", "--include-ignored", "--nocapture"])
-            .env(CHILD_ENV, &dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+    kill_child_at_delays("backup_child_process", &dir, |_| {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let name = path.file_name().unwrap().to_string_lossy().to_string();
@@ -201,7 +209,7 @@ fn backup_killed_mid_copy_leaves_no_partial_target() {
             }
         }
         assert_eq!(check_backup("inplace", &source), 150, "the source after a kill");
-    }
+    });
     assert!(partials > 0, "no kill landed during a copy: the test did not test");
     std::fs::remove_dir_all(&dir).ok();
 }
@@ -416,23 +424,13 @@ fn compaction_killed_anywhere_leaves_a_whole_database() {
         }
     }
     let mut leftovers = 0;
-    for delay_ms in [30u64, 60, 90, 120, 150, 200] {
-        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "compact_child_process", "--include-ignored", "--nocapture"])
-            .env(CHILD_ENV, &dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+    kill_child_at_delays("compact_child_process", &dir, |delay_ms| {
         leftovers += ["source.compact", "source.compact.partial"]
             .iter()
             .filter(|name| dir.join(name).exists())
             .count();
         assert_eq!(check_backup("inplace", &source), 150, "after a kill at {delay_ms} ms");
-    }
+    });
     let mut db = Db::open(&file_options("inplace", &source)).unwrap();
     db.compact().unwrap();
     drop(db);

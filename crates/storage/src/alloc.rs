@@ -77,6 +77,13 @@ impl Drop for FreeingScope {
     }
 }
 
+/// Free pages an allocator over `layout` keeps for freeing work: [`RESERVE_PAGES`], or an
+/// eighth of the data pages of a smaller region (also `cow`'s NVM-CoW layout's rule).
+pub fn reserve_pages(layout: &Layout) -> u64 {
+    let data = layout.page_count.saturating_sub(layout.first_data_page());
+    RESERVE_PAGES.min(data / 8)
+}
+
 fn word_offset(page: PageId) -> u64 {
     page_offset(BITMAP_FIRST_PAGE) + page / 64 * 8
 }
@@ -167,11 +174,9 @@ impl PageAllocator {
         &self.layout
     }
 
-    /// Free pages kept for freeing work: [`RESERVE_PAGES`], or an eighth of the data pages of
-    /// a smaller region.
+    /// Free pages kept for freeing work ([`reserve_pages`] of this allocator's layout).
     pub fn reserve_pages(&self) -> u64 {
-        let data = self.layout.page_count.saturating_sub(self.layout.first_data_page());
-        RESERVE_PAGES.min(data / 8)
+        reserve_pages(&self.layout)
     }
 
     /// Takes a free page (volatile only). The caller persists a `PAGE_ALLOC` undo record and

@@ -363,8 +363,7 @@ impl Cow {
         // without it a region filled by inserts could never be emptied.
         if self.pointers && !storage::alloc::FreeingScope::active() {
             let left = s.free.len() as u64 + self.layout.page_count.saturating_sub(s.high);
-            let reserve = storage::alloc::RESERVE_PAGES.min(self.layout.page_count / 8);
-            if left <= reserve {
+            if left <= storage::alloc::reserve_pages(&self.layout) {
                 return Err(DbError::RegionFull(format!(
                     "cow: the last {left} of {} pages are kept for deletes",
                     self.layout.page_count
