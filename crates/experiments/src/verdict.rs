@@ -69,6 +69,17 @@ pub enum Bound {
     Ours,
 }
 
+/// What ours ranges over, so that a reader re-judging a claims file ([`crate::report`]) applies
+/// the rule its writer did: a range over repetitions (or trace seeds) of one configuration
+/// straddling the bound is inconclusive; over groups (configurations that must each agree) it
+/// differs ([`Claim::groups`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Over {
+    Repetitions,
+    Groups,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
@@ -104,6 +115,7 @@ pub struct Claim {
     /// The accepted interval [lo, hi].
     pub accept_lo: f64,
     pub accept_hi: f64,
+    pub over: Over,
     pub verdict: Verdict,
     /// Why it differs or is inconclusive (empty when reproduced); what an input restates.
     pub cause: String,
@@ -142,6 +154,7 @@ impl Claim {
             ours_hi: hi,
             accept_lo: accept.0,
             accept_hi: accept.1,
+            over: Over::Repetitions,
             verdict,
             cause,
         }
@@ -161,6 +174,7 @@ impl Claim {
         cause: impl Into<String>,
     ) -> Claim {
         let mut c = Claim::new(what, source, role, bound, paper, ours, accept, cause);
+        c.over = Over::Groups;
         if c.verdict == Verdict::Inconclusive
             && !ours.is_empty()
             && ours.iter().all(|v| v.is_finite())

@@ -18,10 +18,16 @@ pub struct Args {
     /// Write the report here instead of DIR.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Also report a seed run by its own command (repeatable): the directory its command wrote,
+    /// with `*experiment.json` manifests (`results/persistency`, `results/queryopt`,
+    /// `results/dcpower`).
+    #[arg(long = "seed", value_name = "DIR")]
+    pub seeds: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let options = ReportOptions { dir: args.dir, specs: args.specs, out: args.out };
+    let options =
+        ReportOptions { dir: args.dir, specs: args.specs, out: args.out, seeds: args.seeds };
     let built = report::build(&options)?;
     let written = report::write(&built)?;
     print!("{}", report::markdown(&built));

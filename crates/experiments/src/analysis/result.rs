@@ -19,6 +19,9 @@ pub enum Verdict {
     /// Judged on `--quick` runs (short, reduced grid, one repetition): never a reproduction,
     /// whatever the numbers say. The reason says which way they point.
     Quick(String),
+    /// An input or a fitted constant of a seed's model ([`crate::verdict::Role`]): what we put
+    /// in, never judged; the reason names which.
+    NotJudged(String),
 }
 
 /// The verdict text of every claim judged on `--quick` runs.
@@ -48,6 +51,7 @@ impl Verdict {
             Verdict::Quick(r) => format!("{QUICK_VERDICT} ({r})"),
             Verdict::NotRunnable(r) => format!("not yet runnable: {r}"),
             Verdict::NoData(r) => format!("no data: {r}"),
+            Verdict::NotJudged(r) => format!("not judged: {r}"),
         }
     }
 
@@ -74,6 +78,9 @@ pub enum Class {
     OurTolerance,
     /// Not a paper claim (`role = "check"`): an implementation check.
     Check,
+    /// An input or fitted constant of a seed's model, beside the paper's number it restates or
+    /// was fitted to: listed apart, never a reproduction.
+    Input,
 }
 
 impl Class {

@@ -20,6 +20,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 mod page;
+pub mod seeds;
 pub use page::*;
 
 /// A report that cannot be made.
@@ -45,6 +46,9 @@ pub struct ReportOptions {
     pub specs: Vec<PathBuf>,
     /// Where to write the report (default: `dir`).
     pub out: Option<PathBuf>,
+    /// Result directories of the seeds run by their own commands ([`seeds`]): each gets its
+    /// section, its claims judged again from their numbers.
+    pub seeds: Vec<PathBuf>,
 }
 
 /// Counts of a spec's points by what happened to them.
@@ -77,6 +81,9 @@ pub struct SpecReport {
     pub quick: bool,
     /// Host, versions, commits and dates of this spec's runs.
     pub provenance: Provenance,
+    /// The seed whose own command wrote it ([`seeds`]); `None` for a spec of `nvmdb sweep`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<String>,
 }
 
 /// The whole report.
@@ -96,7 +103,7 @@ pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
     let out = options.out.clone().unwrap_or_else(|| options.dir.clone());
     let loaded = results::read_rows(&options.dir.join(results::RESULTS_FILE))?;
     let specs = load_specs(options, &loaded.rows)?;
-    if specs.is_empty() {
+    if specs.is_empty() && options.seeds.is_empty() {
         return Err(ReportError::Empty(options.dir.display().to_string()));
     }
     let figures_dir = out.join("figures");
@@ -105,6 +112,9 @@ pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
     let mut reports = Vec::new();
     for spec in &specs {
         reports.push(spec_report(spec, &loaded.rows, &figures_dir)?);
+    }
+    for dir in &options.seeds {
+        reports.extend(seeds::load(dir, &out)?);
     }
     if loaded.skipped_lines > 0 {
         if let Some(first) = reports.first_mut() {
@@ -271,6 +281,7 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
         notes,
         quick,
         provenance,
+        seed: None,
     })
 }
 

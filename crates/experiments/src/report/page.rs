@@ -17,6 +17,7 @@ pub(super) fn verdict_class(v: &Verdict) -> &'static str {
         Verdict::NotRunnable(_) => "blocked",
         Verdict::NoData(_) => "nodata",
         Verdict::Quick(_) => "quick",
+        Verdict::NotJudged(_) => "nodata",
     }
 }
 
@@ -29,6 +30,7 @@ pub struct Counts {
     pub not_runnable: usize,
     pub no_data: usize,
     pub quick: usize,
+    pub not_judged: usize,
 }
 
 impl Counts {
@@ -40,11 +42,18 @@ impl Counts {
             Verdict::NotRunnable(_) => self.not_runnable += 1,
             Verdict::NoData(_) => self.no_data += 1,
             Verdict::Quick(_) => self.quick += 1,
+            Verdict::NotJudged(_) => self.not_judged += 1,
         }
     }
 
     pub fn total(&self) -> usize {
-        self.agree + self.differ + self.inconclusive + self.not_runnable + self.no_data + self.quick
+        self.agree
+            + self.differ
+            + self.inconclusive
+            + self.not_runnable
+            + self.no_data
+            + self.quick
+            + self.not_judged
     }
 }
 
@@ -54,6 +63,8 @@ pub struct Tally {
     pub paper: Counts,
     pub our_tolerance: Counts,
     pub checks: Counts,
+    /// Seeds' inputs and fitted constants: never judged, never counted as reproductions.
+    pub inputs: Counts,
 }
 
 pub fn tally(report: &Report) -> Tally {
@@ -63,6 +74,7 @@ pub fn tally(report: &Report) -> Tally {
             Class::Paper => t.paper.add(&c.verdict),
             Class::OurTolerance => t.our_tolerance.add(&c.verdict),
             Class::Check => t.checks.add(&c.verdict),
+            Class::Input => t.inputs.add(&c.verdict),
         }
     }
     t
@@ -129,12 +141,14 @@ pub(super) fn summary(report: &Report) -> String {
     }
     format!(
         "Paper claims against the paper's bounds: {}. Apart, not counted as reproductions: {} \
-         against our tolerance ({}); {} implementation checks ({}).",
+         against our tolerance ({}); {} implementation checks ({}); {} inputs and fitted \
+         constants (what we put in, never judged).",
         paper.join(", "),
         t.our_tolerance.total(),
         counts_text(&t.our_tolerance, "within", "outside"),
         t.checks.total(),
         counts_text(&t.checks, "pass", "fail"),
+        t.inputs.total(),
     )
 }
 
@@ -293,7 +307,7 @@ pub(super) fn md_cell(s: &str) -> String {
 }
 
 /// The report's three sections of claims, in order, with their headings.
-pub const SECTIONS: [(Class, &str, &str); 3] = [
+pub const SECTIONS: [(Class, &str, &str); 4] = [
     (
         Class::Paper,
         "Paper claims",
@@ -311,11 +325,80 @@ pub const SECTIONS: [(Class, &str, &str); 3] = [
         "Implementation checks",
         "Not paper claims: our protocols against Pelley's, self-consistency checks.",
     ),
+    (
+        Class::Input,
+        "Inputs and fitted constants",
+        "What a seed's model takes from the paper (inputs) or was tuned to match (fitted \
+         constants), beside the paper's number: never judged, never counted as reproduced.",
+    ),
 ];
 
 /// The cell of a claim's repetitions.
 pub(super) fn repetitions_cell(c: &ClaimResult) -> String {
     c.repetitions.clone().unwrap_or_else(|| "–".into())
+}
+
+/// One table of claims of `specs` in `class`, under a heading of `level` (`##`); nothing for
+/// an empty class other than the paper's, which lists the specs without claims by status.
+fn class_table(m: &mut String, specs: &[&SpecReport], section: (Class, &str, &str), level: &str) {
+    let (class, heading, what) = section;
+    let any = specs.iter().flat_map(|s| &s.claims).any(|c| c.class == class);
+    if !any && class != Class::Paper {
+        return;
+    }
+    let _ = writeln!(m, "{level} {heading}\n\n{what}\n");
+    m.push_str(
+        "| experiment | claim | paper | accepted | measured | repetitions | verdict |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for s in specs {
+        if class == Class::Paper && s.claims.is_empty() {
+            let (name, status) = (md_cell(&s.name), md_cell(&s.status));
+            let _ = writeln!(m, "| {name} | – | – | – | – | – | {status} |");
+        }
+        for c in s.claims.iter().filter(|c| c.class == class) {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                md_cell(&s.name),
+                md_cell(&c.text),
+                md_cell(&c.paper_with_bound()),
+                md_cell(&c.accepted),
+                md_cell(&c.measured_text()),
+                md_cell(&repetitions_cell(c)),
+                md_cell(&c.verdict_text())
+            );
+        }
+    }
+    m.push('\n');
+}
+
+/// A spec's part of the list of experiments, under its own heading (so that a link can name
+/// it: `report.md#pelley-fig5`): source, status, figures (linked), notes.
+fn experiment_item(m: &mut String, s: &SpecReport, level: &str) {
+    let _ = writeln!(m, "{level} {}\n\n{}: {} ({})\n", s.name, s.title, s.status, s.source);
+    if !s.figures.is_empty() {
+        let links: Vec<String> = s
+            .figures
+            .iter()
+            .map(|(svg, png, _)| {
+                let stem = Path::new(svg).file_stem().map(|x| x.to_string_lossy().into_owned());
+                format!("[{}]({svg}) ([PNG]({png}))", stem.unwrap_or_default())
+            })
+            .collect();
+        let _ = writeln!(m, "Figures: {}\n", links.join(", "));
+    }
+    for n in &s.notes {
+        let _ = writeln!(m, "- {n}");
+    }
+    if !s.notes.is_empty() {
+        m.push('\n');
+    }
+}
+
+/// The heading of a seed's section (`## Seed: persistency`, anchor `#seed-persistency`).
+pub fn seed_heading(seed: &str) -> String {
+    format!("Seed: {seed}")
 }
 
 /// `report.md`: the verdict tables, for terminals.
@@ -329,41 +412,36 @@ pub fn markdown(report: &Report) -> String {
         let _ = writeln!(m, "- {rule}");
     }
     m.push('\n');
-    for (class, heading, what) in SECTIONS {
-        let _ = writeln!(m, "## {heading}\n\n{what}\n");
-        m.push_str(
-            "| experiment | claim | paper | accepted | measured | repetitions | verdict |\n\
-             |---|---|---|---|---|---|---|\n",
-        );
-        for s in &report.specs {
-            if class == Class::Paper && s.claims.is_empty() {
-                let (name, status) = (md_cell(&s.name), md_cell(&s.status));
-                let _ = writeln!(m, "| {name} | – | – | – | – | – | {status} |");
-            }
-            for c in s.claims.iter().filter(|c| c.class == class) {
-                let _ = writeln!(
-                    m,
-                    "| {} | {} | {} | {} | {} | {} | {} |",
-                    md_cell(&s.name),
-                    md_cell(&c.text),
-                    md_cell(&c.paper_with_bound()),
-                    md_cell(&c.accepted),
-                    md_cell(&c.measured_text()),
-                    md_cell(&repetitions_cell(c)),
-                    md_cell(&c.verdict_text())
-                );
-            }
-        }
-        m.push('\n');
+    let swept: Vec<&SpecReport> = report.specs.iter().filter(|s| s.seed.is_none()).collect();
+    for section in SECTIONS {
+        class_table(&mut m, &swept, section, "##");
     }
     m.push_str("## Experiments\n\n");
-    for s in &report.specs {
-        let _ = writeln!(m, "- **{}** ({}): {}", s.name, s.source, s.status);
-        for n in &s.notes {
-            let _ = writeln!(m, "  - {n}");
+    for s in &swept {
+        experiment_item(&mut m, s, "###");
+    }
+    let mut seeds: Vec<&str> = Vec::new();
+    for s in report.specs.iter().filter_map(|s| s.seed.as_deref()) {
+        if !seeds.contains(&s) {
+            seeds.push(s);
         }
     }
-    m.push('\n');
+    for seed in seeds {
+        let specs: Vec<&SpecReport> =
+            report.specs.iter().filter(|s| s.seed.as_deref() == Some(seed)).collect();
+        let _ = writeln!(
+            m,
+            "## {}\n\nRun by its own command, not `nvmdb sweep`; every claim judged again \
+             here from the numbers its command wrote (ours, the accepted interval, its role).\n",
+            seed_heading(seed)
+        );
+        for s in &specs {
+            experiment_item(&mut m, s, "###");
+        }
+        for section in SECTIONS {
+            class_table(&mut m, &specs, section, "###");
+        }
+    }
     for line in footer_lines(report) {
         let _ = writeln!(m, "{line}  ");
     }

@@ -72,6 +72,10 @@ pub enum SpecError {
     Toml { path: PathBuf, line: usize, column: usize, message: String },
     #[error("{path}: {key}: {reason}")]
     Invalid { path: PathBuf, key: String, reason: String },
+    /// A seed's spec (persistency, query optimisation) names its own `[spec] command`: it is
+    /// not a grid of bench runs, and `nvmdb report --seed` reads what that command writes.
+    #[error("{path}: not an `nvmdb sweep` spec: run it with `{command}`{judged}")]
+    OwnCommand { path: PathBuf, command: String, judged: String },
 }
 
 /// The value of one bench flag.
@@ -545,6 +549,7 @@ impl Spec {
 
     /// Parses `text`, naming `path` in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
+        own_command(text, path)?;
         let raw: RawSpec = toml::from_str(text).map_err(|e| toml_error(text, path, &e))?;
         Validator { path }.spec(raw, text)
     }
@@ -565,6 +570,25 @@ impl Spec {
     pub fn point_count(&self) -> usize {
         self.axes.iter().map(|a| a.values.len()).product()
     }
+}
+
+/// Refuses a seed's spec ([`SpecError::OwnCommand`]), naming the command that runs it and,
+/// where the spec says so (`results`), the file its claims are judged in.
+fn own_command(text: &str, path: &Path) -> Result<(), SpecError> {
+    let Ok(value) = toml::from_str::<toml::Table>(text) else { return Ok(()) };
+    let Some(meta) = value.get("spec").and_then(toml::Value::as_table) else { return Ok(()) };
+    let command = match meta.get("command") {
+        Some(toml::Value::String(c)) => c.clone(),
+        Some(toml::Value::Array(words)) => {
+            words.iter().map(|w| w.as_str().unwrap_or("?")).collect::<Vec<_>>().join(" ")
+        }
+        _ => return Ok(()),
+    };
+    let judged = match value.get("results").and_then(toml::Value::as_str) {
+        Some(file) => format!(" (its claims are judged in {file})"),
+        None => String::new(),
+    };
+    Err(SpecError::OwnCommand { path: path.to_path_buf(), command, judged })
 }
 
 #[cfg(test)]
