@@ -584,7 +584,8 @@ fn own_command(text: &str, path: &Path) -> Result<(), SpecError> {
         }
         _ => return Ok(()),
     };
-    let judged = match value.get("results").and_then(toml::Value::as_str) {
+    let results = meta.get("results").or_else(|| value.get("results"));
+    let judged = match results.and_then(toml::Value::as_str) {
         Some(file) => format!(" (its claims are judged in {file})"),
         None => String::new(),
     };
