@@ -146,6 +146,9 @@ struct Activity {
     /// Bytes written and persist barriers issued through the device (`io=nvm|fs` alike).
     device_bytes_written: AtomicU64,
     device_barriers: AtomicU64,
+    /// Writes to words every thread writes, per thread: `[0]` acquisitions of the engine-wide
+    /// state mutex, `[1]` read-modify-writes of a shared counter (a version's reference count).
+    shared: pmem::ThreadCounters<2>,
 }
 
 pub struct Cow {
@@ -322,16 +325,23 @@ impl Cow {
         Ok(self.region.read(page_offset(page), storage::format::PAGE_SIZE))
     }
 
+    /// The engine-wide state (counted: every acquisition writes the mutex word).
+    fn lock_state(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.activity.shared.add(0, 1);
+        self.state.lock()
+    }
+
     /// Takes a snapshot of the current version (registered until [`Self::release`]).
     pub(crate) fn snapshot(&self) -> Arc<Version> {
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
+        self.activity.shared.add(1, 1);
         let v = s.current.clone();
         *s.readers.entry(v.number).or_insert(0) += 1;
         v
     }
 
     pub(crate) fn release(&self, version: u64) {
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         if let Some(n) = s.readers.get_mut(&version) {
             *n -= 1;
             if *n == 0 {
@@ -348,12 +358,12 @@ impl Cow {
 
     /// The current version's number (a writer checks its snapshot is still current).
     pub(crate) fn current(&self) -> Arc<Version> {
-        self.state.lock().current.clone()
+        self.lock_state().current.clone()
     }
 
     /// Allocates a page for a writer's new node.
     pub(crate) fn alloc(&self) -> Result<PageId> {
-        self.alloc_page(&mut self.state.lock())
+        self.alloc_page(&mut self.lock_state())
     }
 
     fn alloc_page(&self, s: &mut State) -> Result<PageId> {
@@ -390,7 +400,7 @@ impl Cow {
     /// Allocates a tuple slot of `shape`'s table for a writer's new tuple (layout `pointers`):
     /// a free slot of one of the table's tuple pages, or a fresh tuple page.
     pub(crate) fn alloc_tuple(&self, shape: &Shape) -> Result<u64> {
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         let free = s.tuples.free.entry(shape.owner).or_default();
         if let Some(ptr) = free.pop_first() {
             let page = ptr / PAGE_SIZE_U64;
@@ -414,7 +424,7 @@ impl Cow {
 
     /// Returns tuple slots no committed version ever reached (a writer's own).
     pub(crate) fn give_back_tuples(&self, slots: impl IntoIterator<Item = u64>) {
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         for ptr in slots {
             release_slot(&mut s, ptr);
         }
@@ -438,7 +448,7 @@ impl Cow {
     /// Returns pages no committed version ever reached (a writer's own, on abort or when it
     /// drops one of its new nodes).
     pub(crate) fn give_back(&self, pages: impl IntoIterator<Item = PageId>) {
-        self.state.lock().free.extend(pages);
+        self.lock_state().free.extend(pages);
     }
 
     /// `cow-reuse-early`: frees a committed page the moment a writer copies it.
@@ -487,7 +497,7 @@ impl Cow {
                 return Err(e);
             }
         };
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         let number = s.current.number + 1;
         let swap_first = self.fault == Some(Fault::CowSwapBeforeNodes);
         // (offset, bytes) written: flushed again by whoever closes the group.
@@ -616,7 +626,7 @@ impl Cow {
         if !now && (self.epoch.elapsed().as_nanos() as u64) < due_ns {
             return;
         }
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         self.close_group(&mut s);
         self.reclaim(&mut s);
     }
@@ -976,13 +986,15 @@ impl Engine for Cow {
             ("snapshot_conflicts", get(&a.snapshot_conflicts)),
             ("device_bytes_written", get(&a.device_bytes_written)),
             ("device_barriers", get(&a.device_barriers)),
+            ("shared_lock_acquires", a.shared.get(0)),
+            ("shared_counter_rmws", a.shared.get(1)),
         ]
     }
 
     fn footprint_bytes(&self) -> Option<u64> {
         // Pages in use: every page below the high mark that is not free (live versions'
         // pages and pages waiting for reclamation), plus the metadata pages.
-        let s = self.state.lock();
+        let s = self.lock_state();
         Some(page_offset(s.high - s.free.len() as u64))
     }
 

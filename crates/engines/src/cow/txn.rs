@@ -573,7 +573,7 @@ pub(crate) fn check_integrity(db: &Cow) -> Result<IntegrityReport> {
     let result = walk(db, &snap);
     db.release(snap.number);
     let (reachable, rows, slots) = result?;
-    let s = db.state.lock();
+    let s = db.lock_state();
     let pending: usize = s.pending.iter().map(|(_, p, _)| p.len()).sum();
     for p in &reachable {
         if s.free.contains(p)

@@ -136,7 +136,20 @@ struct LsmStats {
     run_bytes_written: AtomicU64,
     log_bytes_written: AtomicU64,
     manifests: AtomicU64,
+    /// Writes to words every thread writes, per thread (see [`Shared`]).
+    shared: pmem::ThreadCounters<SHARED_STATS>,
 }
+
+/// Counters of writes to shared words on the transaction path, in [`LsmStats::shared`].
+#[derive(Clone, Copy)]
+#[repr(usize)]
+enum Shared {
+    /// Acquisitions (any mode) of an engine-wide lock word: the state lock.
+    LockAcquires = 0,
+    /// Read-modify-writes of an engine-wide counter (transaction ids).
+    CounterRmws = 1,
+}
+const SHARED_STATS: usize = 2;
 
 pub struct Lsm {
     region: Region,
@@ -310,6 +323,17 @@ impl Lsm {
         region.fence();
         sb.publish(region);
         Ok(sb)
+    }
+
+    /// The state, shared with other readers (counted: every acquisition writes the lock word).
+    fn read_state(&self) -> parking_lot::RwLockReadGuard<'_, State> {
+        self.stats.shared.add(Shared::LockAcquires as usize, 1);
+        self.state.read()
+    }
+
+    fn write_state(&self) -> parking_lot::RwLockWriteGuard<'_, State> {
+        self.stats.shared.add(Shared::LockAcquires as usize, 1);
+        self.state.write()
     }
 
     fn table_spec(&self, st: &State, table: TableId) -> Result<TableSpec> {
@@ -523,7 +547,7 @@ impl Engine for Lsm {
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         check_spec(spec)?;
-        let mut st = self.state.write();
+        let mut st = self.write_state();
         if st.manifest.tables.iter().any(|t| t.name == spec.name) {
             return Err(DbError::Invalid(format!("table {} exists", spec.name)));
         }
@@ -543,12 +567,12 @@ impl Engine for Lsm {
     }
 
     fn table(&self, name: &str) -> Option<TableId> {
-        let st = self.state.read();
+        let st = self.read_state();
         st.manifest.tables.iter().position(|t| t.name == name).map(|i| i as TableId)
     }
 
     fn tables(&self) -> Vec<TableSpec> {
-        self.state.read().manifest.tables.clone()
+        self.read_state().manifest.tables.clone()
     }
 
     fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
@@ -558,6 +582,7 @@ impl Engine for Lsm {
                 self.workers
             )));
         }
+        self.stats.shared.add(Shared::CounterRmws as usize, 1);
         let id = self.next_txn.fetch_add(1, Ordering::Relaxed);
         Ok(Box::new(txn::LsmTxn::new(self, id)))
     }
@@ -565,7 +590,7 @@ impl Engine for Lsm {
     synchronous_engine_methods!();
 
     fn check_integrity(&self) -> IntegrityResult {
-        let st = self.state.read();
+        let st = self.read_state();
         let mut rows = 0;
         for t in 0..st.manifest.tables.len() {
             rows += self.check_table(&st, t as u32)?;
@@ -618,11 +643,16 @@ impl Engine for Lsm {
             ("run_bytes_written", s.run_bytes_written.load(Ordering::Relaxed)),
             ("log_bytes_written", s.log_bytes_written.load(Ordering::Relaxed)),
             ("manifests_written", s.manifests.load(Ordering::Relaxed)),
+            ("shared_lock_acquires", s.shared.get(Shared::LockAcquires as usize)),
+            ("shared_counter_rmws", s.shared.get(Shared::CounterRmws as usize)),
         ]
+        .into_iter()
+        .chain(self.locks.activity())
+        .collect()
     }
 
     fn footprint_bytes(&self) -> Option<u64> {
-        let st = self.state.read();
+        let st = self.read_state();
         let a = &self.areas;
         let (log, mem) = match &st.mem {
             Mem::Dram(_) => (st.log_end, 0),

@@ -35,7 +35,7 @@ impl<'e> LsmTxn<'e> {
     }
 
     fn spec(&self, table: TableId) -> Result<TableSpec> {
-        let st = self.engine.state.read();
+        let st = self.engine.read_state();
         self.engine.table_spec(&st, table)
     }
 
@@ -48,7 +48,7 @@ impl<'e> LsmTxn<'e> {
             }
             return Ok(v.is_some());
         }
-        let st = self.engine.state.read();
+        let st = self.engine.read_state();
         self.engine.get(&st, table, key, out)
     }
 
@@ -121,7 +121,7 @@ impl Txn for LsmTxn<'_> {
             return Ok(0);
         }
         let engine = self.engine;
-        let st = engine.state.read();
+        let st = engine.read_state();
         let mut cursor = ScanCursor::new(engine, &st, Some(&self.writes), table, low, high)?;
         let mut visited = 0;
         while let Some((key, value)) = cursor.next()? {
@@ -140,7 +140,7 @@ impl Txn for LsmTxn<'_> {
     fn commit(mut self: Box<Self>) -> Result<CommitToken> {
         if !self.writes.is_empty() {
             let engine = self.engine;
-            let mut st = engine.state.write();
+            let mut st = engine.write_state();
             let r = engine.commit_writes(&mut st, &self.writes, self.grows);
             drop(st);
             if let Err(e) = r {
