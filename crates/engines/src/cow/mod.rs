@@ -33,6 +33,13 @@
 //! * **Group commit** (`group_commit_ms`, N-Store's `gc_interval`): commits within the interval
 //!   write their pages at once but share one barrier and one master swap; their tokens become
 //!   durable with it. 0: each commit persists alone (2 barriers).
+//! * **Snapshots write nothing shared** (issue 35): each worker has a slot where every commit
+//!   publishes its version; a transaction copies it once per version into its worker's own
+//!   `Arc` and pins its number there, and the reclaimer (a commit, under the state lock) reads
+//!   every slot's pins. A read-only transaction takes no engine-wide mutex and writes no shared
+//!   reference count. Serializable: writers are one at a time, and one that has read a
+//!   snapshot older than the last commit fails; read-only transactions read one committed
+//!   version.
 //! * **Reclamation**: pages a version replaces are freed *with* that version and reused only
 //!   once that version's master swap is durable and no reader's snapshot is older. The free set
 //!   is volatile; opening rebuilds it by a reachability scan of the internal nodes from the
@@ -59,6 +66,7 @@ mod txn;
 
 use crate::device::Device;
 use crate::{EngineOptions, Fault};
+use crossbeam_utils::CachePadded;
 use layout::{Node, Shape, TableRoot};
 use parking_lot::Mutex;
 use pmem::Region;
@@ -81,6 +89,7 @@ pub const MASTER_OFFSET: u64 = CATALOG_PAGE * PAGE_SIZE_U64;
 const WRITER_WAIT: Duration = Duration::from_millis(20);
 
 /// One committed version: what a snapshot sees.
+#[derive(Clone)]
 pub(crate) struct Version {
     pub number: u64,
     pub meta_page: PageId,
@@ -107,7 +116,8 @@ struct State {
     pending: VecDeque<(u64, Vec<PageId>, Vec<u64>)>,
     /// Layout `pointers`: the tuple pages and their free slots.
     tuples: TupleSpace,
-    /// Snapshot version -> transactions reading it.
+    /// Snapshot version -> snapshots taken outside a worker's slot (writers' checks, the
+    /// integrity walk) reading it; transactions' snapshots are in [`Cow::slots`].
     readers: BTreeMap<u64, usize>,
     /// Ranges the open group's commits wrote, with the writing thread: a barrier orders only
     /// its own thread's flushes, so the thread closing the group flushes the others' again.
@@ -131,6 +141,23 @@ struct TuplePage {
     used: usize,
     /// Whether its header is written (a page taken by a writer that aborted is not yet).
     header_written: bool,
+}
+
+/// A worker's snapshot slot (issue 35: a read-only transaction writes no shared word). The
+/// commit that makes a version puts it in every slot, under the slot's mutex; a transaction
+/// takes its snapshot from its own worker's slot and pins it there, and the reclaimer reads
+/// every slot's pins (the per-worker slots of epoch-based reclamation, Fraser 2004 §5.2.3).
+/// A slot's mutex is written by its worker's transactions, and once per commit by the
+/// committer, never by other readers.
+struct ReaderSlot {
+    /// The current version, as the last commit published it (readers only read it: its
+    /// reference count is the committers').
+    latest: Arc<Version>,
+    /// This worker's copy of `latest`: transactions clone this one, whose reference count only
+    /// this worker writes.
+    own: Arc<Version>,
+    /// The versions this worker's open transactions read, one entry each.
+    pinned: Vec<u64>,
 }
 
 /// Engine activity, reported by `nvmdb bench` per commit.
@@ -164,6 +191,8 @@ pub struct Cow {
     /// The single writer slot, held from a transaction's first write to its end.
     writer: Mutex<()>,
     state: Mutex<State>,
+    /// One per worker: the snapshots its transactions read (lock order: `state`, then a slot).
+    slots: Box<[CachePadded<Mutex<ReaderSlot>>]>,
     durable_group: AtomicU64,
     /// Deadline of the open group in ns since `epoch` (u64::MAX: no group open).
     group_deadline_ns: AtomicU64,
@@ -238,7 +267,7 @@ impl Cow {
         let group_commit = Duration::from_millis(options.cow.group_commit_ms);
         let state = State {
             durable_version: version.number,
-            current: Arc::new(version),
+            current: Arc::new(version.clone()),
             group: 1,
             group_opened: None,
             free: scan.free,
@@ -261,6 +290,12 @@ impl Cow {
             workers: options.workers as usize,
             writer: Mutex::new(()),
             state: Mutex::new(state),
+            slots: (0..options.workers.max(1))
+                .map(|_| {
+                    let (latest, own) = (Arc::new(version.clone()), Arc::new(version.clone()));
+                    CachePadded::new(Mutex::new(ReaderSlot { latest, own, pinned: Vec::new() }))
+                })
+                .collect(),
             durable_group: AtomicU64::new(0),
             group_deadline_ns: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
@@ -340,6 +375,38 @@ impl Cow {
         v
     }
 
+    /// A transaction's snapshot on `worker`: the current version as the last commit published
+    /// it, pinned in the worker's slot until [`Self::unpin`]. Writes only the worker's slot.
+    pub(crate) fn snapshot_of(&self, worker: usize) -> Arc<Version> {
+        let mut slot = self.slots[worker].lock();
+        if slot.own.number != slot.latest.number {
+            // Copied, not shared: this worker's clones then touch only its own count.
+            slot.own = Arc::new(Version::clone(&slot.latest));
+        }
+        let v = slot.own.clone();
+        slot.pinned.push(v.number);
+        v
+    }
+
+    /// Ends a snapshot taken by [`Self::snapshot_of`] on `worker` (`Some`) or by
+    /// [`Self::snapshot`] (`None`). Pages it held are reclaimed by the next commit (or the next
+    /// allocation that finds no free page), not here: that would take the state lock.
+    pub(crate) fn unpin(&self, worker: Option<usize>, version: u64) {
+        let Some(worker) = worker else { return self.release(version) };
+        let mut slot = self.slots[worker].lock();
+        if let Some(i) = slot.pinned.iter().position(|&v| v == version) {
+            slot.pinned.swap_remove(i);
+        }
+    }
+
+    /// The oldest version any snapshot reads (`u64::MAX`: none). The caller holds the state
+    /// lock, so no version is published meanwhile: a transaction pins what its slot holds.
+    fn oldest_reader(&self, s: &State) -> u64 {
+        let global = s.readers.keys().next().copied().unwrap_or(u64::MAX);
+        let pinned = self.slots.iter().filter_map(|slot| slot.lock().pinned.iter().min().copied());
+        pinned.fold(global, u64::min)
+    }
+
     pub(crate) fn release(&self, version: u64) {
         let mut s = self.lock_state();
         if let Some(n) = s.readers.get_mut(&version) {
@@ -379,6 +446,10 @@ impl Cow {
                     self.layout.page_count
                 )));
             }
+        }
+        if s.free.is_empty() {
+            // Snapshots that ended since the last commit may have left pages to reclaim.
+            self.reclaim(s);
         }
         if let Some(p) = s.free.pop_first() {
             return Ok(p);
@@ -459,7 +530,7 @@ impl Cow {
     /// Moves pending frees whose version is durable and older than every snapshot to the
     /// free set.
     fn reclaim(&self, s: &mut State) {
-        let oldest_reader = s.readers.keys().next().copied().unwrap_or(u64::MAX);
+        let oldest_reader = self.oldest_reader(s);
         while let Some((v, _, _)) = s.pending.front() {
             if *v > s.durable_version || *v > oldest_reader {
                 break;
@@ -547,6 +618,11 @@ impl Cow {
             freed.push(old);
         }
         s.current = Arc::new(Version { number, meta_page, meta_crc, tables, group });
+        // Published to every worker before any reclaim reads their pins (module doc of
+        // `ReaderSlot`): a transaction pins either the old version, seen by the reclaim, or this.
+        for slot in self.slots.iter() {
+            slot.lock().latest = s.current.clone();
+        }
         if !freed.is_empty() || !freed_tuples.is_empty() {
             s.pending.push_back((number, freed, freed_tuples));
         }
@@ -934,7 +1010,7 @@ impl Engine for Cow {
                 self.workers
             )));
         }
-        Ok(Box::new(txn::CowTxn::new(self)))
+        Ok(Box::new(txn::CowTxn::new(self, worker)))
     }
 
     fn is_durable(&self, token: CommitToken) -> bool {
