@@ -30,8 +30,11 @@ fn counter(db: &Cow, name: &str) -> u64 {
     db.activity().into_iter().find(|a| a.0 == name).map_or(0, |a| a.1)
 }
 
-fn shared(db: &Cow) -> [u64; 2] {
-    ["shared_lock_acquires", "shared_counter_rmws"].map(|c| counter(db, c))
+/// Engine-wide lock acquisitions, shared reference-count changes, and (as a check that no
+/// key lock crept in) this thread's lock-table requests.
+fn shared(db: &Cow) -> [u64; 3] {
+    let [locks, rmws] = ["shared_lock_acquires", "shared_counter_rmws"].map(|c| counter(db, c));
+    [locks, rmws, storage::lock::lock_table_requests()]
 }
 
 /// One commit on worker 0 that replaces the pages holding keys 0..50.

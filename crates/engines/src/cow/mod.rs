@@ -530,6 +530,9 @@ impl Cow {
     /// Moves pending frees whose version is durable and older than every snapshot to the
     /// free set.
     fn reclaim(&self, s: &mut State) {
+        if s.pending.is_empty() {
+            return; // nothing to reclaim: no need to read every worker's pins
+        }
         let oldest_reader = self.oldest_reader(s);
         while let Some((v, _, _)) = s.pending.front() {
             if *v > s.durable_version || *v > oldest_reader {

@@ -39,7 +39,7 @@
 //! optimistic, version-validated point reads (Silo, Tu et al. SOSP 2013 §4.4), as `inplace`;
 //! writes are buffered in the transaction and applied at commit, which holds the engine state
 //! exclusively (one committer at a time). The state lock has one reader word per worker
-//! ([`crate::brlock`]), so a read-only transaction writes no cache line another worker writes
+//! (`engines::brlock`), so a read-only transaction writes no cache line another worker writes
 //! (ids come from per-worker counters too). Flushes and compactions run inside the commit that
 //! fills the memtable (no background thread).
 //!
