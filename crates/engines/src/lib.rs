@@ -24,6 +24,7 @@ macro_rules! synchronous_engine_methods {
     };
 }
 
+mod brlock;
 pub mod cow;
 pub mod device;
 mod gated;

@@ -33,6 +33,13 @@
 //! * **Group commit** (`group_commit_ms`, N-Store's `gc_interval`): commits within the interval
 //!   write their pages at once but share one barrier and one master swap; their tokens become
 //!   durable with it. 0: each commit persists alone (2 barriers).
+//! * **Snapshots write nothing shared** (issue 35): each worker has a slot where every commit
+//!   publishes its version; a transaction copies it once per version into its worker's own
+//!   `Arc` and pins its number there, and the reclaimer (a commit, under the state lock) reads
+//!   every slot's pins. A read-only transaction takes no engine-wide mutex and writes no shared
+//!   reference count. Serializable: writers are one at a time, and one that has read a
+//!   snapshot older than the last commit fails; read-only transactions read one committed
+//!   version.
 //! * **Reclamation**: pages a version replaces are freed *with* that version and reused only
 //!   once that version's master swap is durable and no reader's snapshot is older. The free set
 //!   is volatile; opening rebuilds it by a reachability scan of the internal nodes from the
@@ -59,6 +66,7 @@ mod txn;
 
 use crate::device::Device;
 use crate::{EngineOptions, Fault};
+use crossbeam_utils::CachePadded;
 use layout::{Node, Shape, TableRoot};
 use parking_lot::Mutex;
 use pmem::Region;
@@ -81,6 +89,7 @@ pub const MASTER_OFFSET: u64 = CATALOG_PAGE * PAGE_SIZE_U64;
 const WRITER_WAIT: Duration = Duration::from_millis(20);
 
 /// One committed version: what a snapshot sees.
+#[derive(Clone)]
 pub(crate) struct Version {
     pub number: u64,
     pub meta_page: PageId,
@@ -107,7 +116,8 @@ struct State {
     pending: VecDeque<(u64, Vec<PageId>, Vec<u64>)>,
     /// Layout `pointers`: the tuple pages and their free slots.
     tuples: TupleSpace,
-    /// Snapshot version -> transactions reading it.
+    /// Snapshot version -> snapshots taken outside a worker's slot (writers' checks, the
+    /// integrity walk) reading it; transactions' snapshots are in [`Cow::slots`].
     readers: BTreeMap<u64, usize>,
     /// Ranges the open group's commits wrote, with the writing thread: a barrier orders only
     /// its own thread's flushes, so the thread closing the group flushes the others' again.
@@ -133,6 +143,23 @@ struct TuplePage {
     header_written: bool,
 }
 
+/// A worker's snapshot slot (issue 35: a read-only transaction writes no shared word). The
+/// commit that makes a version puts it in every slot, under the slot's mutex; a transaction
+/// takes its snapshot from its own worker's slot and pins it there, and the reclaimer reads
+/// every slot's pins (the per-worker slots of epoch-based reclamation, Fraser 2004 §5.2.3).
+/// A slot's mutex is written by its worker's transactions, and once per commit by the
+/// committer, never by other readers.
+struct ReaderSlot {
+    /// The current version, as the last commit published it (readers only read it: its
+    /// reference count is the committers').
+    latest: Arc<Version>,
+    /// This worker's copy of `latest`: transactions clone this one, whose reference count only
+    /// this worker writes.
+    own: Arc<Version>,
+    /// The versions this worker's open transactions read, one entry each.
+    pinned: Vec<u64>,
+}
+
 /// Engine activity, reported by `nvmdb bench` per commit.
 #[derive(Default)]
 struct Activity {
@@ -146,6 +173,9 @@ struct Activity {
     /// Bytes written and persist barriers issued through the device (`io=nvm|fs` alike).
     device_bytes_written: AtomicU64,
     device_barriers: AtomicU64,
+    /// Writes to words every thread writes, per thread: `[0]` acquisitions of the engine-wide
+    /// state mutex, `[1]` read-modify-writes of a shared counter (a version's reference count).
+    shared: pmem::ThreadCounters<2>,
 }
 
 pub struct Cow {
@@ -161,6 +191,8 @@ pub struct Cow {
     /// The single writer slot, held from a transaction's first write to its end.
     writer: Mutex<()>,
     state: Mutex<State>,
+    /// One per worker: the snapshots its transactions read (lock order: `state`, then a slot).
+    slots: Box<[CachePadded<Mutex<ReaderSlot>>]>,
     durable_group: AtomicU64,
     /// Deadline of the open group in ns since `epoch` (u64::MAX: no group open).
     group_deadline_ns: AtomicU64,
@@ -235,7 +267,7 @@ impl Cow {
         let group_commit = Duration::from_millis(options.cow.group_commit_ms);
         let state = State {
             durable_version: version.number,
-            current: Arc::new(version),
+            current: Arc::new(version.clone()),
             group: 1,
             group_opened: None,
             free: scan.free,
@@ -258,6 +290,12 @@ impl Cow {
             workers: options.workers as usize,
             writer: Mutex::new(()),
             state: Mutex::new(state),
+            slots: (0..options.workers.max(1))
+                .map(|_| {
+                    let (latest, own) = (Arc::new(version.clone()), Arc::new(version.clone()));
+                    CachePadded::new(Mutex::new(ReaderSlot { latest, own, pinned: Vec::new() }))
+                })
+                .collect(),
             durable_group: AtomicU64::new(0),
             group_deadline_ns: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
@@ -322,16 +360,55 @@ impl Cow {
         Ok(self.region.read(page_offset(page), storage::format::PAGE_SIZE))
     }
 
+    /// The engine-wide state (counted: every acquisition writes the mutex word).
+    fn lock_state(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.activity.shared.add(0, 1);
+        self.state.lock()
+    }
+
     /// Takes a snapshot of the current version (registered until [`Self::release`]).
     pub(crate) fn snapshot(&self) -> Arc<Version> {
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
+        self.activity.shared.add(1, 1);
         let v = s.current.clone();
         *s.readers.entry(v.number).or_insert(0) += 1;
         v
     }
 
+    /// A transaction's snapshot on `worker`: the current version as the last commit published
+    /// it, pinned in the worker's slot until [`Self::unpin`]. Writes only the worker's slot.
+    pub(crate) fn snapshot_of(&self, worker: usize) -> Arc<Version> {
+        let mut slot = self.slots[worker].lock();
+        if slot.own.number != slot.latest.number {
+            // Copied, not shared: this worker's clones then touch only its own count.
+            slot.own = Arc::new(Version::clone(&slot.latest));
+        }
+        let v = slot.own.clone();
+        slot.pinned.push(v.number);
+        v
+    }
+
+    /// Ends a snapshot taken by [`Self::snapshot_of`] on `worker` (`Some`) or by
+    /// [`Self::snapshot`] (`None`). Pages it held are reclaimed by the next commit (or the next
+    /// allocation that finds no free page), not here: that would take the state lock.
+    pub(crate) fn unpin(&self, worker: Option<usize>, version: u64) {
+        let Some(worker) = worker else { return self.release(version) };
+        let mut slot = self.slots[worker].lock();
+        if let Some(i) = slot.pinned.iter().position(|&v| v == version) {
+            slot.pinned.swap_remove(i);
+        }
+    }
+
+    /// The oldest version any snapshot reads (`u64::MAX`: none). The caller holds the state
+    /// lock, so no version is published meanwhile: a transaction pins what its slot holds.
+    fn oldest_reader(&self, s: &State) -> u64 {
+        let global = s.readers.keys().next().copied().unwrap_or(u64::MAX);
+        let pinned = self.slots.iter().filter_map(|slot| slot.lock().pinned.iter().min().copied());
+        pinned.fold(global, u64::min)
+    }
+
     pub(crate) fn release(&self, version: u64) {
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         if let Some(n) = s.readers.get_mut(&version) {
             *n -= 1;
             if *n == 0 {
@@ -348,12 +425,12 @@ impl Cow {
 
     /// The current version's number (a writer checks its snapshot is still current).
     pub(crate) fn current(&self) -> Arc<Version> {
-        self.state.lock().current.clone()
+        self.lock_state().current.clone()
     }
 
     /// Allocates a page for a writer's new node.
     pub(crate) fn alloc(&self) -> Result<PageId> {
-        self.alloc_page(&mut self.state.lock())
+        self.alloc_page(&mut self.lock_state())
     }
 
     fn alloc_page(&self, s: &mut State) -> Result<PageId> {
@@ -369,6 +446,10 @@ impl Cow {
                     self.layout.page_count
                 )));
             }
+        }
+        if s.free.is_empty() {
+            // Snapshots that ended since the last commit may have left pages to reclaim.
+            self.reclaim(s);
         }
         if let Some(p) = s.free.pop_first() {
             return Ok(p);
@@ -390,7 +471,7 @@ impl Cow {
     /// Allocates a tuple slot of `shape`'s table for a writer's new tuple (layout `pointers`):
     /// a free slot of one of the table's tuple pages, or a fresh tuple page.
     pub(crate) fn alloc_tuple(&self, shape: &Shape) -> Result<u64> {
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         let free = s.tuples.free.entry(shape.owner).or_default();
         if let Some(ptr) = free.pop_first() {
             let page = ptr / PAGE_SIZE_U64;
@@ -414,7 +495,7 @@ impl Cow {
 
     /// Returns tuple slots no committed version ever reached (a writer's own).
     pub(crate) fn give_back_tuples(&self, slots: impl IntoIterator<Item = u64>) {
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         for ptr in slots {
             release_slot(&mut s, ptr);
         }
@@ -438,7 +519,7 @@ impl Cow {
     /// Returns pages no committed version ever reached (a writer's own, on abort or when it
     /// drops one of its new nodes).
     pub(crate) fn give_back(&self, pages: impl IntoIterator<Item = PageId>) {
-        self.state.lock().free.extend(pages);
+        self.lock_state().free.extend(pages);
     }
 
     /// `cow-reuse-early`: frees a committed page the moment a writer copies it.
@@ -449,7 +530,10 @@ impl Cow {
     /// Moves pending frees whose version is durable and older than every snapshot to the
     /// free set.
     fn reclaim(&self, s: &mut State) {
-        let oldest_reader = s.readers.keys().next().copied().unwrap_or(u64::MAX);
+        if s.pending.is_empty() {
+            return; // nothing to reclaim: no need to read every worker's pins
+        }
+        let oldest_reader = self.oldest_reader(s);
         while let Some((v, _, _)) = s.pending.front() {
             if *v > s.durable_version || *v > oldest_reader {
                 break;
@@ -487,7 +571,7 @@ impl Cow {
                 return Err(e);
             }
         };
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         let number = s.current.number + 1;
         let swap_first = self.fault == Some(Fault::CowSwapBeforeNodes);
         // (offset, bytes) written: flushed again by whoever closes the group.
@@ -537,6 +621,11 @@ impl Cow {
             freed.push(old);
         }
         s.current = Arc::new(Version { number, meta_page, meta_crc, tables, group });
+        // Published to every worker before any reclaim reads their pins (module doc of
+        // `ReaderSlot`): a transaction pins either the old version, seen by the reclaim, or this.
+        for slot in self.slots.iter() {
+            slot.lock().latest = s.current.clone();
+        }
         if !freed.is_empty() || !freed_tuples.is_empty() {
             s.pending.push_back((number, freed, freed_tuples));
         }
@@ -616,7 +705,7 @@ impl Cow {
         if !now && (self.epoch.elapsed().as_nanos() as u64) < due_ns {
             return;
         }
-        let mut s = self.state.lock();
+        let mut s = self.lock_state();
         self.close_group(&mut s);
         self.reclaim(&mut s);
     }
@@ -924,7 +1013,7 @@ impl Engine for Cow {
                 self.workers
             )));
         }
-        Ok(Box::new(txn::CowTxn::new(self)))
+        Ok(Box::new(txn::CowTxn::new(self, worker)))
     }
 
     fn is_durable(&self, token: CommitToken) -> bool {
@@ -976,13 +1065,15 @@ impl Engine for Cow {
             ("snapshot_conflicts", get(&a.snapshot_conflicts)),
             ("device_bytes_written", get(&a.device_bytes_written)),
             ("device_barriers", get(&a.device_barriers)),
+            ("shared_lock_acquires", a.shared.get(0)),
+            ("shared_counter_rmws", a.shared.get(1)),
         ]
     }
 
     fn footprint_bytes(&self) -> Option<u64> {
         // Pages in use: every page below the high mark that is not free (live versions'
         // pages and pages waiting for reclamation), plus the metadata pages.
-        let s = self.state.lock();
+        let s = self.lock_state();
         Some(page_offset(s.high - s.free.len() as u64))
     }
 

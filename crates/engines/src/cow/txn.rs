@@ -37,6 +37,8 @@ struct Writer<'a> {
 pub(crate) struct CowTxn<'a> {
     db: &'a Cow,
     snap: Arc<Version>,
+    /// Where `snap` is pinned: its worker's slot, or (`None`) the engine's registry.
+    pinned_on: Option<usize>,
     /// Whether the transaction has read the snapshot (then a writer that committed since makes
     /// its first write fail: it would write on stale reads).
     read_any: bool,
@@ -45,8 +47,9 @@ pub(crate) struct CowTxn<'a> {
 }
 
 impl<'a> CowTxn<'a> {
-    pub fn new(db: &'a Cow) -> CowTxn<'a> {
-        CowTxn { db, snap: db.snapshot(), read_any: false, w: None, done: false }
+    pub fn new(db: &'a Cow, worker: usize) -> CowTxn<'a> {
+        let snap = db.snapshot_of(worker);
+        CowTxn { db, snap, pinned_on: Some(worker), read_any: false, w: None, done: false }
     }
 
     fn tables(&self) -> &[TableRoot] {
@@ -142,8 +145,9 @@ impl<'a> CowTxn<'a> {
                 self.db.note_snapshot_conflict();
                 return Err(DbError::Conflict { table, key });
             }
-            self.db.release(self.snap.number);
+            self.db.unpin(self.pinned_on, self.snap.number);
             self.snap = fresh;
+            self.pinned_on = None;
         } else {
             self.db.release(fresh.number);
         }
@@ -414,7 +418,7 @@ impl<'a> CowTxn<'a> {
                 self.db.give_back_tuples(w.tuples.keys().copied());
             }
         }
-        self.db.release(self.snap.number);
+        self.db.unpin(self.pinned_on, self.snap.number);
     }
 }
 
@@ -573,7 +577,7 @@ pub(crate) fn check_integrity(db: &Cow) -> Result<IntegrityReport> {
     let result = walk(db, &snap);
     db.release(snap.number);
     let (reachable, rows, slots) = result?;
-    let s = db.state.lock();
+    let s = db.lock_state();
     let pending: usize = s.pending.iter().map(|(_, p, _)| p.len()).sum();
     for p in &reachable {
         if s.free.contains(p)

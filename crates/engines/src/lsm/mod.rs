@@ -35,10 +35,13 @@
 //! point read probes the memtable and at most that many runs (each behind a bloom filter at
 //! about 1% false positives), and each row is rewritten O(log(rows / rows per flush)) times.
 //!
-//! **Concurrency**: key-level strict 2PL (`storage::lock`, no-wait) as every nvmdb engine;
-//! writes are buffered in the transaction and applied at commit, which runs under the engine's
-//! write lock (one committer at a time); reads share the lock. Flushes and compactions run
-//! inside the commit that fills the memtable (no background thread).
+//! **Concurrency**: key-level strict 2PL for writes and scans (`storage::lock`, no-wait) and
+//! optimistic, version-validated point reads (Silo, Tu et al. SOSP 2013 §4.4), as `inplace`;
+//! writes are buffered in the transaction and applied at commit, which holds the engine state
+//! exclusively (one committer at a time). The state lock has one reader word per worker
+//! (`engines::brlock`), so a read-only transaction writes no cache line another worker writes
+//! (ids come from per-worker counters too). Flushes and compactions run inside the commit that
+//! fills the memtable (no background thread).
 //!
 //! Deliberate differences from N-Store: commit persists before it returns (N-Store's
 //! NVM engines group commits and their allocator's `sync` is the only barrier); the skip list
@@ -61,11 +64,12 @@ use recovery::{
     recover_nvm,
 };
 
+use crate::brlock::{BrLock, BrReadGuard, BrWriteGuard};
 use crate::device::{Device, Io};
 use crate::{EngineOptions, Fault};
+use crossbeam_utils::CachePadded;
 use layout::{Areas, Manifest, RunRef, C_COMMITTED, LOG_SLOT_BYTES, MANIFEST_BYTES, MAX_TABLES};
 use memtable::{DramMem, Node, NvmMem, HEAD_BYTES};
-use parking_lot::RwLock;
 use pmem::Region;
 use run::{Run, RunBuilder};
 use std::collections::BTreeMap;
@@ -136,7 +140,20 @@ struct LsmStats {
     run_bytes_written: AtomicU64,
     log_bytes_written: AtomicU64,
     manifests: AtomicU64,
+    /// Writes to words every thread writes, per thread (see [`Shared`]).
+    shared: pmem::ThreadCounters<SHARED_STATS>,
 }
+
+/// Counters of writes to shared words on the transaction path, in [`LsmStats::shared`].
+#[derive(Clone, Copy)]
+#[repr(usize)]
+enum Shared {
+    /// Acquisitions (any mode) of an engine-wide lock word: the state lock.
+    LockAcquires = 0,
+    /// Read-modify-writes of an engine-wide counter (transaction ids).
+    CounterRmws = 1,
+}
+const SHARED_STATS: usize = 2;
 
 pub struct Lsm {
     region: Region,
@@ -145,8 +162,10 @@ pub struct Lsm {
     workers: u32,
     fault: Option<LsmFault>,
     locks: LockManager,
-    state: RwLock<State>,
-    next_txn: AtomicU64,
+    /// One reader word per worker: a transaction's reads write only its worker's word.
+    state: BrLock<State>,
+    /// Per worker, its transactions begun (ids need no shared counter).
+    begun: Box<[CachePadded<AtomicU64>]>,
     stats: LsmStats,
     report: RecoveryReport,
 }
@@ -268,8 +287,10 @@ impl Lsm {
             workers: options.workers,
             fault: lsm_fault(options.fault),
             locks: LockManager::default(),
-            state: RwLock::new(state),
-            next_txn: AtomicU64::new(1),
+            state: BrLock::new(state, options.workers as usize),
+            begun: (0..options.workers.max(1))
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
             stats: LsmStats::default(),
             report,
         })
@@ -310,6 +331,24 @@ impl Lsm {
         region.fence();
         sb.publish(region);
         Ok(sb)
+    }
+
+    /// The state, for callers outside a transaction (counted as shared: they use worker 0's
+    /// reader word).
+    fn read_state(&self) -> BrReadGuard<'_, State> {
+        self.stats.shared.add(Shared::LockAcquires as usize, 1);
+        self.state.read(0)
+    }
+
+    /// The state, for a transaction of `worker`: only that worker's reader word is written.
+    fn read_state_of(&self, worker: usize) -> BrReadGuard<'_, State> {
+        self.state.read(worker)
+    }
+
+    /// The state, exclusively (a commit, a flush, a new table): every reader word.
+    fn write_state(&self) -> BrWriteGuard<'_, State> {
+        self.stats.shared.add(Shared::LockAcquires as usize, 1);
+        self.state.write()
     }
 
     fn table_spec(&self, st: &State, table: TableId) -> Result<TableSpec> {
@@ -523,7 +562,7 @@ impl Engine for Lsm {
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         check_spec(spec)?;
-        let mut st = self.state.write();
+        let mut st = self.write_state();
         if st.manifest.tables.iter().any(|t| t.name == spec.name) {
             return Err(DbError::Invalid(format!("table {} exists", spec.name)));
         }
@@ -543,12 +582,12 @@ impl Engine for Lsm {
     }
 
     fn table(&self, name: &str) -> Option<TableId> {
-        let st = self.state.read();
+        let st = self.read_state();
         st.manifest.tables.iter().position(|t| t.name == name).map(|i| i as TableId)
     }
 
     fn tables(&self) -> Vec<TableSpec> {
-        self.state.read().manifest.tables.clone()
+        self.read_state().manifest.tables.clone()
     }
 
     fn begin(&self, worker: usize) -> Result<Box<dyn Txn + '_>> {
@@ -558,14 +597,16 @@ impl Engine for Lsm {
                 self.workers
             )));
         }
-        let id = self.next_txn.fetch_add(1, Ordering::Relaxed);
-        Ok(Box::new(txn::LsmTxn::new(self, id)))
+        // Unique and never 0 (the lock manager's rule): this worker's count, and the worker.
+        let seq = self.begun[worker].fetch_add(1, Ordering::Relaxed);
+        let id = seq * u64::from(self.workers.max(1)) + worker as u64 + 1;
+        Ok(Box::new(txn::LsmTxn::new(self, id, worker)))
     }
 
     synchronous_engine_methods!();
 
     fn check_integrity(&self) -> IntegrityResult {
-        let st = self.state.read();
+        let st = self.read_state();
         let mut rows = 0;
         for t in 0..st.manifest.tables.len() {
             rows += self.check_table(&st, t as u32)?;
@@ -618,11 +659,16 @@ impl Engine for Lsm {
             ("run_bytes_written", s.run_bytes_written.load(Ordering::Relaxed)),
             ("log_bytes_written", s.log_bytes_written.load(Ordering::Relaxed)),
             ("manifests_written", s.manifests.load(Ordering::Relaxed)),
+            ("shared_lock_acquires", s.shared.get(Shared::LockAcquires as usize)),
+            ("shared_counter_rmws", s.shared.get(Shared::CounterRmws as usize)),
         ]
+        .into_iter()
+        .chain(self.locks.activity())
+        .collect()
     }
 
     fn footprint_bytes(&self) -> Option<u64> {
-        let st = self.state.read();
+        let st = self.read_state();
         let a = &self.areas;
         let (log, mem) = match &st.mem {
             Mem::Dram(_) => (st.log_end, 0),

@@ -171,7 +171,7 @@ fn a_run_that_fits_no_extent_is_written_in_pieces() {
     drop(e);
     let again = Region::from_image(&region.snapshot(), &RegionOptions::default()).expect("image");
     let e = Lsm::open(again, &options()).expect("reopen");
-    assert_eq!(e.state.read().runs[t as usize].len(), out.len());
+    assert_eq!(e.state.read(0).runs[t as usize].len(), out.len());
     assert!((0..500).all(|k| present(&e, t, k)));
     assert_eq!(e.check_integrity().expect("integrity").rows, 500);
 }

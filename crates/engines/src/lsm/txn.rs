@@ -1,9 +1,12 @@
-//! `lsm` transactions: key-level strict 2PL (no-wait), writes buffered in the transaction and
-//! applied at commit ([`Lsm::commit_writes`]), reads merged from the write set, the memtable
-//! and the runs, newest first.
+//! `lsm` transactions: writes buffered in the transaction and applied at commit
+//! ([`Lsm::commit_writes`]) under key-level strict 2PL (no-wait); point reads optimistic (Silo,
+//! Tu et al. SOSP 2013 §4.4, through `storage::lock`'s stripe words, as `inplace`): no lock-table
+//! entry, nothing shared written (the engine state through this worker's reader word), validated
+//! by every later read and again before the commit applies its writes, so serializable; reads
+//! merged from the write set, the memtable and the runs, newest first. Scans keep shared locks.
 //!
 //! Invariant: nothing a transaction writes reaches the memtable or the log before its commit,
-//! so abort (or drop) only releases locks.
+//! so abort (or drop) only releases locks, and the keys it locked keep their versions.
 
 use super::memtable::{Node, NvmMem};
 use super::run::Run;
@@ -18,6 +21,8 @@ use storage::{CommitToken, DbError, Result, TableId, TableSpec, Txn};
 pub(crate) struct LsmTxn<'e> {
     engine: &'e Lsm,
     id: u64,
+    /// Whose reader word of the engine state its reads take.
+    worker: usize,
     locks: LockSet,
     writes: WriteSet,
     /// It inserted or updated a row outside a `FreeingScope`: its flush may not use the
@@ -26,8 +31,9 @@ pub(crate) struct LsmTxn<'e> {
 }
 
 impl<'e> LsmTxn<'e> {
-    pub fn new(engine: &'e Lsm, id: u64) -> Self {
-        LsmTxn { engine, id, locks: LockSet::default(), writes: WriteSet::new(), grows: false }
+    pub fn new(engine: &'e Lsm, id: u64, worker: usize) -> Self {
+        let locks = LockSet::default();
+        LsmTxn { engine, id, worker, locks, writes: WriteSet::new(), grows: false }
     }
 
     fn lock(&mut self, table: TableId, key: u64, mode: LockMode) -> Result<()> {
@@ -35,7 +41,7 @@ impl<'e> LsmTxn<'e> {
     }
 
     fn spec(&self, table: TableId) -> Result<TableSpec> {
-        let st = self.engine.state.read();
+        let st = self.engine.read_state_of(self.worker);
         self.engine.table_spec(&st, table)
     }
 
@@ -48,26 +54,45 @@ impl<'e> LsmTxn<'e> {
             }
             return Ok(v.is_some());
         }
-        let st = self.engine.state.read();
+        let st = self.engine.read_state_of(self.worker);
         self.engine.get(&st, table, key, out)
     }
 
-    fn release(&mut self) {
-        self.locks.release_all(&self.engine.locks, self.id);
+    /// `applied`: whether its writes may have reached the memtable (the keys it wrote get new
+    /// versions); otherwise they keep the versions their optimistic readers saw.
+    fn release(&mut self, applied: bool) {
+        if applied {
+            self.locks.release_all(&self.engine.locks, self.id);
+        } else {
+            self.locks.release_after_rollback(&self.engine.locks, self.id);
+        }
     }
 }
 
 impl Drop for LsmTxn<'_> {
     fn drop(&mut self) {
-        self.release();
+        // Idempotent: a commit or abort has released everything already.
+        self.release(false);
     }
 }
 
 impl Txn for LsmTxn<'_> {
+    /// Optimistic (see the module doc); a key this transaction wrote is its own write, under
+    /// its exclusive lock.
     fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
-        self.spec(table)?;
-        self.lock(table, key, LockMode::Shared)?;
-        self.visible(table, key, out)
+        if let Some(v) = self.writes.get(&(table, key)) {
+            out.clear();
+            if let Some(v) = v {
+                out.extend_from_slice(v);
+            }
+            return Ok(v.is_some());
+        }
+        let (engine, worker) = (self.engine, self.worker);
+        self.locks.read_optimistic(&engine.locks, self.id, table, key, || {
+            let st = engine.read_state_of(worker);
+            engine.table_spec(&st, table)?;
+            engine.get(&st, table, key, out)
+        })
     }
 
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
@@ -121,7 +146,7 @@ impl Txn for LsmTxn<'_> {
             return Ok(0);
         }
         let engine = self.engine;
-        let st = engine.state.read();
+        let st = engine.read_state_of(self.worker);
         let mut cursor = ScanCursor::new(engine, &st, Some(&self.writes), table, low, high)?;
         let mut visited = 0;
         while let Some((key, value)) = cursor.next()? {
@@ -138,23 +163,28 @@ impl Txn for LsmTxn<'_> {
     }
 
     fn commit(mut self: Box<Self>) -> Result<CommitToken> {
+        let engine = self.engine;
+        // Every write's lock is held: reads still valid now are valid at the commit point,
+        // where the writes become visible (Silo's validation phase). On failure the drop
+        // releases the locks; nothing was applied.
+        self.locks.validate(&engine.locks)?;
         if !self.writes.is_empty() {
-            let engine = self.engine;
-            let mut st = engine.state.write();
+            let mut st = engine.write_state();
             let r = engine.commit_writes(&mut st, &self.writes, self.grows);
             drop(st);
             if let Err(e) = r {
-                self.release();
+                // Conservatively new versions: a failed commit may have applied some rows.
+                self.release(true);
                 return Err(e);
             }
         }
-        self.release();
+        self.release(true);
         Ok(CommitToken::DURABLE)
     }
 
     fn abort(mut self: Box<Self>) -> Result<()> {
         self.writes.clear();
-        self.release();
+        self.release(false);
         Ok(())
     }
 }
