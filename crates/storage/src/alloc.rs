@@ -32,6 +32,8 @@ pub struct PageAllocator {
     /// independently); replaying those records rewrites both. Afterwards any difference is
     /// damage.
     recovering: std::sync::atomic::AtomicBool,
+    /// Acquisitions of `state` (per thread, summed when read), in [`PageAllocator::activity`].
+    stats: pmem::stats::ThreadCounters<1>,
 }
 
 struct FreeState {
@@ -49,6 +51,8 @@ const SCAN_WORDS: u64 = 64;
 pub const RESERVE_PAGES: u64 = 16;
 
 thread_local! {
+    /// Acquisitions of any allocator's shared `state` mutex by this thread (tests count them).
+    static SHARED_LOCKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Depth of the [`FreeingScope`]s open on this thread.
     static FREEING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
@@ -82,6 +86,11 @@ impl Drop for FreeingScope {
 pub fn reserve_pages(layout: &Layout) -> u64 {
     let data = layout.page_count.saturating_sub(layout.first_data_page());
     RESERVE_PAGES.min(data / 8)
+}
+
+/// How many times the calling thread has taken an allocator's shared mutex (issue 35).
+pub fn shared_locks_taken() -> u64 {
+    SHARED_LOCKS.with(|c| c.get())
 }
 
 fn word_offset(page: PageId) -> u64 {
@@ -119,7 +128,20 @@ impl PageAllocator {
             layout: *layout,
             state: Mutex::new(FreeState { list: Vec::new(), cursor }),
             recovering: std::sync::atomic::AtomicBool::new(false),
+            stats: Default::default(),
         }
+    }
+
+    /// The shared free-page state, locked (and counted).
+    fn lock_state(&self) -> parking_lot::MutexGuard<'_, FreeState> {
+        SHARED_LOCKS.with(|c| c.set(c.get() + 1));
+        self.stats.add(0, 1);
+        self.state.lock()
+    }
+
+    /// Counters since attach, as (name, count) pairs for an engine's `activity`.
+    pub fn activity(&self) -> Vec<(&'static str, u64)> {
+        vec![("alloc_shared_locks", self.stats.get(0))]
     }
 
     /// Recovery brackets its replay of system logs with `set_recovering(true)` / `(false)`.
@@ -184,7 +206,7 @@ impl PageAllocator {
     /// reserve is left and the caller is not inside a [`FreeingScope`].
     pub fn reserve(&self) -> Result<Option<PageId>> {
         let keep = if FreeingScope::active() { 0 } else { self.reserve_pages() as usize };
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         loop {
             if st.list.len() > keep {
                 let page = st.list.pop();
@@ -249,7 +271,7 @@ impl PageAllocator {
     /// Gives back a reserved page whose bit was never set.
     pub fn unreserve(&self, page: PageId) {
         debug_assert!(self.is_listable(page), "unreserved page {page} is not a free data page");
-        self.state.lock().list.push(page);
+        self.lock_state().list.push(page);
     }
 
     /// The free list's invariant, for debug assertions: a data page of this layout whose bit
@@ -261,7 +283,7 @@ impl PageAllocator {
 
     /// Marks `page` in use. Returns the ranges to flush (the word and its mirror).
     pub fn set_bit(&self, page: PageId) -> Result<[(u64, u64); 2]> {
-        let _g = self.state.lock();
+        let _g = self.lock_state();
         self.update_bit(page, true)
     }
 
@@ -269,7 +291,7 @@ impl PageAllocator {
     /// so it is below the cursor and goes back through [`PageAllocator::release`] once the
     /// rollback is persisted).
     pub fn clear_bit(&self, page: PageId) -> Result<[(u64, u64); 2]> {
-        let _g = self.state.lock();
+        let _g = self.lock_state();
         self.update_bit(page, false)
     }
 
@@ -282,7 +304,7 @@ impl PageAllocator {
         pages: &[PageId],
         persist: impl FnOnce(&[(u64, u64)]),
     ) -> Result<()> {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let mut written = Vec::with_capacity(pages.len() * 2);
         for p in pages {
             written.extend(self.update_bit(*p, false)?);
@@ -315,7 +337,7 @@ impl PageAllocator {
     /// Returns pages whose rolled-back allocation is persisted to the free list (pages at or
     /// above the cursor are left to the scan).
     pub fn release(&self, pages: &[PageId]) {
-        let mut st = self.state.lock();
+        let mut st = self.lock_state();
         let cursor = st.cursor;
         st.list.extend(pages.iter().filter(|p| **p < cursor));
     }

@@ -920,6 +920,7 @@ impl Engine for InPlace {
     fn activity(&self) -> Vec<(&'static str, u64)> {
         let mut v = read_activity(&self.store);
         v.extend(self.locks.activity());
+        v.extend(self.alloc.activity());
         v
     }
 
