@@ -60,9 +60,9 @@ fn cached_pages_are_neither_lost_nor_shared_across_a_crash() {
     // Both workers allocate at once, each from its own cache; the crash hits while each cache
     // still holds most of a batch.
     std::thread::scope(|s| {
-        for w in 0..2usize {
+        for (w, t) in tables.into_iter().enumerate() {
             let db = &db;
-            s.spawn(move || insert(db, w, tables[w], 0..700));
+            s.spawn(move || insert(db, w, t, 0..700));
         }
     });
     let before = db.check_integrity().expect("integrity before the crash");
