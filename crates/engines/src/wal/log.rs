@@ -132,8 +132,10 @@ fn encode(kind: u32, res: &Reservation, offset: u64, payload: &[u8], crc: u32) -
     out
 }
 
-/// Where a GSN store's GSN comes from: called under the reservation lock, so a log's records
-/// are in GSN order for any one page (the page's GSN is advanced in the same critical section).
+/// Where a GSN store's GSN comes from: called once the record's space is reserved and before
+/// its copy, outside the reservation lock (except with `log_insert=locked`, which copies under
+/// it). A GSN that another thread can read therefore names a reserved record that a force
+/// to the reserved end waits for (see `Dlog::capture_one` for why no more order is needed).
 pub(crate) type AssignGsn<'a> = &'a mut dyn FnMut() -> u64;
 
 /// The reservation lock's state.
@@ -347,12 +349,12 @@ impl Log {
         // Checksummed before the reservation lock: it depends on neither LSN nor position (a
         // GSN store's checksum is finished once its GSN is known, after the lock).
         let crc = crc_of(offset, payload);
-        // A GSN store takes its GSN under the reservation lock, record by record: it cannot
-        // join a group (a distributed log's insert path is decoupled fill alone).
+        // A GSN store is reserved record by record: it does not join a group (a distributed
+        // log's insert path is decoupled fill alone).
         if let (Some(carray), None) = (&self.carray, &assign) {
             return self.append_consolidated(carray, kind, offset, payload, crc).map(|e| (e, 0));
         }
-        let (guard, res, gsn) = loop {
+        let (guard, res) = loop {
             let mut r = self.reserved.lock();
             let Some(res) = self.reserve(r.end, size) else {
                 // Room for recovery's records and this one: else the log overflowed (the
@@ -365,8 +367,7 @@ impl Log {
                 if self.insert != LogInsert::Locked {
                     r.in_flight.insert(res.start);
                 }
-                let gsn = assign.as_mut().map_or(0, |f| f());
-                break (r, res, gsn);
+                break (r, res);
             }
             // The ring is full of unforced log: force what is filled, then try again.
             let filled = r.filled();
@@ -378,7 +379,7 @@ impl Log {
                 return None;
             }
         };
-        let encoded = |crc: u32| {
+        let encoded = |crc: u32, gsn: u64| {
             if prefix == 0 {
                 return encode(kind, &res, offset, payload, crc);
             }
@@ -389,19 +390,24 @@ impl Log {
         };
         if self.insert != LogInsert::Locked {
             drop(guard);
-            let record = encoded(crc);
+            // After the reservation, before the copy: in flight, so a force up to the reserved
+            // end waits for this record, GSN included.
+            let gsn = assign.as_mut().map_or(0, |f| f());
+            let record = encoded(crc, gsn);
             self.fill(&res, &record);
             let mut r = self.reserved.lock();
             r.in_flight.remove(&res.start);
             if r.waiters > 0 {
                 self.copied.notify_all();
             }
+            Some((res.end, gsn))
         } else {
-            let record = encoded(crc);
+            let gsn = assign.as_mut().map_or(0, |f| f());
+            let record = encoded(crc, gsn);
             self.fill(&res, &record);
             drop(guard);
+            Some((res.end, gsn))
         }
-        Some((res.end, gsn))
     }
 
     /// `log_insert=consolidated` ([`super::carray`]): joins a group, copies this record into
