@@ -25,14 +25,23 @@ fn row(key: u64) -> Vec<u8> {
     key.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes().repeat(ROW_BYTES / 8)
 }
 
+/// Inserts `keys` in transactions of 50 on `worker`, retrying one that a lock conflict aborted
+/// (two keys may share a lock stripe, across tables too).
 fn insert(db: &InPlace, worker: usize, t: storage::TableId, keys: std::ops::Range<u64>) {
     let keys: Vec<u64> = keys.collect();
     for chunk in keys.chunks(50) {
-        let mut txn = db.begin(worker).expect("begin");
-        for &k in chunk {
-            txn.insert(t, k, &row(k)).expect("insert");
+        for attempt in 0.. {
+            assert!(attempt < 1000, "keys {chunk:?} kept conflicting");
+            let mut txn = db.begin(worker).expect("begin");
+            match chunk.iter().try_for_each(|&k| txn.insert(t, k, &row(k))) {
+                Ok(()) => {
+                    txn.commit().expect("commit");
+                    break;
+                }
+                Err(storage::DbError::Conflict { .. }) => txn.abort().expect("abort"),
+                Err(e) => panic!("insert: {e}"),
+            }
         }
-        txn.commit().expect("commit");
     }
 }
 
