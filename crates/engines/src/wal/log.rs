@@ -142,21 +142,12 @@ pub(crate) type AssignGsn<'a> = &'a mut dyn FnMut() -> u64;
 struct Reserved {
     /// LSN just past the last reserved record.
     end: u64,
-    /// Starts of the reservations whose copies are not yet done.
-    in_flight: std::collections::BTreeSet<u64>,
-    /// Forces waiting for a copy to complete.
-    waiters: u32,
+    /// Acquisitions of this lock (counted under it, so the count writes no other line).
+    acquisitions: u64,
     /// `log_insert=consolidated`: groups reserved, and the records they held (counted under
     /// this lock, which their leaders hold anyway).
     groups: u64,
     grouped_records: u64,
-}
-
-impl Reserved {
-    /// Every record below this LSN is copied into the ring.
-    fn filled(&self) -> u64 {
-        self.in_flight.first().copied().unwrap_or(self.end)
-    }
 }
 
 /// Where one reservation's bytes go: zeros from `start` to `pad` (the unusable end of the
@@ -180,10 +171,21 @@ pub(crate) struct Log {
     insert: LogInsert,
     /// `log_insert=consolidated`: where concurrent inserters combine.
     carray: Option<ConsolidationArray>,
-    /// The reservation lock (the log's insert point): the reserved end and the copies in
-    /// flight.
+    /// The reservation lock (the log's insert point): the reserved end. Releases do not take
+    /// it (below).
     reserved: parking_lot::Mutex<Reserved>,
-    /// Signalled when a copy completes and a force waits for it.
+    /// Aether's release (Johnson et al., VLDB 2010, §A): every reservation below this LSN is
+    /// copied into the ring. A copy that ends while an earlier one is still in flight leaves
+    /// its end in `done` at its start, and whoever moves `released` up to that start moves it
+    /// on (delegated release), so no copy waits for another and no release takes a lock.
+    released: AtomicU64,
+    /// Per 8-byte LSN modulo the ring: the end of a finished copy that starts there and waits
+    /// for its predecessors (0: none). Every copy in flight lies within one ring of `forced`,
+    /// so no two share an entry.
+    done: Box<[AtomicU64]>,
+    /// Forces asleep on `copied` (under `reserved`) until `released` reaches them.
+    copy_waiters: AtomicU64,
+    /// Signalled when a release moves `released` while a force waits.
     copied: parking_lot::Condvar,
     /// The volatile ring: LSN `l` lives in word `(l / 8) % RING_WORDS`. Appenders write
     /// disjoint ranges; the reservation lock publishes them to the forcer.
@@ -223,11 +225,13 @@ impl Log {
             carray: (insert == LogInsert::Consolidated).then(ConsolidationArray::default),
             reserved: parking_lot::Mutex::new(Reserved {
                 end,
-                in_flight: std::collections::BTreeSet::new(),
-                waiters: 0,
+                acquisitions: 0,
                 groups: 0,
                 grouped_records: 0,
             }),
+            released: AtomicU64::new(end),
+            done: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
+            copy_waiters: AtomicU64::new(0),
             copied: parking_lot::Condvar::new(),
             ring: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
             forced: AtomicU64::new(end),
@@ -243,7 +247,64 @@ impl Log {
 
     /// LSN below which every record is copied in (with operations quiesced: the end).
     pub fn appended(&self) -> u64 {
-        self.reserved.lock().filled()
+        self.released.load(Ordering::Acquire)
+    }
+
+    /// The reservation lock, counted.
+    fn lock_reserved(&self) -> parking_lot::MutexGuard<'_, Reserved> {
+        let mut r = self.reserved.lock();
+        r.acquisitions += 1;
+        r
+    }
+
+    /// Acquisitions of the reservation lock so far.
+    pub(crate) fn reservation_locks(&self) -> u64 {
+        self.reserved.lock().acquisitions
+    }
+
+    /// The copy of `start..end` (a reservation) is in the ring: moves `released` past it and
+    /// past every later copy already done, or leaves it to the thread that will. Takes no lock
+    /// unless a force sleeps.
+    fn release(&self, start: u64, end: u64) {
+        let (mut start, mut end) = (start, end);
+        // Bounded: each turn releases one finished copy.
+        loop {
+            if self
+                .released
+                .compare_exchange(start, end, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                match self.take_done(end) {
+                    Some(next) => (start, end) = (end, next),
+                    None => break,
+                }
+                continue;
+            }
+            // An earlier copy is in flight: its release moves on over this one.
+            self.done_entry(start).store(end, Ordering::SeqCst);
+            // Dekker with that release (its `released` store, then its `take_done`): if it got
+            // here first, this thread takes its entry back and releases it itself.
+            if self.released.load(Ordering::SeqCst) != start {
+                return;
+            }
+            match self.take_done(start) {
+                Some(e) => end = e,
+                None => return,
+            }
+        }
+        if self.copy_waiters.load(Ordering::SeqCst) > 0 {
+            let _r = self.reserved.lock();
+            self.copied.notify_all();
+        }
+    }
+
+    fn done_entry(&self, lsn: u64) -> &AtomicU64 {
+        &self.done[((lsn / 8) % RING_WORDS) as usize]
+    }
+
+    /// Claims the finished copy starting at `lsn`, if one waits there: its end.
+    fn take_done(&self, lsn: u64) -> Option<u64> {
+        Some(self.done_entry(lsn).swap(0, Ordering::SeqCst)).filter(|e| *e != 0)
     }
 
     /// `log_insert=consolidated`: (groups reserved, records they held).
@@ -254,27 +315,25 @@ impl Log {
 
     /// LSN just past the last reserved record.
     pub(crate) fn reserved_end(&self) -> u64 {
-        self.reserved.lock().end
+        self.lock_reserved().end
     }
 
-    /// Tests: another appender's copy still in flight just before the current end (what a
-    /// thread is between its reservation and its copy): the filled prefix stops there, and a
-    /// force past it waits for [`Self::finish_copy`]. Needs a record appended already.
+    /// Tests: another appender's copy in flight at the current end (what a thread is between
+    /// its reservation and its copy: a pad record's room reserved, not yet copied): the filled
+    /// prefix stops there, and a force past it waits for [`Self::finish_copy`].
     #[cfg(test)]
     pub(crate) fn start_copy(&self) -> u64 {
-        let mut r = self.reserved.lock();
-        let at = r.end - 1;
-        r.in_flight.insert(at);
-        at
+        let mut r = self.lock_reserved();
+        let res = self.reserve(r.end, record_bytes(0)).expect("room for a pad");
+        r.end = res.end;
+        res.start
     }
 
     #[cfg(test)]
     pub(crate) fn finish_copy(&self, at: u64) {
-        let mut r = self.reserved.lock();
-        r.in_flight.remove(&at);
-        if r.waiters > 0 {
-            self.copied.notify_all();
-        }
+        let res = self.reserve(at, record_bytes(0)).expect("the same reservation");
+        self.fill(&res, &encode(KIND_PAD, &res, 0, &[], crc_of(0, &[])));
+        self.release(res.start, res.end);
     }
 
     pub fn forced(&self) -> u64 {
@@ -355,7 +414,7 @@ impl Log {
             return self.append_consolidated(carray, kind, offset, payload, crc).map(|e| (e, 0));
         }
         let (guard, res) = loop {
-            let mut r = self.reserved.lock();
+            let mut r = self.lock_reserved();
             let Some(res) = self.reserve(r.end, size) else {
                 // Room for recovery's records and this one: else the log overflowed (the
                 // caller's operation margin was wrong); commits are refused from now on.
@@ -364,14 +423,11 @@ impl Log {
             };
             if res.end - self.forced() <= RING_BYTES {
                 r.end = res.end;
-                if self.insert != LogInsert::Locked {
-                    r.in_flight.insert(res.start);
-                }
                 break (r, res);
             }
             // The ring is full of unforced log: force what is filled, then try again.
-            let filled = r.filled();
             drop(r);
+            let filled = self.appended();
             if filled <= self.forced() {
                 // An earlier copy is still in flight.
                 std::thread::yield_now();
@@ -395,17 +451,16 @@ impl Log {
             let gsn = assign.as_mut().map_or(0, |f| f());
             let record = encoded(crc, gsn);
             self.fill(&res, &record);
-            let mut r = self.reserved.lock();
-            r.in_flight.remove(&res.start);
-            if r.waiters > 0 {
-                self.copied.notify_all();
-            }
+            self.release(res.start, res.end);
             Some((res.end, gsn))
         } else {
             let gsn = assign.as_mut().map_or(0, |f| f());
             let record = encoded(crc, gsn);
             self.fill(&res, &record);
             drop(guard);
+            // After the lock (a release may take it to wake a force): copies made under it
+            // are released in any order, each over the earlier ones.
+            self.release(res.start, res.end);
             Some((res.end, gsn))
         }
     }
@@ -437,13 +492,9 @@ impl Log {
         if let Some(res) = &res {
             self.fill(res, &encode(kind, res, offset, payload, crc));
         }
-        if let Some(key) = carray.finish(&joined) {
+        if let Some((key, end)) = carray.finish(&joined) {
             if base != NO_ROOM {
-                let mut r = self.reserved.lock();
-                r.in_flight.remove(&key);
-                if r.waiters > 0 {
-                    self.copied.notify_all();
-                }
+                self.release(key, end);
             }
             carray.recycle(&joined);
         }
@@ -454,7 +505,7 @@ impl Log {
     /// pad before it if it does not fit before the end of the area) and notes it in flight;
     /// then the members are told where it starts. None: no room (the log overflowed).
     fn reserve_group(&self, carray: &ConsolidationArray, leader: &Joined) -> Option<Reservation> {
-        let mut r = self.reserved.lock();
+        let mut r = self.lock_reserved();
         let group: Group = carray.close(leader);
         r.groups += 1;
         r.grouped_records += group.members;
@@ -462,28 +513,27 @@ impl Log {
             let Some(res) = self.reserve(r.end, group.bytes) else {
                 self.overflowed.store(true, Ordering::Release);
                 drop(r);
-                carray.publish(leader, group, NO_ROOM, 0);
+                carray.publish(leader, group, NO_ROOM, 0, 0);
                 return None;
             };
             if res.end - self.forced() <= RING_BYTES {
                 r.end = res.end;
-                r.in_flight.insert(res.start);
                 drop(r);
-                carray.publish(leader, group, res.record, res.start);
+                carray.publish(leader, group, res.record, res.start, res.end);
                 return Some(res);
             }
             // The ring is full of unforced log: force what is filled, then try again.
-            let filled = r.filled();
             drop(r);
+            let filled = self.appended();
             if filled <= self.forced() {
                 std::thread::yield_now();
             } else if self.force(filled, false).is_err() {
                 // The members' records are lost: nothing after them may be acknowledged.
                 self.overflowed.store(true, Ordering::Release);
-                carray.publish(leader, group, NO_ROOM, 0);
+                carray.publish(leader, group, NO_ROOM, 0, 0);
                 return None;
             }
-            r = self.reserved.lock();
+            r = self.lock_reserved();
         }
     }
 
@@ -558,17 +608,22 @@ impl Log {
         }
         let start = self.forced();
         let target = {
-            let mut r = self.reserved.lock();
-            if r.filled() < lsn {
+            if self.appended() < lsn {
+                let mut r = self.lock_reserved();
                 self.copy_waits.fetch_add(1, Ordering::Relaxed);
                 // Bounded: `lsn` was reserved, and every copy completes without waiting.
-                while r.filled() < lsn.min(r.end) {
-                    r.waiters += 1;
-                    self.copied.wait(&mut r);
-                    r.waiters -= 1;
+                let want = lsn.min(r.end);
+                while self.appended() < want {
+                    // Dekker with `release` (its `released` move, then this count): a release
+                    // this re-check misses sees the count and wakes this thread.
+                    self.copy_waiters.fetch_add(1, Ordering::SeqCst);
+                    if self.released.load(Ordering::SeqCst) < want {
+                        self.copied.wait(&mut r);
+                    }
+                    self.copy_waiters.fetch_sub(1, Ordering::SeqCst);
                 }
             }
-            r.filled().max(start)
+            self.appended().max(start)
         };
         let mut bytes = std::mem::take(&mut *guard);
         bytes.clear();
@@ -823,6 +878,41 @@ mod tests {
                 let want: Vec<_> = (0..per).map(|i| (i, payload(t as u64, i))).collect();
                 assert_eq!(rebuilt, want, "{insert:?}: thread {t}'s stores");
             }
+        }
+    }
+
+    /// Guards Aether's release without a lock (issue 35): an append takes the reservation lock
+    /// once (a group once, for all its members), its release none, and every copy is still
+    /// released (the log's filled prefix reaches its end). Would catch: a release that takes
+    /// the insert point's lock again (two acquisitions per record), or a delegated release lost.
+    #[test]
+    fn a_release_takes_no_lock_and_none_is_lost() {
+        for insert in [LogInsert::Aether, LogInsert::Consolidated, LogInsert::Locked] {
+            let (region, log) = log(16 << 20, insert);
+            let (threads, per) = (4u64, 500u64);
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    let log = log.clone();
+                    s.spawn(move || {
+                        for i in 0..per {
+                            log.append((t << 32) | (i << 16), &[t as u8; 24]);
+                        }
+                    });
+                }
+            });
+            let locks = log.reservation_locks();
+            let reserved = log.reserved.lock().end;
+            assert_eq!(log.appended(), reserved, "{insert:?}: a copy was never released");
+            match insert {
+                LogInsert::Consolidated => {
+                    assert_eq!(locks, log.groups().0, "{insert:?}: one acquisition per group")
+                }
+                _ => assert_eq!(locks, threads * per, "{insert:?}: one acquisition per record"),
+            }
+            assert!(log.done.iter().all(|d| d.load(Ordering::Relaxed) == 0), "an entry left");
+            log.force(log.appended(), false).unwrap();
+            let (_, records) = scan(&region, AREA, 16 << 20, 0, u64::MAX, |_| {}).unwrap();
+            assert_eq!(records, threads * per, "{insert:?}: every record read back");
         }
     }
 
