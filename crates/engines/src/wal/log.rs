@@ -183,6 +183,9 @@ pub(crate) struct Log {
     /// for its predecessors (0: none). Every copy in flight lies within one ring of `forced`,
     /// so no two share an entry.
     done: Box<[AtomicU64]>,
+    /// The reserved end as of its last move (stored under `reserved`), for readers that need
+    /// no lock: how full the log is, read by the gate on every operation.
+    reserved_hint: AtomicU64,
     /// Forces asleep on `copied` (under `reserved`) until `released` reaches them.
     copy_waiters: AtomicU64,
     /// Signalled when a release moves `released` while a force waits.
@@ -230,6 +233,7 @@ impl Log {
                 grouped_records: 0,
             }),
             released: AtomicU64::new(end),
+            reserved_hint: AtomicU64::new(end),
             done: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
             copy_waiters: AtomicU64::new(0),
             copied: parking_lot::Condvar::new(),
@@ -326,6 +330,7 @@ impl Log {
         let mut r = self.lock_reserved();
         let res = self.reserve(r.end, record_bytes(0)).expect("room for a pad");
         r.end = res.end;
+        self.reserved_hint.store(res.end, Ordering::Release);
         res.start
     }
 
@@ -346,7 +351,9 @@ impl Log {
 
     /// Bytes of the area holding records recovery may still need.
     pub fn used(&self) -> u64 {
-        self.reserved_end() - self.redo_from.load(Ordering::Acquire)
+        let end = self.reserved_hint.load(Ordering::Acquire);
+        // Saturating: a checkpoint may truncate past the end this thread read a moment before.
+        end.saturating_sub(self.redo_from.load(Ordering::Acquire))
     }
 
     pub fn capacity(&self) -> u64 {
@@ -423,6 +430,7 @@ impl Log {
             };
             if res.end - self.forced() <= RING_BYTES {
                 r.end = res.end;
+                self.reserved_hint.store(res.end, Ordering::Release);
                 break (r, res);
             }
             // The ring is full of unforced log: force what is filled, then try again.
@@ -518,6 +526,7 @@ impl Log {
             };
             if res.end - self.forced() <= RING_BYTES {
                 r.end = res.end;
+                self.reserved_hint.store(res.end, Ordering::Release);
                 drop(r);
                 carray.publish(leader, group, res.record, res.start, res.end);
                 return Some(res);
