@@ -19,13 +19,14 @@
 //! inserters combine, one leader takes the reservation lock for the whole group, each member
 //! copies its record without a lock, and the last member of a group releases its region.
 //! `aether` is decoupled buffer fill alone: every appender reserves its LSN range under the short
-//! reservation lock (arithmetic, and noting the range as in flight), copies its record into the
-//! volatile ring with no lock held, then takes the lock again for a moment to note the copy done.
-//! In both, appenders never wait for one another's copies: a force writes the *filled prefix*
-//! (up to the oldest copy still in flight) and only a commit whose records lie beyond an
-//! unfinished copy waits for it (Aether releases in LSN order by delegation, which is what the
-//! filled prefix amounts to; a release that spins for its predecessor collapsed throughput on
-//! this 2-core machine when a copier was descheduled). `log_insert=locked` copies under the
+//! reservation lock (arithmetic only), copies its record into the volatile ring with no lock
+//! held, then releases it without a lock (issue 35): a CAS moves the *filled prefix* (`released`)
+//! over its range, or, while an earlier copy is still in flight, its end is left in a table at
+//! its start and the earlier copy's release moves on over it (Aether's delegated release, §A).
+//! In both, appenders never wait for one another's copies: a force writes the filled prefix and
+//! only a commit whose records lie beyond an unfinished copy waits for it (a release that spins
+//! for its predecessor collapsed throughput on this 2-core machine when a copier was
+//! descheduled). `log_insert=locked` copies under the
 //! reservation lock (one global lock per append, the baseline Aether improves on), to measure the
 //! three side by side.
 //!
