@@ -9,7 +9,7 @@ use engines::EngineOptions;
 use pmem::{Medium, Region, RegionOptions};
 use storage::{Engine, TableSpec};
 
-const WAL_FIGURES: [&str; 9] = [
+const WAL_FIGURES: [&str; 10] = [
     "checkpoints",
     "pages_flushed",
     "page_flush_fences",
@@ -19,6 +19,7 @@ const WAL_FIGURES: [&str; 9] = [
     "log_force_fences",
     "log_bytes_forced",
     "log_copy_waits",
+    "log_reserve_locks",
 ];
 
 const DLOG_FIGURES: [&str; 7] = [
@@ -104,11 +105,11 @@ fn the_central_log_reports_the_wal_figures_and_forces_every_commit() {
         // each.
         assert!(forces >= 40, "{force:?}: {forces} forces for 40 commits");
         assert_eq!(figures[6].1, 2 * forces, "two barriers per persist_wal");
-        let (groups, grouped) = (figures[9].1, figures[10].1);
+        let (groups, grouped) = (figures[10].1, figures[11].1);
         assert!(groups > 0 && grouped >= groups, "records went through the consolidation array");
         // Each commit here is waited for at once: a waiter leads the force itself when none
         // runs, so the daemon's rounds and the committers' own forces share the work.
-        let (rounds, helped) = (figures[11].1, figures[13].1);
+        let (rounds, helped) = (figures[12].1, figures[14].1);
         match force {
             LogForce::Pipelined => {
                 assert!(rounds + helped >= 40, "pipelined forces covered it: {figures:?}")
@@ -167,6 +168,6 @@ fn distributed_logs_report_the_same_figures_summed_over_every_log_and_their_own(
     assert_eq!(names, expected);
     let forces = figures[5].1;
     assert!(forces > 0, "the logs were forced");
-    let acknowledged = figures[9].1 + figures[10].1 + figures[11].1;
+    let acknowledged = figures[10].1 + figures[11].1 + figures[12].1;
     assert!(acknowledged > 0, "commits went through passive group commit: {figures:?}");
 }

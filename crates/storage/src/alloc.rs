@@ -16,22 +16,52 @@
 //!
 //! Open is O(1): nothing is scanned. The volatile free list is filled lazily by a cursor that
 //! walks the bitmap as pages are needed. Invariant: a page below the cursor is on the free list
-//! iff its bit is clear; a page at or above it is found by the cursor, never pushed.
+//! or in one worker's cache iff its bit is clear (and no transaction holds it reserved); a page
+//! at or above it is found by the cursor, never pushed. The cursor only moves up.
+//!
+//! **Per-worker caches** (issue 35; the shape of `inplace`'s free-slot caches): each worker
+//! moves free pages between the shared list and its own padded cache [`PAGE_BATCH`] at a time,
+//! so it takes the shared mutex once per batch instead of twice per page. Volatile like the
+//! list: a cached page is free in the bitmap, so a crash loses nothing (the scan finds it
+//! again) and hands nothing out twice. A cache only ever holds pages beyond the reserve: a
+//! refill leaves more than the reserve on the list, and once the scan has reached the end with
+//! little left the allocator is *low* and every worker goes through the shared list as before,
+//! which drains the caches before it says full. A bitmap word below the cursor is written under
+//! the lock of its bitmap line only (the scan never reads it again); one at or above it also
+//! under the shared mutex, which the scan holds.
 
 use crate::engine::{DbError, Result};
 use crate::format::{page_offset, Layout, PageId, BITMAP_FIRST_PAGE};
+use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use pmem::Region;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub struct PageAllocator {
     region: Region,
     layout: Layout,
     state: Mutex<FreeState>,
+    /// Per worker: free pages below the cursor, beyond the reserve (see the module doc). Only
+    /// its worker locks a cache, except a refusal that drains them all (a full region).
+    caches: Box<[CachePadded<Mutex<Vec<PageId>>>]>,
+    /// The cursor as of its last move, readable without `state` (it only grows): a page below
+    /// it is never read by the scan again.
+    scanned_below: AtomicU64,
+    /// Set (under `state`) once the scan has reached the end and the list holds little more
+    /// than the reserve: workers then bypass their caches, so the reserve rule is the list's.
+    low: AtomicBool,
+    /// Serialise updates of a bitmap word and its mirror (a read-modify-write), one lock per
+    /// bitmap line modulo [`BIT_LOCKS`]: two workers contend only where they already share the
+    /// bitmap's cache line.
+    bit_locks: Box<[CachePadded<Mutex<()>>]>,
     /// Set while recovery replays system logs: a bitmap word may then differ from its mirror
     /// in the bits of the logged updates a crash interrupted (the two lines persist
     /// independently); replaying those records rewrites both. Afterwards any difference is
     /// damage.
     recovering: std::sync::atomic::AtomicBool,
+    /// Acquisitions of `state` and of the bit locks (per thread, summed when read), in
+    /// [`PageAllocator::activity`].
+    stats: pmem::stats::ThreadCounters<2>,
 }
 
 struct FreeState {
@@ -44,11 +74,32 @@ struct FreeState {
 /// Bitmap words the lazy scan reads per refill: bounds the time one allocation can take.
 const SCAN_WORDS: u64 = 64;
 
+/// Free pages a worker moves between the shared list and its cache at once; a cache holding
+/// more than twice this gives the surplus back.
+pub const PAGE_BATCH: usize = 32;
+
+/// Free pages beyond the reserve, on the list once the scan has ended, below which the
+/// allocator turns low (caches bypassed), and above which it stops being low.
+const LOW_ENTER: usize = PAGE_BATCH;
+const LOW_LEAVE: usize = 4 * PAGE_BATCH;
+
+/// Bit locks (see `PageAllocator::bit_locks`).
+const BIT_LOCKS: usize = 64;
+
+/// Pages per 64-byte line of the bitmap: a bit lock covers one line.
+const PAGES_PER_BITMAP_LINE: u64 = 64 * 8;
+// A refill leaves more than the reserve on the list; leaving low needs more than entering.
+const _: () = assert!(PAGE_BATCH > 1 && LOW_ENTER >= PAGE_BATCH && LOW_ENTER < LOW_LEAVE);
+
 /// Free pages kept for work that frees space (see the module doc): 512 KiB, enough for the
 /// trash rows and index splits of thousands of deletes in one transaction.
 pub const RESERVE_PAGES: u64 = 16;
 
 thread_local! {
+    /// Acquisitions of any allocator's shared `state` mutex by this thread (tests count them).
+    static SHARED_LOCKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Acquisitions of any allocator's bit locks by this thread.
+    static BIT_LOCKS_TAKEN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Depth of the [`FreeingScope`]s open on this thread.
     static FREEING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
@@ -82,6 +133,17 @@ impl Drop for FreeingScope {
 pub fn reserve_pages(layout: &Layout) -> u64 {
     let data = layout.page_count.saturating_sub(layout.first_data_page());
     RESERVE_PAGES.min(data / 8)
+}
+
+/// How many times the calling thread has taken an allocator's shared mutex (issue 35: once
+/// per [`PAGE_BATCH`] allocations, counted by tests).
+pub fn shared_locks_taken() -> u64 {
+    SHARED_LOCKS.with(|c| c.get())
+}
+
+/// How many times the calling thread has taken an allocator's bit locks.
+pub fn bit_locks_taken() -> u64 {
+    BIT_LOCKS_TAKEN.with(|c| c.get())
 }
 
 fn word_offset(page: PageId) -> u64 {
@@ -118,8 +180,44 @@ impl PageAllocator {
             region: region.clone(),
             layout: *layout,
             state: Mutex::new(FreeState { list: Vec::new(), cursor }),
+            caches: (0..layout.workers.max(1)).map(|_| Default::default()).collect(),
+            scanned_below: AtomicU64::new(cursor),
+            low: AtomicBool::new(false),
+            bit_locks: (0..BIT_LOCKS).map(|_| Default::default()).collect(),
             recovering: std::sync::atomic::AtomicBool::new(false),
+            stats: Default::default(),
         }
+    }
+
+    /// The shared free-page state, locked (and counted).
+    fn lock_state(&self) -> parking_lot::MutexGuard<'_, FreeState> {
+        SHARED_LOCKS.with(|c| c.set(c.get() + 1));
+        self.stats.add(0, 1);
+        self.state.lock()
+    }
+
+    /// The lock of `page`'s bitmap line (and its mirror's), taken to update a bit (counted).
+    fn lock_bits(&self, page: PageId) -> parking_lot::MutexGuard<'_, ()> {
+        BIT_LOCKS_TAKEN.with(|c| c.set(c.get() + 1));
+        self.stats.add(1, 1);
+        self.bit_lock(page)
+    }
+
+    /// The same lock, taken to read a word and its mirror as one (checks and reports: not
+    /// counted, so a scan of the whole bitmap does not swamp the figure).
+    fn bit_lock(&self, page: PageId) -> parking_lot::MutexGuard<'_, ()> {
+        self.bit_locks[(page / PAGES_PER_BITMAP_LINE) as usize % BIT_LOCKS].lock()
+    }
+
+    /// Worker `worker`'s cache (an out-of-range worker shares the last one, the
+    /// administrator's).
+    fn cache(&self, worker: usize) -> parking_lot::MutexGuard<'_, Vec<PageId>> {
+        self.caches[worker.min(self.caches.len() - 1)].lock()
+    }
+
+    /// Counters since attach, as (name, count) pairs for an engine's `activity`.
+    pub fn activity(&self) -> Vec<(&'static str, u64)> {
+        vec![("alloc_shared_locks", self.stats.get(0)), ("alloc_bit_locks", self.stats.get(1))]
     }
 
     /// Recovery brackets its replay of system logs with `set_recovering(true)` / `(false)`.
@@ -160,6 +258,7 @@ impl PageAllocator {
 
     pub fn is_allocated(&self, page: PageId) -> Result<bool> {
         self.check_page(page)?;
+        let _bits = self.bit_lock(page);
         Ok(self.word(page)? & (1 << (page % 64)) != 0)
     }
 
@@ -179,33 +278,98 @@ impl PageAllocator {
         reserve_pages(&self.layout)
     }
 
-    /// Takes a free page (volatile only). The caller persists a `PAGE_ALLOC` undo record and
-    /// then calls [`PageAllocator::set_bit`]. `Ok(None)`: every page is in use, or only the
-    /// reserve is left and the caller is not inside a [`FreeingScope`].
-    pub fn reserve(&self) -> Result<Option<PageId>> {
-        let keep = if FreeingScope::active() { 0 } else { self.reserve_pages() as usize };
-        let mut st = self.state.lock();
-        loop {
-            if st.list.len() > keep {
-                let page = st.list.pop();
-                debug_assert!(page.is_some_and(|p| self.is_listable(p)), "listed page {page:?}");
-                return Ok(page);
-            }
-            if st.cursor >= self.layout.page_count {
-                return Ok(None);
-            }
-            if let Err(e) = self.refill(&mut st) {
-                // The region cannot grow: what is listed is all there is.
-                if st.list.len() > keep {
-                    return Ok(st.list.pop());
+    /// Takes a free page (volatile only) for worker `worker`. The caller persists a
+    /// `PAGE_ALLOC` undo record and then calls [`PageAllocator::set_bit`]. `Ok(None)`: every
+    /// page is in use, or only the reserve is left and the caller is not inside a
+    /// [`FreeingScope`].
+    pub fn reserve(&self, worker: usize) -> Result<Option<PageId>> {
+        if !self.low.load(Ordering::Acquire) {
+            let mut cache = self.cache(worker);
+            // Checked again under the cache lock: a page pushed after a drain saw `low` set.
+            if !self.low.load(Ordering::Acquire) {
+                if let Some(page) = cache.pop() {
+                    return Ok(Some(page));
                 }
-                return Err(e);
+                // Lock order: a cache, then `state` (a drain holds no `state` while it takes
+                // the caches).
+                if let Some(page) = self.refill_cache(&mut self.lock_state(), &mut cache) {
+                    return Ok(Some(page));
+                }
             }
         }
+        self.reserve_shared()
+    }
+
+    /// One shared acquisition: a page for the caller and `PAGE_BATCH - 1` more for `cache`
+    /// (empty), taken only while the list keeps more than the reserve. `None` (the caller goes
+    /// through the shared list): the scan has ended with little left (the allocator is now low)
+    /// or cannot go on.
+    fn refill_cache(&self, st: &mut FreeState, cache: &mut Vec<PageId>) -> Option<PageId> {
+        // The ordinary reserve even inside a `FreeingScope`: a cache serves ordinary
+        // allocations later, so it must never hold a kept page.
+        let keep = self.reserve_pages() as usize;
+        loop {
+            if st.list.len() > keep + LOW_ENTER {
+                // The list's tail holds its lowest pages, highest first: the caller gets the
+                // lowest, the cache pops the rest in the order the list would have.
+                let mut batch = st.list.split_off(st.list.len() - PAGE_BATCH);
+                let page = batch.pop();
+                cache.extend(batch);
+                return page;
+            }
+            if st.cursor >= self.layout.page_count {
+                self.low.store(true, Ordering::Release);
+                return None;
+            }
+            self.refill(st).ok()?;
+        }
+    }
+
+    /// Takes a page from the shared list, the reserve's rule applied to it alone (the caches
+    /// hold pages beyond it). Drains every cache before it refuses.
+    fn reserve_shared(&self) -> Result<Option<PageId>> {
+        let keep = if FreeingScope::active() { 0 } else { self.reserve_pages() as usize };
+        let mut drained = false;
+        loop {
+            let mut st = self.lock_state();
+            let refusal = loop {
+                if st.list.len() > keep {
+                    let page = st.list.pop();
+                    debug_assert!(page.is_some_and(|p| self.is_listable(p)), "page {page:?}");
+                    return Ok(page);
+                }
+                if st.cursor >= self.layout.page_count {
+                    break Ok(None);
+                }
+                // A region that cannot grow: what is listed (and cached) is all there is.
+                if let Err(e) = self.refill(&mut st) {
+                    break Err(e);
+                }
+            };
+            drop(st);
+            if drained {
+                return refusal;
+            }
+            drained = true;
+            let pages = self.drain_caches();
+            if pages.is_empty() {
+                return refusal;
+            }
+            let mut st = self.lock_state();
+            st.list.extend(pages);
+            // Highest first again, so pops hand out low pages.
+            st.list.sort_unstable_by(|a, b| b.cmp(a));
+        }
+    }
+
+    /// Empties every worker's cache, taking no other lock meanwhile.
+    fn drain_caches(&self) -> Vec<PageId> {
+        self.caches.iter().flat_map(|c| std::mem::take(&mut *c.lock())).collect()
     }
 
     /// Moves the cursor over up to `SCAN_WORDS` bitmap words, listing their clear bits.
     fn refill(&self, st: &mut FreeState) -> Result<()> {
+        let start = st.cursor;
         let first = self.layout.first_data_page();
         let end = self.layout.page_count;
         let mut found = Vec::new();
@@ -230,8 +394,9 @@ impl PageAllocator {
             if let Err(e) = self.region.ensure_backed(page_offset(last + 1)) {
                 let backed = self.region.backed_len() / crate::format::PAGE_SIZE_U64;
                 // The cursor moves back to a word boundary; pages listed must lie below it, or
-                // the next scan of that word would list them twice.
-                let cursor = st.cursor.min(backed / 64 * 64).max(first / 64 * 64);
+                // the next scan of that word would list them twice. Never below where this
+                // scan began: words below it are written without `state` (module doc).
+                let cursor = st.cursor.min(backed / 64 * 64).max(start);
                 found.retain(|p| *p < cursor);
                 st.cursor = cursor;
                 if found.is_empty() {
@@ -243,54 +408,111 @@ impl PageAllocator {
         }
         // Highest first, so pops hand out low pages (compact regions).
         st.list.extend(found.into_iter().rev());
+        self.scanned_below.store(st.cursor, Ordering::Release);
         Ok(())
     }
 
-    /// Gives back a reserved page whose bit was never set.
-    pub fn unreserve(&self, page: PageId) {
+    /// Gives back a page that `worker` reserved and whose bit was never set.
+    pub fn unreserve(&self, worker: usize, page: PageId) {
         debug_assert!(self.is_listable(page), "unreserved page {page} is not a free data page");
-        self.state.lock().list.push(page);
+        self.give(worker, vec![page]);
+    }
+
+    /// Puts `pages` (below the cursor, free in the bitmap durably, held by no one) in
+    /// `worker`'s cache; past `2 * PAGE_BATCH` cached, all but `PAGE_BATCH` go back to the
+    /// shared list in one acquisition. A low allocator lists them at once.
+    fn give(&self, worker: usize, pages: Vec<PageId>) {
+        let listed = {
+            let mut cache = self.cache(worker);
+            if self.low.load(Ordering::Acquire) {
+                pages
+            } else {
+                cache.extend(pages);
+                if cache.len() <= 2 * PAGE_BATCH {
+                    return;
+                }
+                let n = cache.len() - PAGE_BATCH;
+                cache.drain(..n).collect()
+            }
+        };
+        let mut st = self.lock_state();
+        st.list.extend(listed);
+        self.note_listed(&st);
+    }
+
+    /// After pages were listed: enough beyond the reserve again ends the low state.
+    fn note_listed(&self, st: &FreeState) {
+        if st.list.len() > self.reserve_pages() as usize + LOW_LEAVE
+            && self.low.load(Ordering::Relaxed)
+        {
+            self.low.store(false, Ordering::Release);
+        }
     }
 
     /// The free list's invariant, for debug assertions: a data page of this layout whose bit
     /// is clear (a listed page in use would be handed to two owners).
     fn is_listable(&self, page: PageId) -> bool {
         let data = (self.layout.first_data_page()..self.layout.page_count).contains(&page);
+        let _bits = data.then(|| self.bit_lock(page));
         data && self.word(page).is_ok_and(|w| w & (1 << (page % 64)) == 0)
     }
 
     /// Marks `page` in use. Returns the ranges to flush (the word and its mirror).
     pub fn set_bit(&self, page: PageId) -> Result<[(u64, u64); 2]> {
-        let _g = self.state.lock();
-        self.update_bit(page, true)
+        self.update_locked(page, true)
     }
 
     /// Marks `page` free in the bitmap: the rollback of an allocation (the page was reserved,
     /// so it is below the cursor and goes back through [`PageAllocator::release`] once the
     /// rollback is persisted).
     pub fn clear_bit(&self, page: PageId) -> Result<[(u64, u64); 2]> {
-        let _g = self.state.lock();
-        self.update_bit(page, false)
+        self.update_locked(page, false)
     }
 
-    /// Frees the pages of a committed system transaction: clears their bits, runs `persist`
-    /// (which must make the cleared bits and the log's end durable) and only then makes the
-    /// pages allocatable. The allocator's lock is held throughout, so the lazy scan cannot hand
-    /// out a page whose free a crash could still redo over its next owner.
+    /// [`PageAllocator::update_bit`] under the locks the module doc names: the bit lock, and
+    /// `state` too for a word the scan may still read.
+    fn update_locked(&self, page: PageId, on: bool) -> Result<[(u64, u64); 2]> {
+        if page < self.scanned_below.load(Ordering::Acquire) {
+            let _bits = self.lock_bits(page);
+            return self.update_bit(page, on);
+        }
+        let _st = self.lock_state();
+        let _bits = self.lock_bits(page);
+        self.update_bit(page, on)
+    }
+
+    /// Frees the pages of a committed system transaction run by `worker`: clears their bits,
+    /// runs `persist` (which must make the cleared bits and the log's end durable) and only
+    /// then makes the pages allocatable. Where a page lies at or above the cursor, the shared
+    /// lock is held throughout, so the lazy scan cannot hand out a page whose free a crash
+    /// could still redo over its next owner; below it, nothing but this call can list them.
     pub fn free_committed(
         &self,
+        worker: usize,
         pages: &[PageId],
         persist: impl FnOnce(&[(u64, u64)]),
     ) -> Result<()> {
-        let mut st = self.state.lock();
-        let mut written = Vec::with_capacity(pages.len() * 2);
-        for p in pages {
-            written.extend(self.update_bit(*p, false)?);
+        let below = self.scanned_below.load(Ordering::Acquire);
+        let clear = |pages: &[PageId]| -> Result<Vec<(u64, u64)>> {
+            let mut written = Vec::with_capacity(pages.len() * 2);
+            for p in pages {
+                let _bits = self.lock_bits(*p);
+                written.extend(self.update_bit(*p, false)?);
+            }
+            Ok(written)
+        };
+        if pages.iter().all(|p| *p < below) {
+            persist(&clear(pages)?);
+            debug_assert!(pages.iter().all(|p| self.is_listable(*p)), "freed pages in use");
+            self.give(worker, pages.to_vec());
+            return Ok(());
         }
-        persist(&written);
+        let mut st = self.lock_state();
+        persist(&clear(pages)?);
         debug_assert!(pages.iter().all(|p| self.is_listable(*p)), "freed pages still in use");
         let cursor = st.cursor;
         st.list.extend(pages.iter().filter(|p| **p < cursor));
+        self.note_listed(&st);
         Ok(())
     }
 
@@ -312,12 +534,20 @@ impl PageAllocator {
         Ok([(off, 8), (mirror, 8)])
     }
 
-    /// Returns pages whose rolled-back allocation is persisted to the free list (pages at or
-    /// above the cursor are left to the scan).
-    pub fn release(&self, pages: &[PageId]) {
-        let mut st = self.state.lock();
-        let cursor = st.cursor;
-        st.list.extend(pages.iter().filter(|p| **p < cursor));
+    /// Returns pages whose rolled-back allocation is persisted to `worker`'s cache or the
+    /// free list (pages at or above the cursor are left to the scan).
+    pub fn release(&self, worker: usize, pages: &[PageId]) {
+        let below = self.scanned_below.load(Ordering::Acquire);
+        let (cached, rest): (Vec<PageId>, Vec<PageId>) = pages.iter().partition(|p| **p < below);
+        if !cached.is_empty() {
+            self.give(worker, cached);
+        }
+        if !rest.is_empty() {
+            let mut st = self.lock_state();
+            let cursor = st.cursor;
+            st.list.extend(rest.into_iter().filter(|p| *p < cursor));
+            self.note_listed(&st);
+        }
     }
 
     /// Counts free pages by reading the whole bitmap (for checks and reports, not the hot path).
@@ -334,7 +564,10 @@ impl PageAllocator {
         let mut free = 0;
         let mut base = first / 64 * 64;
         while base < end {
-            let mut used = self.word(base)?;
+            let mut used = {
+                let _bits = self.bit_lock(base);
+                self.word(base)?
+            };
             // Bits outside the data pages count as used.
             for bit in 0..64 {
                 if base + bit < first || base + bit >= end {

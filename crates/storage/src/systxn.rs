@@ -80,6 +80,8 @@ pub struct SysTxn<'a> {
     /// Test-only fault: clear a freed page's bit at once, before the transaction commits.
     free_early: bool,
     freed_early: Vec<PageId>,
+    /// Whose allocator cache the pages come from and go back to.
+    worker: usize,
 }
 
 impl<'a> SysTxn<'a> {
@@ -94,7 +96,15 @@ impl<'a> SysTxn<'a> {
             freed: Vec::new(),
             free_early: false,
             freed_early: Vec::new(),
+            worker: usize::MAX,
         }
+    }
+
+    /// Runs on worker `worker`'s allocator cache (without it, the last worker's, the
+    /// administrator's).
+    pub fn on_worker(mut self, worker: usize) -> Self {
+        self.worker = worker;
+        self
     }
 
     /// **Test-only protocol violation**: frees take effect in the bitmap when requested, before
@@ -125,7 +135,7 @@ impl<'a> SysTxn<'a> {
         self.fresh.clear();
         if !self.freed_early.is_empty() {
             self.log.finish(&dirty);
-            self.alloc.release(&std::mem::take(&mut self.freed_early));
+            self.alloc.release(self.worker, &std::mem::take(&mut self.freed_early));
             return Ok(());
         }
         if self.freed.is_empty() {
@@ -137,7 +147,7 @@ impl<'a> SysTxn<'a> {
         self.log.mark_committed();
         let freed = std::mem::take(&mut self.freed);
         let log = &mut *self.log;
-        self.alloc.free_committed(&freed, |bits| log.finish(bits))
+        self.alloc.free_committed(self.worker, &freed, |bits| log.finish(bits))
     }
 
     fn undo(&mut self) -> Result<()> {
@@ -145,7 +155,7 @@ impl<'a> SysTxn<'a> {
         let layout = *self.alloc.layout();
         let (pages, written) = rollback(self.store.region(), &layout, self.alloc, &records)?;
         self.log.finish(&written);
-        self.alloc.release(&pages);
+        self.alloc.release(self.worker, &pages);
         self.dirty.clear();
         self.fresh.clear();
         self.freed.clear();
@@ -225,7 +235,7 @@ impl PageWriter for SysTxn<'_> {
     }
 
     fn alloc_page(&mut self) -> Result<PageId> {
-        let page = self.alloc.reserve()?.ok_or_else(|| {
+        let page = self.alloc.reserve(self.worker)?.ok_or_else(|| {
             let (pages, kept) = (self.alloc.layout().page_count, self.alloc.reserve_pages());
             DbError::RegionFull(if crate::alloc::FreeingScope::active() {
                 format!("all {pages} pages are in use, the {kept} kept for deletes included")
@@ -234,7 +244,7 @@ impl PageWriter for SysTxn<'_> {
             })
         })?;
         if let Err(e) = self.log.append(&[(REC_PAGE_ALLOC, &page.to_le_bytes())], &self.dirty) {
-            self.alloc.unreserve(page);
+            self.alloc.unreserve(self.worker, page);
             return Err(e);
         }
         self.dirty.clear();

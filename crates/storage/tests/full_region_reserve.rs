@@ -22,7 +22,7 @@ fn allocator() -> PageAllocator {
 }
 
 fn take(alloc: &PageAllocator) -> Option<u64> {
-    let page = alloc.reserve().unwrap()?;
+    let page = alloc.reserve(0).unwrap()?;
     alloc.set_bit(page).unwrap();
     Some(page)
 }
@@ -50,7 +50,7 @@ fn the_last_pages_are_kept_for_deletes_and_freed_pages_come_back() {
     assert!(!FreeingScope::active());
     // Freed pages are allocatable again (beyond the reserve, once it is refilled).
     let freed: Vec<u64> = taken.drain(..2 * kept as usize).collect();
-    alloc.free_committed(&freed, |_| {}).unwrap();
+    alloc.free_committed(0, &freed, |_| {}).unwrap();
     let again: Vec<u64> = std::iter::from_fn(|| take(&alloc)).collect();
     assert_eq!(again.len() as u64, kept, "the freed pages above the reserve come back");
     assert!(again.iter().all(|p| freed.contains(p)));

@@ -23,7 +23,7 @@ fn regression_bitmap_mirror_torn_by_crash() {
     layout.validate().unwrap();
     PageAllocator::format(&region, &layout);
     let alloc = PageAllocator::attach(&region, &layout);
-    let (a, b) = (alloc.reserve().unwrap().unwrap(), alloc.reserve().unwrap().unwrap());
+    let (a, b) = (alloc.reserve(0).unwrap().unwrap(), alloc.reserve(0).unwrap().unwrap());
     assert_eq!(a / 64, b / 64, "both pages in one bitmap word");
     alloc.set_bit(a).unwrap();
     alloc.set_bit(b).unwrap();

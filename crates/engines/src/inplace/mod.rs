@@ -388,6 +388,7 @@ impl InPlace {
     pub(crate) fn take_slot(
         &self,
         t: &TableRt,
+        worker: usize,
         sys_log: &mut UndoLog,
         free: &mut FreeSlots,
     ) -> Result<u64> {
@@ -397,7 +398,7 @@ impl InPlace {
                 return Ok(rid);
             }
             if free.next_page == 0 {
-                self.grow_heap(t, sys_log, free)?;
+                self.grow_heap(t, worker, sys_log, free)?;
                 continue;
             }
             scanned_now += 1;
@@ -422,7 +423,7 @@ impl InPlace {
             return Ok(rid);
         }
         match self.refill_slot_cache(t, worker, sys_log) {
-            Err(DbError::RegionFull(_)) if self.drain_slot_caches(sys_log) > 0 => {
+            Err(DbError::RegionFull(_)) if self.drain_slot_caches(worker, sys_log) > 0 => {
                 self.refill_slot_cache(t, worker, sys_log)
             }
             r => r,
@@ -436,7 +437,7 @@ impl InPlace {
         let mut batch = Vec::with_capacity(SLOT_BATCH);
         let first = {
             let mut free = t.lock_free();
-            let first = self.take_slot(t, sys_log, &mut free)?;
+            let first = self.take_slot(t, worker, sys_log, &mut free)?;
             let mut scans = 0;
             while batch.len() + 1 < SLOT_BATCH {
                 if let Some(rid) = free.list.pop() {
@@ -448,7 +449,7 @@ impl InPlace {
                     // keeps the refill at one acquisition per batch. The page is needed soon
                     // anyway; on a full region, the batch is what it is.
                     scans += 1;
-                    if self.grow_heap(t, sys_log, &mut free).is_err() {
+                    if self.grow_heap(t, worker, sys_log, &mut free).is_err() {
                         break;
                     }
                 } else {
@@ -485,7 +486,7 @@ impl InPlace {
             let n = cache.len() - SLOT_BATCH;
             cache.drain(..n).collect()
         };
-        self.return_slots(t, sys_log, &surplus);
+        self.return_slots(t, worker, sys_log, &surplus);
     }
 
     /// [`InPlace::give_slots`] for slots of several tables, one call per table.
@@ -506,27 +507,28 @@ impl InPlace {
     }
 
     /// Lists `rids` on `t`'s shared list and releases the heap pages that leaves wholly free.
-    fn return_slots(&self, t: &TableRt, sys_log: &mut UndoLog, rids: &[u64]) {
+    fn return_slots(&self, t: &TableRt, worker: usize, sys_log: &mut UndoLog, rids: &[u64]) {
         let mut free = t.lock_free();
         let mut pages = std::collections::BTreeSet::new();
         for &rid in rids {
             free.give_back(rid);
             pages.insert(rid / PAGE_SIZE_U64);
         }
-        self.release_empty_heap_pages(t, sys_log, &mut free, &pages);
+        self.release_empty_heap_pages(t, worker, sys_log, &mut free, &pages);
     }
 
     /// Moves every worker's cached slots, of every table, back to the shared lists (and the
     /// heap pages that empties to the allocator): what a full region does before it says so.
-    /// Returns how many slots moved. Takes no lock while holding another.
-    pub(crate) fn drain_slot_caches(&self, sys_log: &mut UndoLog) -> usize {
+    /// Returns how many slots moved. Takes no lock while holding another. `sys_log` is
+    /// `worker`'s.
+    pub(crate) fn drain_slot_caches(&self, worker: usize, sys_log: &mut UndoLog) -> usize {
         let mut moved = 0;
         for t in self.tables.iter() {
             let rids: Vec<u64> =
                 t.caches.iter().flat_map(|c| std::mem::take(&mut *c.lock())).collect();
             if !rids.is_empty() {
                 moved += rids.len();
-                self.return_slots(t, sys_log, &rids);
+                self.return_slots(t, worker, sys_log, &rids);
             }
         }
         moved
@@ -574,6 +576,7 @@ impl InPlace {
     pub(crate) fn release_empty_heap_pages(
         &self,
         t: &TableRt,
+        worker: usize,
         sys_log: &mut UndoLog,
         free: &mut FreeSlots,
         pages: &std::collections::BTreeSet<PageId>,
@@ -584,7 +587,7 @@ impl InPlace {
                 continue;
             }
             let listed = free.list.iter().filter(|rid| **rid / PAGE_SIZE_U64 == page).count();
-            if listed < slots || self.unlink_heap_page(t, sys_log, page).is_err() {
+            if listed < slots || self.unlink_heap_page(t, worker, sys_log, page).is_err() {
                 continue;
             }
             free.list.retain(|rid| *rid / PAGE_SIZE_U64 != page);
@@ -593,7 +596,13 @@ impl InPlace {
     }
 
     /// Takes `page` off `t`'s heap chain and frees it, in one system transaction.
-    fn unlink_heap_page(&self, t: &TableRt, sys_log: &mut UndoLog, page: PageId) -> Result<()> {
+    fn unlink_heap_page(
+        &self,
+        t: &TableRt,
+        worker: usize,
+        sys_log: &mut UndoLog,
+        page: PageId,
+    ) -> Result<()> {
         let entry_off = catalog::entry_offset(t.entry);
         let head = storage::format::get_u64(
             self.store.page(CATALOG_PAGE),
@@ -612,7 +621,7 @@ impl InPlace {
             prev = Some(at);
             at = self.heap_page(t, at)?.next;
         }
-        let mut sys = self.sys_txn(sys_log);
+        let mut sys = self.sys_txn(worker, sys_log);
         let result = (|| {
             let link = next.to_le_bytes();
             match prev {
@@ -689,8 +698,10 @@ impl InPlace {
     }
 
     /// A system transaction on `log`, with the engine's test-only fault applied.
-    pub(crate) fn sys_txn<'a>(&'a self, log: &'a mut UndoLog) -> SysTxn<'a> {
+    /// `worker`'s allocator cache serves it (`log` is that worker's system log).
+    pub(crate) fn sys_txn<'a>(&'a self, worker: usize, log: &'a mut UndoLog) -> SysTxn<'a> {
         SysTxn::begin(&self.store, &self.alloc, log)
+            .on_worker(worker)
             .with_free_before_commit(self.fault == Some(Fault::FreeBeforeCommit))
     }
 
@@ -706,7 +717,13 @@ impl InPlace {
 
     /// Adds a heap page to `t` (a system transaction on `logs.sys`) and fills its free list.
     /// The caller holds `t.free`.
-    fn grow_heap(&self, t: &TableRt, sys_log: &mut UndoLog, free: &mut FreeSlots) -> Result<()> {
+    fn grow_heap(
+        &self,
+        t: &TableRt,
+        worker: usize,
+        sys_log: &mut UndoLog,
+        free: &mut FreeSlots,
+    ) -> Result<()> {
         let entry_off = catalog::entry_offset(t.entry);
         let head = storage::format::get_u64(
             self.store.page(CATALOG_PAGE),
@@ -719,7 +736,7 @@ impl InPlace {
             )));
         }
         self.store.counters().heap_growth();
-        let mut sys = self.sys_txn(sys_log);
+        let mut sys = self.sys_txn(worker, sys_log);
         let result = (|| {
             let page = storage::pages::PageWriter::alloc_page(&mut sys)?;
             storage::heap::init_page(&mut sys, page, t.id, head, t.slot_bytes)?;
@@ -849,7 +866,7 @@ impl Engine for InPlace {
         let entry = tables.len();
         let slot_bytes = catalog::slot_size(spec.row_bytes);
         let mut logs = self.workers[self.admin_worker()].lock();
-        let mut sys = self.sys_txn(&mut logs.sys);
+        let mut sys = self.sys_txn(self.admin_worker(), &mut logs.sys);
         let result = (|| {
             let root = BTree::create(&mut sys, entry as u32 + 1)?;
             let e = CatalogEntry { spec: spec.clone(), slot_bytes, root, heap_head: 0 };
@@ -920,6 +937,7 @@ impl Engine for InPlace {
     fn activity(&self) -> Vec<(&'static str, u64)> {
         let mut v = read_activity(&self.store);
         v.extend(self.locks.activity());
+        v.extend(self.alloc.activity());
         v
     }
 

@@ -53,6 +53,7 @@ fn record_table(db: &InPlace, table: TableId) -> Result<&TableRt> {
 /// Undoes a user transaction's records in reverse order. Idempotent.
 pub(crate) fn rollback_user(
     db: &InPlace,
+    worker: usize,
     sys_log: &mut UndoLog,
     records: &[(u8, Vec<u8>)],
 ) -> Result<Rollback> {
@@ -73,7 +74,7 @@ pub(crate) fn rollback_user(
                 let t = record_table(db, table)?;
                 let tree = db.tree(t);
                 if tree.get(key)? == Some(rid) {
-                    run_system(db, sys_log, |sys| tree.remove(sys, key).map(|_| ()))?;
+                    run_system(db, worker, sys_log, |sys| tree.remove(sys, key).map(|_| ()))?;
                 }
             }
             REC_INDEX_DELETE => {
@@ -82,7 +83,7 @@ pub(crate) fn rollback_user(
                 db.check_row(t, rid, None)?;
                 let tree = db.tree(t);
                 if tree.get(key)?.is_none() {
-                    run_system(db, sys_log, |sys| tree.insert(sys, key, rid).map(|_| ()))?;
+                    run_system(db, worker, sys_log, |sys| tree.insert(sys, key, rid).map(|_| ()))?;
                 }
             }
             REC_FREE_SLOT => {}
@@ -94,10 +95,11 @@ pub(crate) fn rollback_user(
 
 fn run_system(
     db: &InPlace,
+    worker: usize,
     sys_log: &mut UndoLog,
     f: impl FnOnce(&mut SysTxn<'_>) -> Result<()>,
 ) -> Result<()> {
-    let mut sys = db.sys_txn(sys_log);
+    let mut sys = db.sys_txn(worker, sys_log);
     match f(&mut sys) {
         Ok(()) => sys.commit(),
         Err(e) => {
@@ -213,12 +215,12 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
     };
     // 3. In-flight user transactions: roll back; committed ones: finish their frees. Slots
     // freed here are found by the lazy free-slot scan (no page is scanned yet).
-    for l in logs.iter_mut() {
+    for (worker, l) in logs.iter_mut().enumerate() {
         let records = l.user.read_records();
         match l.user.state() {
             LogState::Free => {}
             LogState::Active => {
-                let out = rollback_user(&db, &mut l.sys, &records)?;
+                let out = rollback_user(&db, worker, &mut l.sys, &records)?;
                 report.records_applied += records.len() as u64;
                 report.txns_rolled_back += 1;
                 if db.fault == Some(Fault::RecoveryRollbackNotPersisted) {

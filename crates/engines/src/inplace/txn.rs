@@ -126,7 +126,7 @@ impl<'a> InPlaceTxn<'a> {
     /// Runs `f` as a system transaction on this worker's system log.
     fn system<T>(&mut self, f: impl FnOnce(&mut SysTxn<'_>) -> Result<T>) -> Result<T> {
         let db = self.db;
-        let mut sys = db.sys_txn(&mut self.logs.sys);
+        let mut sys = db.sys_txn(self.worker, &mut self.logs.sys);
         match f(&mut sys) {
             Ok(v) => {
                 sys.commit()?;
@@ -254,7 +254,7 @@ impl<'a> InPlaceTxn<'a> {
         let db = self.db;
         let records = self.logs.user.read_records();
         let logs = &mut *self.logs;
-        let outcome = super::recovery::rollback_user(db, &mut logs.sys, &records)?;
+        let outcome = super::recovery::rollback_user(db, self.worker, &mut logs.sys, &records)?;
         logs.user.finish(&outcome.written);
         // Slots this transaction took: their pages were scanned, so they go to our cache.
         db.give_slots_by_table(self.worker, &mut logs.sys, &outcome.freed)
@@ -464,7 +464,13 @@ impl Txn for InPlaceTxn<'_> {
             }
             // The frees are durable: heap pages they emptied go back to the allocator.
             for (i, t) in tables.iter().enumerate() {
-                db.release_empty_heap_pages(t, &mut self.logs.sys, &mut lists[i], &pages[i]);
+                db.release_empty_heap_pages(
+                    t,
+                    self.worker,
+                    &mut self.logs.sys,
+                    &mut lists[i],
+                    &pages[i],
+                );
             }
         }
         self.release(true);

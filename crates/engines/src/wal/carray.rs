@@ -53,8 +53,10 @@ struct Slot {
     state: AtomicU64,
     /// LSN where the group's records start (`NOT_READY`, or `NO_ROOM`).
     base: AtomicU64,
-    /// The group's key among the copies in flight (its reservation's start).
+    /// The group's key among the copies in flight (its reservation's start) and the
+    /// reservation's end.
     key: AtomicU64,
+    end: AtomicU64,
     /// Members whose copies are not done (set by the leader before it publishes `base`).
     pending: AtomicU64,
 }
@@ -91,6 +93,7 @@ impl Default for ConsolidationArray {
                     state: AtomicU64::new(state),
                     base: AtomicU64::new(NOT_READY),
                     key: AtomicU64::new(0),
+                    end: AtomicU64::new(0),
                     pending: AtomicU64::new(0),
                 })
             })
@@ -152,11 +155,12 @@ impl ConsolidationArray {
     }
 
     /// The leader, after its reservation (`base`: where the group's records start, or
-    /// [`NO_ROOM`]; `key`: the group's entry among the copies in flight): lets the members
-    /// copy, and opens a fresh group in the leader's position. Takes no lock.
-    pub fn publish(&self, leader: &Joined, group: Group, base: u64, key: u64) {
+    /// [`NO_ROOM`]; `key..end`: the group's reservation, released when its copies are done):
+    /// lets the members copy, and opens a fresh group in the leader's position. Takes no lock.
+    pub fn publish(&self, leader: &Joined, group: Group, base: u64, key: u64, end: u64) {
         let slot = &self.slots[leader.slot];
         slot.key.store(key, Ordering::Relaxed);
+        slot.end.store(end, Ordering::Relaxed);
         slot.pending.store(group.members, Ordering::Relaxed);
         slot.base.store(base, Ordering::Release);
         self.reopen(leader.slot / RING_SLOTS);
@@ -204,14 +208,15 @@ impl ConsolidationArray {
         }
     }
 
-    /// A member's copy is done (or, with no room, abandoned). Returns the group's key when this
-    /// member was the last: the caller releases the group's region, then calls
+    /// A member's copy is done (or, with no room, abandoned). Returns the group's reservation
+    /// (`key..end`) when this member was the last: the caller releases it, then calls
     /// [`Self::recycle`].
-    pub fn finish(&self, joined: &Joined) -> Option<u64> {
+    pub fn finish(&self, joined: &Joined) -> Option<(u64, u64)> {
         let slot = &self.slots[joined.slot];
         // AcqRel: the last member sees every member's copy (a release sequence on `pending`),
         // and hands them on with its release of the region.
-        (slot.pending.fetch_sub(1, Ordering::AcqRel) == 1).then(|| slot.key.load(Ordering::Relaxed))
+        (slot.pending.fetch_sub(1, Ordering::AcqRel) == 1)
+            .then(|| (slot.key.load(Ordering::Relaxed), slot.end.load(Ordering::Relaxed)))
     }
 
     /// The last member released its group: the slot may hold a new group.
@@ -243,9 +248,9 @@ mod tests {
             let j = c.join(100);
             assert!(j.leader && j.offset == 0);
             assert_eq!(c.close(&j), Group { bytes: 100, members: 1 });
-            c.publish(&j, Group { bytes: 100, members: 1 }, round * 1000, round);
+            c.publish(&j, Group { bytes: 100, members: 1 }, round * 1000, round, round + 1);
             assert_eq!(c.base(&j), round * 1000);
-            assert_eq!(c.finish(&j), Some(round));
+            assert_eq!(c.finish(&j), Some((round, round + 1)));
             c.recycle(&j);
         }
     }
@@ -263,13 +268,13 @@ mod tests {
         assert_eq!(c.open_members(), 3);
         let group = c.close(&a);
         assert_eq!(group, Group { bytes: 64, members: 2 });
-        c.publish(&a, group, 4096, 7);
+        c.publish(&a, group, 4096, 7, 8);
         assert_eq!((c.base(&a), c.base(&b)), (4096, 4136));
         assert_eq!(c.finish(&b), None, "the leader still copies");
-        assert_eq!(c.finish(&a), Some(7));
+        assert_eq!(c.finish(&a), Some((7, 8)));
         c.recycle(&a);
         let g = c.close(&big);
-        c.publish(&big, g, NO_ROOM, 0);
+        c.publish(&big, g, NO_ROOM, 0, 0);
         assert_eq!(c.base(&big), NO_ROOM);
     }
 
@@ -292,11 +297,11 @@ mod tests {
                             let group = c.close(&j);
                             let base = g.0;
                             g.0 += group.bytes;
-                            c.publish(&j, group, base, base);
+                            c.publish(&j, group, base, base, g.0);
                         }
                         let at = c.base(&j);
                         insert.lock().1.push((at, at + size));
-                        if let Some(key) = c.finish(&j) {
+                        if let Some((key, _)) = c.finish(&j) {
                             released.lock().push(key);
                             c.recycle(&j);
                         }

@@ -19,13 +19,14 @@
 //! inserters combine, one leader takes the reservation lock for the whole group, each member
 //! copies its record without a lock, and the last member of a group releases its region.
 //! `aether` is decoupled buffer fill alone: every appender reserves its LSN range under the short
-//! reservation lock (arithmetic, and noting the range as in flight), copies its record into the
-//! volatile ring with no lock held, then takes the lock again for a moment to note the copy done.
-//! In both, appenders never wait for one another's copies: a force writes the *filled prefix*
-//! (up to the oldest copy still in flight) and only a commit whose records lie beyond an
-//! unfinished copy waits for it (Aether releases in LSN order by delegation, which is what the
-//! filled prefix amounts to; a release that spins for its predecessor collapsed throughput on
-//! this 2-core machine when a copier was descheduled). `log_insert=locked` copies under the
+//! reservation lock (arithmetic only), copies its record into the volatile ring with no lock
+//! held, then releases it without a lock (issue 35): a CAS moves the *filled prefix* (`released`)
+//! over its range, or, while an earlier copy is still in flight, its end is left in a table at
+//! its start and the earlier copy's release moves on over it (Aether's delegated release, §A).
+//! In both, appenders never wait for one another's copies: a force writes the filled prefix and
+//! only a commit whose records lie beyond an unfinished copy waits for it (a release that spins
+//! for its predecessor collapsed throughput on this 2-core machine when a copier was
+//! descheduled). `log_insert=locked` copies under the
 //! reservation lock (one global lock per append, the baseline Aether improves on), to measure the
 //! three side by side.
 //!
@@ -132,29 +133,22 @@ fn encode(kind: u32, res: &Reservation, offset: u64, payload: &[u8], crc: u32) -
     out
 }
 
-/// Where a GSN store's GSN comes from: called under the reservation lock, so a log's records
-/// are in GSN order for any one page (the page's GSN is advanced in the same critical section).
+/// Where a GSN store's GSN comes from: called once the record's space is reserved and before
+/// its copy, outside the reservation lock (except with `log_insert=locked`, which copies under
+/// it). A GSN that another thread can read therefore names a reserved record that a force
+/// to the reserved end waits for (see `Dlog::capture_one` for why no more order is needed).
 pub(crate) type AssignGsn<'a> = &'a mut dyn FnMut() -> u64;
 
 /// The reservation lock's state.
 struct Reserved {
     /// LSN just past the last reserved record.
     end: u64,
-    /// Starts of the reservations whose copies are not yet done.
-    in_flight: std::collections::BTreeSet<u64>,
-    /// Forces waiting for a copy to complete.
-    waiters: u32,
+    /// Acquisitions of this lock (counted under it, so the count writes no other line).
+    acquisitions: u64,
     /// `log_insert=consolidated`: groups reserved, and the records they held (counted under
     /// this lock, which their leaders hold anyway).
     groups: u64,
     grouped_records: u64,
-}
-
-impl Reserved {
-    /// Every record below this LSN is copied into the ring.
-    fn filled(&self) -> u64 {
-        self.in_flight.first().copied().unwrap_or(self.end)
-    }
 }
 
 /// Where one reservation's bytes go: zeros from `start` to `pad` (the unusable end of the
@@ -178,10 +172,24 @@ pub(crate) struct Log {
     insert: LogInsert,
     /// `log_insert=consolidated`: where concurrent inserters combine.
     carray: Option<ConsolidationArray>,
-    /// The reservation lock (the log's insert point): the reserved end and the copies in
-    /// flight.
+    /// The reservation lock (the log's insert point): the reserved end. Releases do not take
+    /// it (below).
     reserved: parking_lot::Mutex<Reserved>,
-    /// Signalled when a copy completes and a force waits for it.
+    /// Aether's release (Johnson et al., VLDB 2010, §A): every reservation below this LSN is
+    /// copied into the ring. A copy that ends while an earlier one is still in flight leaves
+    /// its end in `done` at its start, and whoever moves `released` up to that start moves it
+    /// on (delegated release), so no copy waits for another and no release takes a lock.
+    released: AtomicU64,
+    /// Per 8-byte LSN modulo the ring: the end of a finished copy that starts there and waits
+    /// for its predecessors (0: none). Every copy in flight lies within one ring of `forced`,
+    /// so no two share an entry.
+    done: Box<[AtomicU64]>,
+    /// The reserved end as of its last move (stored under `reserved`), for readers that need
+    /// no lock: how full the log is, read by the gate on every operation.
+    reserved_hint: AtomicU64,
+    /// Forces asleep on `copied` (under `reserved`) until `released` reaches them.
+    copy_waiters: AtomicU64,
+    /// Signalled when a release moves `released` while a force waits.
     copied: parking_lot::Condvar,
     /// The volatile ring: LSN `l` lives in word `(l / 8) % RING_WORDS`. Appenders write
     /// disjoint ranges; the reservation lock publishes them to the forcer.
@@ -221,11 +229,14 @@ impl Log {
             carray: (insert == LogInsert::Consolidated).then(ConsolidationArray::default),
             reserved: parking_lot::Mutex::new(Reserved {
                 end,
-                in_flight: std::collections::BTreeSet::new(),
-                waiters: 0,
+                acquisitions: 0,
                 groups: 0,
                 grouped_records: 0,
             }),
+            released: AtomicU64::new(end),
+            reserved_hint: AtomicU64::new(end),
+            done: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
+            copy_waiters: AtomicU64::new(0),
             copied: parking_lot::Condvar::new(),
             ring: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
             forced: AtomicU64::new(end),
@@ -241,7 +252,64 @@ impl Log {
 
     /// LSN below which every record is copied in (with operations quiesced: the end).
     pub fn appended(&self) -> u64 {
-        self.reserved.lock().filled()
+        self.released.load(Ordering::Acquire)
+    }
+
+    /// The reservation lock, counted.
+    fn lock_reserved(&self) -> parking_lot::MutexGuard<'_, Reserved> {
+        let mut r = self.reserved.lock();
+        r.acquisitions += 1;
+        r
+    }
+
+    /// Acquisitions of the reservation lock so far.
+    pub(crate) fn reservation_locks(&self) -> u64 {
+        self.reserved.lock().acquisitions
+    }
+
+    /// The copy of `start..end` (a reservation) is in the ring: moves `released` past it and
+    /// past every later copy already done, or leaves it to the thread that will. Takes no lock
+    /// unless a force sleeps.
+    fn release(&self, start: u64, end: u64) {
+        let (mut start, mut end) = (start, end);
+        // Bounded: each turn releases one finished copy.
+        loop {
+            if self
+                .released
+                .compare_exchange(start, end, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                match self.take_done(end) {
+                    Some(next) => (start, end) = (end, next),
+                    None => break,
+                }
+                continue;
+            }
+            // An earlier copy is in flight: its release moves on over this one.
+            self.done_entry(start).store(end, Ordering::SeqCst);
+            // Dekker with that release (its `released` store, then its `take_done`): if it got
+            // here first, this thread takes its entry back and releases it itself.
+            if self.released.load(Ordering::SeqCst) != start {
+                return;
+            }
+            match self.take_done(start) {
+                Some(e) => end = e,
+                None => return,
+            }
+        }
+        if self.copy_waiters.load(Ordering::SeqCst) > 0 {
+            let _r = self.reserved.lock();
+            self.copied.notify_all();
+        }
+    }
+
+    fn done_entry(&self, lsn: u64) -> &AtomicU64 {
+        &self.done[((lsn / 8) % RING_WORDS) as usize]
+    }
+
+    /// Claims the finished copy starting at `lsn`, if one waits there: its end.
+    fn take_done(&self, lsn: u64) -> Option<u64> {
+        Some(self.done_entry(lsn).swap(0, Ordering::SeqCst)).filter(|e| *e != 0)
     }
 
     /// `log_insert=consolidated`: (groups reserved, records they held).
@@ -252,27 +320,26 @@ impl Log {
 
     /// LSN just past the last reserved record.
     pub(crate) fn reserved_end(&self) -> u64 {
-        self.reserved.lock().end
+        self.lock_reserved().end
     }
 
-    /// Tests: another appender's copy still in flight just before the current end (what a
-    /// thread is between its reservation and its copy): the filled prefix stops there, and a
-    /// force past it waits for [`Self::finish_copy`]. Needs a record appended already.
+    /// Tests: another appender's copy in flight at the current end (what a thread is between
+    /// its reservation and its copy: a pad record's room reserved, not yet copied): the filled
+    /// prefix stops there, and a force past it waits for [`Self::finish_copy`].
     #[cfg(test)]
     pub(crate) fn start_copy(&self) -> u64 {
-        let mut r = self.reserved.lock();
-        let at = r.end - 1;
-        r.in_flight.insert(at);
-        at
+        let mut r = self.lock_reserved();
+        let res = self.reserve(r.end, record_bytes(0)).expect("room for a pad");
+        r.end = res.end;
+        self.reserved_hint.store(res.end, Ordering::Release);
+        res.start
     }
 
     #[cfg(test)]
     pub(crate) fn finish_copy(&self, at: u64) {
-        let mut r = self.reserved.lock();
-        r.in_flight.remove(&at);
-        if r.waiters > 0 {
-            self.copied.notify_all();
-        }
+        let res = self.reserve(at, record_bytes(0)).expect("the same reservation");
+        self.fill(&res, &encode(KIND_PAD, &res, 0, &[], crc_of(0, &[])));
+        self.release(res.start, res.end);
     }
 
     pub fn forced(&self) -> u64 {
@@ -285,7 +352,9 @@ impl Log {
 
     /// Bytes of the area holding records recovery may still need.
     pub fn used(&self) -> u64 {
-        self.reserved_end() - self.redo_from.load(Ordering::Acquire)
+        let end = self.reserved_hint.load(Ordering::Acquire);
+        // Saturating: a checkpoint may truncate past the end this thread read a moment before.
+        end.saturating_sub(self.redo_from.load(Ordering::Acquire))
     }
 
     pub fn capacity(&self) -> u64 {
@@ -347,13 +416,13 @@ impl Log {
         // Checksummed before the reservation lock: it depends on neither LSN nor position (a
         // GSN store's checksum is finished once its GSN is known, after the lock).
         let crc = crc_of(offset, payload);
-        // A GSN store takes its GSN under the reservation lock, record by record: it cannot
-        // join a group (a distributed log's insert path is decoupled fill alone).
+        // A GSN store is reserved record by record: it does not join a group (a distributed
+        // log's insert path is decoupled fill alone).
         if let (Some(carray), None) = (&self.carray, &assign) {
             return self.append_consolidated(carray, kind, offset, payload, crc).map(|e| (e, 0));
         }
-        let (guard, res, gsn) = loop {
-            let mut r = self.reserved.lock();
+        let (guard, res) = loop {
+            let mut r = self.lock_reserved();
             let Some(res) = self.reserve(r.end, size) else {
                 // Room for recovery's records and this one: else the log overflowed (the
                 // caller's operation margin was wrong); commits are refused from now on.
@@ -362,15 +431,12 @@ impl Log {
             };
             if res.end - self.forced() <= RING_BYTES {
                 r.end = res.end;
-                if self.insert != LogInsert::Locked {
-                    r.in_flight.insert(res.start);
-                }
-                let gsn = assign.as_mut().map_or(0, |f| f());
-                break (r, res, gsn);
+                self.reserved_hint.store(res.end, Ordering::Release);
+                break (r, res);
             }
             // The ring is full of unforced log: force what is filled, then try again.
-            let filled = r.filled();
             drop(r);
+            let filled = self.appended();
             if filled <= self.forced() {
                 // An earlier copy is still in flight.
                 std::thread::yield_now();
@@ -378,7 +444,7 @@ impl Log {
                 return None;
             }
         };
-        let encoded = |crc: u32| {
+        let encoded = |crc: u32, gsn: u64| {
             if prefix == 0 {
                 return encode(kind, &res, offset, payload, crc);
             }
@@ -389,19 +455,23 @@ impl Log {
         };
         if self.insert != LogInsert::Locked {
             drop(guard);
-            let record = encoded(crc);
+            // After the reservation, before the copy: in flight, so a force up to the reserved
+            // end waits for this record, GSN included.
+            let gsn = assign.as_mut().map_or(0, |f| f());
+            let record = encoded(crc, gsn);
             self.fill(&res, &record);
-            let mut r = self.reserved.lock();
-            r.in_flight.remove(&res.start);
-            if r.waiters > 0 {
-                self.copied.notify_all();
-            }
+            self.release(res.start, res.end);
+            Some((res.end, gsn))
         } else {
-            let record = encoded(crc);
+            let gsn = assign.as_mut().map_or(0, |f| f());
+            let record = encoded(crc, gsn);
             self.fill(&res, &record);
             drop(guard);
+            // After the lock (a release may take it to wake a force): copies made under it
+            // are released in any order, each over the earlier ones.
+            self.release(res.start, res.end);
+            Some((res.end, gsn))
         }
-        Some((res.end, gsn))
     }
 
     /// `log_insert=consolidated` ([`super::carray`]): joins a group, copies this record into
@@ -431,13 +501,9 @@ impl Log {
         if let Some(res) = &res {
             self.fill(res, &encode(kind, res, offset, payload, crc));
         }
-        if let Some(key) = carray.finish(&joined) {
+        if let Some((key, end)) = carray.finish(&joined) {
             if base != NO_ROOM {
-                let mut r = self.reserved.lock();
-                r.in_flight.remove(&key);
-                if r.waiters > 0 {
-                    self.copied.notify_all();
-                }
+                self.release(key, end);
             }
             carray.recycle(&joined);
         }
@@ -448,7 +514,7 @@ impl Log {
     /// pad before it if it does not fit before the end of the area) and notes it in flight;
     /// then the members are told where it starts. None: no room (the log overflowed).
     fn reserve_group(&self, carray: &ConsolidationArray, leader: &Joined) -> Option<Reservation> {
-        let mut r = self.reserved.lock();
+        let mut r = self.lock_reserved();
         let group: Group = carray.close(leader);
         r.groups += 1;
         r.grouped_records += group.members;
@@ -456,28 +522,28 @@ impl Log {
             let Some(res) = self.reserve(r.end, group.bytes) else {
                 self.overflowed.store(true, Ordering::Release);
                 drop(r);
-                carray.publish(leader, group, NO_ROOM, 0);
+                carray.publish(leader, group, NO_ROOM, 0, 0);
                 return None;
             };
             if res.end - self.forced() <= RING_BYTES {
                 r.end = res.end;
-                r.in_flight.insert(res.start);
+                self.reserved_hint.store(res.end, Ordering::Release);
                 drop(r);
-                carray.publish(leader, group, res.record, res.start);
+                carray.publish(leader, group, res.record, res.start, res.end);
                 return Some(res);
             }
             // The ring is full of unforced log: force what is filled, then try again.
-            let filled = r.filled();
             drop(r);
+            let filled = self.appended();
             if filled <= self.forced() {
                 std::thread::yield_now();
             } else if self.force(filled, false).is_err() {
                 // The members' records are lost: nothing after them may be acknowledged.
                 self.overflowed.store(true, Ordering::Release);
-                carray.publish(leader, group, NO_ROOM, 0);
+                carray.publish(leader, group, NO_ROOM, 0, 0);
                 return None;
             }
-            r = self.reserved.lock();
+            r = self.lock_reserved();
         }
     }
 
@@ -552,17 +618,22 @@ impl Log {
         }
         let start = self.forced();
         let target = {
-            let mut r = self.reserved.lock();
-            if r.filled() < lsn {
+            if self.appended() < lsn {
+                let mut r = self.lock_reserved();
                 self.copy_waits.fetch_add(1, Ordering::Relaxed);
                 // Bounded: `lsn` was reserved, and every copy completes without waiting.
-                while r.filled() < lsn.min(r.end) {
-                    r.waiters += 1;
-                    self.copied.wait(&mut r);
-                    r.waiters -= 1;
+                let want = lsn.min(r.end);
+                while self.appended() < want {
+                    // Dekker with `release` (its `released` move, then this count): a release
+                    // this re-check misses sees the count and wakes this thread.
+                    self.copy_waiters.fetch_add(1, Ordering::SeqCst);
+                    if self.released.load(Ordering::SeqCst) < want {
+                        self.copied.wait(&mut r);
+                    }
+                    self.copy_waiters.fetch_sub(1, Ordering::SeqCst);
                 }
             }
-            r.filled().max(start)
+            self.appended().max(start)
         };
         let mut bytes = std::mem::take(&mut *guard);
         bytes.clear();
@@ -817,6 +888,41 @@ mod tests {
                 let want: Vec<_> = (0..per).map(|i| (i, payload(t as u64, i))).collect();
                 assert_eq!(rebuilt, want, "{insert:?}: thread {t}'s stores");
             }
+        }
+    }
+
+    /// Guards Aether's release without a lock (issue 35): an append takes the reservation lock
+    /// once (a group once, for all its members), its release none, and every copy is still
+    /// released (the log's filled prefix reaches its end). Would catch: a release that takes
+    /// the insert point's lock again (two acquisitions per record), or a delegated release lost.
+    #[test]
+    fn a_release_takes_no_lock_and_none_is_lost() {
+        for insert in [LogInsert::Aether, LogInsert::Consolidated, LogInsert::Locked] {
+            let (region, log) = log(16 << 20, insert);
+            let (threads, per) = (4u64, 500u64);
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    let log = log.clone();
+                    s.spawn(move || {
+                        for i in 0..per {
+                            log.append((t << 32) | (i << 16), &[t as u8; 24]);
+                        }
+                    });
+                }
+            });
+            let locks = log.reservation_locks();
+            let reserved = log.reserved.lock().end;
+            assert_eq!(log.appended(), reserved, "{insert:?}: a copy was never released");
+            match insert {
+                LogInsert::Consolidated => {
+                    assert_eq!(locks, log.groups().0, "{insert:?}: one acquisition per group")
+                }
+                _ => assert_eq!(locks, threads * per, "{insert:?}: one acquisition per record"),
+            }
+            assert!(log.done.iter().all(|d| d.load(Ordering::Relaxed) == 0), "an entry left");
+            log.force(log.appended(), false).unwrap();
+            let (_, records) = scan(&region, AREA, 16 << 20, 0, u64::MAX, |_| {}).unwrap();
+            assert_eq!(records, threads * per, "{insert:?}: every record read back");
         }
     }
 

@@ -35,6 +35,9 @@ pub(crate) struct ForceTotals {
     pub force_fences: u64,
     pub bytes_forced: u64,
     pub copy_waits: u64,
+    /// Acquisitions of the logs' reservation locks (issue 35: once per record or group, its
+    /// release takes none).
+    pub reserve_locks: u64,
 }
 
 impl ForceTotals {
@@ -45,6 +48,7 @@ impl ForceTotals {
             force_fences: t.force_fences + get(&l.force_fences),
             bytes_forced: t.bytes_forced + get(&l.bytes_forced),
             copy_waits: t.copy_waits + get(&l.copy_waits),
+            reserve_locks: t.reserve_locks + l.reservation_locks(),
         })
     }
 }

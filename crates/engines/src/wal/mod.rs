@@ -550,6 +550,7 @@ impl Engine for Wal {
             ("log_force_fences", l.force_fences),
             ("log_bytes_forced", l.bytes_forced),
             ("log_copy_waits", l.copy_waits),
+            ("log_reserve_locks", l.reserve_locks),
         ];
         self.shared.log.activity(&mut v);
         // `flusher=pelley`'s rounds, and the most dirty pages one saw (0 with checkpoints).

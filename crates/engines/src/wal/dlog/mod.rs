@@ -32,10 +32,17 @@
 //! **GSNs (§3.1).** Every record carries a GSN beside its LSN (its position in its log). Per
 //! page (an `AtomicU64` per buffer-pool page), per worker slot and per log, a store by slot `T`
 //! to page `P` in log `L` gets `gsn = max(T, P, L, floor) + 1` and advances all three. The GSN
-//! is assigned under `L`'s reservation lock, so one log's records of one page are in GSN order;
-//! stores to the same bytes are ordered by the engine's page latches (the record is captured
-//! inside the latched store), so per-page GSN order is store order. GSN order therefore extends
-//! every dependency a record can have (its slot's earlier records, its page's earlier records).
+//! is taken once the record's space in `L` is reserved, outside the reservation lock (issue 35):
+//! §3.1's rules order a record after what it depends on — its transaction's earlier records
+//! (`T`) and its page's (`P`) — and stores to the same bytes are ordered by the engine's latches
+//! and locks, which are held across the captured store, its reservation and its GSN, so for
+//! those bytes log order, GSN order and store order agree. Records of one page that write
+//! disjoint bytes may sit in their log out of GSN order; redo gives the same bytes either way
+//! (§3.2's per-log redo replays log order; the per-page buckets sort by GSN). GSN order
+//! therefore still extends every dependency a record can have (its slot's earlier records, its
+//! page's earlier records). Durability needs one more thing of the lock, and keeps it: a GSN
+//! becomes visible only after its record is reserved, so a force up to a log's reserved end
+//! read after that GSN waits for the record (see [`Dlog::full_round`]).
 //! One dependency is not a page's: with early lock release a transaction reads (and copies into
 //! its undo record) a row another transaction released at commit, before that commit is
 //! durable. So a *fence* publishes the fencing slot's GSN into the floor ([`Dlog::publish`]):
@@ -609,8 +616,10 @@ impl Dlog {
     /// highest handed out is made durable by forcing the lagging logs, then `H` moves there.
     pub fn full_round(&self) -> Result<()> {
         let g = self.max_gsn();
-        // Records assigned a GSN after this store (under a log's reservation lock) exceed `g`;
-        // those assigned before are within the reserved ends read below.
+        // Records assigned a GSN after this store exceed `g`; those assigned before it were
+        // reserved before their GSN was taken, so they lie within the reserved ends read
+        // below (an assigner whose floor load missed this store released the reservation lock
+        // before this thread takes it), and each force waits for their copies.
         self.floor.fetch_max(g, Ordering::SeqCst);
         for log in &self.logs {
             let end = log.reserved_end();
@@ -848,6 +857,69 @@ mod tests {
         });
         let b = d.slots[1].gsn.load(Ordering::Acquire);
         assert!(b > commit_mark, "B's undo record {b} is not above A's commit mark {commit_mark}");
+    }
+
+    /// Guards the GSN taken outside the reservation lock (issue 35): a full round's `H` covers
+    /// only records its forces made durable, because a GSN becomes visible only once its record
+    /// is reserved. Would catch: a GSN taken before the reservation (a round could read it,
+    /// force the log short of the record and persist an `H` above a record not yet durable).
+    #[test]
+    fn a_full_rounds_horizon_covers_only_forced_records() {
+        let (region, d) = dlog_of(LogLayout::Page(1));
+        const PER_WORKER: u64 = 1500;
+        let (done, start) = (AtomicU64::new(0), std::sync::Barrier::new(3));
+        let rounds = std::thread::scope(|s| {
+            for w in 0..2u64 {
+                let (d, done, start) = (&d, &done, &start);
+                s.spawn(move || {
+                    d.enter_slot(w as usize);
+                    start.wait();
+                    // Both workers write the same pages (disjoint bytes): one log, page GSNs
+                    // advanced by both.
+                    for i in 0..PER_WORKER {
+                        d.capture((8 + i % 40) * PAGE_SIZE_U64 + w * 8, &[1; 8]);
+                        // Spread the captures over many rounds.
+                        (0..1000).for_each(|_| std::hint::spin_loop());
+                    }
+                    done.fetch_add(1, Ordering::Release);
+                });
+            }
+            let mut rounds = Vec::new();
+            start.wait();
+            while done.load(Ordering::Acquire) < 2 {
+                d.full_round().expect("round");
+                let round = (d.horizon.load(Ordering::Acquire), d.logs[0].forced());
+                if rounds.last() != Some(&round) {
+                    rounds.push(round);
+                }
+            }
+            rounds
+        });
+        d.full_round().expect("last round");
+        // Every record, as (GSN, start LSN), from the durable log.
+        let mut recs = Vec::new();
+        log::scan(&region, AREA, LOG_BYTES, 0, u64::MAX / 2, |r| {
+            recs.push((r.gsn.expect("a GSN store"), r.place - AREA));
+        })
+        .expect("scan");
+        assert_eq!(recs.len() as u64, 2 * PER_WORKER, "every record reached the log");
+        recs.sort_unstable();
+        let mut furthest = 0;
+        let prefix: Vec<(u64, u64)> = recs
+            .iter()
+            .map(|&(g, start)| {
+                furthest = furthest.max(start);
+                (g, furthest)
+            })
+            .collect();
+        for (h, forced) in &rounds {
+            let covered = prefix.partition_point(|(g, _)| g <= h);
+            if let Some(&(g, start)) = covered.checked_sub(1).map(|i| &prefix[i]) {
+                assert!(start < *forced, "H {h} covers GSN {g} at LSN {start}, forced {forced}");
+            }
+        }
+        eprintln!("{} distinct rounds over {} records", rounds.len(), recs.len());
+        assert!(rounds.len() > 1, "no round ran while the workers captured");
     }
 
     /// Regression (found by reading the commit path): a commit forced its logs only up to their

@@ -84,8 +84,8 @@ pub(crate) fn recover(
     Ok(Recovered { ends, redone, retired, max_gsn, horizon, persisted_horizon, redo })
 }
 
-/// Page partitioning: each log in its order (a page's records are all in one log, in GSN order);
-/// logs in parallel.
+/// Page partitioning: each log in its order (a page's records are all in one log; those that
+/// write the same bytes in store order, which is their GSN order); logs in parallel.
 fn redo_per_log(image: &Region, per_log: &[Vec<Rec>], threads: usize) {
     let next = AtomicU64::new(0);
     std::thread::scope(|s| {
