@@ -38,11 +38,14 @@ fn rows(
         let engine = p.value("engine").unwrap();
         let lat = p.value("persist_latency").unwrap();
         let lat_us = experiments::units::parse_quantity(&lat).unwrap() / 1000.0;
+        // Every flag of the run, as the runner records them.
+        let flags: serde_json::Map<String, serde_json::Value> =
+            p.flags.iter().map(|(k, v)| (k.clone(), json!(v.to_string()))).collect();
         for rep in 0..3u32 {
             let v = json!({
                 "spec": spec.name, "point": p.id, "rep": rep, "hash": p.hash, "status": "ok",
                 "grid": {"engine": engine, "persist_latency": lat},
-                "flags": {"workload": "tpcb"}, "started_unix_s": 1.0 + f64::from(rep),
+                "flags": flags, "started_unix_s": 1.0 + f64::from(rep),
                 "tps": tps(&engine, lat_us, rep),
                 "pending_full_waits": waits(&engine, lat_us, rep),
             });
@@ -433,4 +436,72 @@ fn a_missing_group_that_cannot_change_the_verdict_does_not_hide_it() {
     };
     let v = judge(&per_latency("min"), |s| rows(s, high_only, capped));
     assert!(matches!(v[0].verdict, Verdict::NoData(_)), "{v:?}");
+}
+
+/// Guards review 5's problem 2 (six specs' rows, run without `flusher=pelley` and with
+/// `max_pending` 4096, judged as the committed specs that give both): a point whose rows ran
+/// other settings than the spec it is judged under is marked "ran an older spec" with the
+/// settings that differ, still drawn, and no claim is judged on it.
+#[test]
+fn a_point_that_ran_an_older_spec_is_drawn_but_not_judged() {
+    let old = parse(RATIO);
+    let rows = rows(&old, steady, no_waits);
+    let committed = Spec::parse(
+        &format!("{GRID}{RATIO}")
+            .replace("workload = \"tpcb\"", "workload = \"tpcb\"\nscale = \"50\""),
+        Path::new("r.toml"),
+    )
+    .unwrap();
+    let data = Dataset::build(&committed, &rows);
+    let older = data.older_spec();
+    assert_eq!(older.len(), 6, "{older:?}");
+    assert!(older.iter().all(|(_, d)| *d == "scale: – → 50"), "{older:?}");
+    // Drawn: the point keeps its numbers.
+    assert_eq!(data.points[0].metric("tps").map(|s| s.n), Some(1));
+    let v = analysis::evaluate(&committed.claims[0], &data);
+    let Verdict::NoData(why) = &v.verdict else { panic!("{v:?}") };
+    assert!(why.contains("ran an older spec (settings differ: scale: – → 50)"), "{why}");
+    // The spec the rows ran still judges them.
+    let v = analysis::evaluate(&old.claims[0], &Dataset::build(&old, &rows));
+    assert_eq!(v.verdict, Verdict::Reproduced, "{v:?}");
+}
+
+/// Guards review 5's problem 8 (443 rows labelled 24ef3e8 ran 5595ad7's code; 1,551 rows
+/// without `code_commit` passed the build check vacuously): the report flags rows that carry
+/// no `code_commit` as unverifiable and prints the corrections kept beside the rows in
+/// `corrections.toml`, without rewriting a row.
+#[test]
+fn rows_without_code_commit_are_unverifiable_and_corrections_are_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = parse(RATIO);
+    let mut lines = String::new();
+    for (i, mut r) in rows(&spec, steady, no_waits).into_iter().enumerate() {
+        r.0.insert("config".into(), json!({ "git_commit": "24ef3e810ae1aaaa" }));
+        if i % 2 == 0 {
+            r.0.insert("code_commit".into(), json!("24ef3e810ae1aaaa"));
+        }
+        lines.push_str(&format!("{}\n", serde_json::Value::Object(r.0)));
+    }
+    std::fs::write(dir.path().join(results::RESULTS_FILE), &lines).unwrap();
+    results::save_spec(dir.path(), "r", &format!("{GRID}{RATIO}")).unwrap();
+    let corrections = "[[code_commit]]\nlabelled = \"24ef3e8\"\nran = \"5595ad7\"\n\
+                       started_from_unix_s = 2.0\nreason = \"the checkout was newer\"\n";
+    std::fs::write(dir.path().join("corrections.toml"), corrections).unwrap();
+    let options = ReportOptions { dir: dir.path().to_path_buf(), ..Default::default() };
+    let built = report::build(&options).unwrap();
+    let notes = &built.specs[0].notes;
+    let has = |s: &str| notes.iter().any(|n| n.contains(s));
+    assert!(has("unverifiable build: 9 of 18 row(s) carry no code_commit"), "{notes:?}");
+    // Repetitions 1 and 2 started at 2 and 3 s: 12 rows.
+    assert!(
+        has("provenance correction (corrections.toml): 12 row(s) labelled commit 24ef3e8 ran \
+             commit 5595ad7's code: the checkout was newer"),
+        "{notes:?}"
+    );
+    let text = std::fs::read_to_string(dir.path().join(results::RESULTS_FILE)).unwrap();
+    assert_eq!(text, lines, "a correction never rewrites a row");
+    // A damaged corrections file is a clear error naming it, not a panic.
+    std::fs::write(dir.path().join("corrections.toml"), "[[code_commit]]\nlabelled = 3\n").unwrap();
+    let e = report::build(&options).unwrap_err().to_string();
+    assert!(e.contains("corrections.toml"), "{e}");
 }

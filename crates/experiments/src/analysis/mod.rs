@@ -255,10 +255,11 @@ fn points_value(
     if points.is_empty() {
         return Err(Missing::NoData(format!("no point matches {}", what.describe())));
     }
-    let means: Vec<f64> = points.iter().filter_map(|p| p.metric(metric)).map(|s| s.mean).collect();
+    let means: Vec<f64> =
+        points.iter().filter_map(|p| p.judged_metric(metric)).map(|s| s.mean).collect();
     if means.len() < points.len() {
-        let reasons = points.iter().filter(|p| p.metric(metric).is_none()).map(|p| {
-            if p.ok.is_empty() {
+        let reasons = points.iter().filter(|p| p.judged_metric(metric).is_none()).map(|p| {
+            if p.ok.is_empty() || p.older_spec.is_some() {
                 p.missing_reason()
             } else {
                 Missing::NoData(format!("the bench rows have no `{metric}`"))
@@ -322,7 +323,7 @@ fn curve(
     let mut missing = Vec::new();
     for p in points {
         let xv = p.quantity(x).or_else(|| p.metric(x).map(|s| s.mean));
-        match (xv, p.metric(metric)) {
+        match (xv, p.judged_metric(metric)) {
             (Some(xv), Some(y)) => out.push((xv, y.mean)),
             _ => missing.push(p.missing_reason()),
         }
@@ -375,7 +376,7 @@ fn threshold(claim: &ClaimSpec, data: &Dataset, group: &Conditions) -> Result<Gr
             continue;
         }
         let xv = p.quantity(x).or_else(|| p.metric(x).map(|s| s.mean));
-        match (xv, p.metric(&claim.metric)) {
+        match (xv, p.judged_metric(&claim.metric)) {
             (Some(xv), Some(y)) => points.push((xv * claim.x_scale, y.mean)),
             _ => missing.push(p.missing_reason()),
         }
