@@ -711,12 +711,19 @@ mod tests {
         let tps = tps.into_iter().chain([("wal", "4us", 75.0)]);
         let mut lines = String::new();
         for (i, (engine, latency, tps)) in tps.enumerate() {
+            // Every flag of the run, as the runner records them (`--quick` shortens the runs).
+            let mut flags =
+                json!({"engine": engine, "persist_latency": latency, "workload": "tpcb"});
+            if quick {
+                flags["duration"] = json!("1s");
+                flags["warmup"] = json!("200ms");
+            }
             let row = json!({
                 "spec": "t", "point": format!("engine={engine},persist_latency={latency}"),
                 "rep": 0, "hash": format!("h{i}"), "status": "ok", "quick": quick,
                 "started_unix_s": 1_795_620_488.0 + i as f64, "host": "vm", "tps": tps,
                 "grid": {"engine": engine, "persist_latency": latency},
-                "flags": {"engine": engine, "persist_latency": latency, "workload": "tpcb"},
+                "flags": flags,
                 "config": {"host_cpu": "AMD EPYC", "host_cores": 2, "host_flush": "clwb",
                            "nvmdb_version": "0.1.0",
                            "git_commit": "829029a3c36b7b961f48cdfa50a8a71020d2110b"},
