@@ -62,6 +62,10 @@ pub struct PointData {
     pub wrong_build: usize,
     pub check_failed: usize,
     pub failed: usize,
+    /// The settings its chosen runs had that the spec it is judged under does not give (the
+    /// rows ran an older copy of the spec, or a `--set` override): `flusher: – → pelley`.
+    /// Such a point is drawn, but no claim of that spec is judged on it (review 5, problem 2).
+    pub older_spec: Option<String>,
     /// Why the bench could not run it, if it could not.
     pub unsupported: Option<String>,
     /// Whether the chosen runs were `--quick` runs.
@@ -90,6 +94,15 @@ impl PointData {
             return None;
         }
         Stats::of(&values)
+    }
+
+    /// [`PointData::metric`] for a verdict: `None` when the point ran other settings than the
+    /// spec ([`PointData::older_spec`]), whose claims its numbers cannot judge.
+    pub fn judged_metric(&self, expr: &str) -> Option<Stats> {
+        if self.older_spec.is_some() {
+            return None;
+        }
+        self.metric(expr)
     }
 
     /// `expr` over every successful repetition (not only the fastest): the point's spread.
@@ -154,6 +167,12 @@ impl PointData {
         if !self.ran {
             return Missing::NoData("not run yet".into());
         }
+        if let Some(diff) = &self.older_spec {
+            return Missing::NoData(format!(
+                "{} {OLDER_SPEC} (settings differ: {diff}); rerun it as committed",
+                self.id
+            ));
+        }
         if self.check_failed > 0 {
             return Missing::NoData("its runs failed the consistency checker".into());
         }
@@ -173,6 +192,42 @@ impl PointData {
         }
         Missing::NoData("its runs failed".into())
     }
+}
+
+/// How the report names a point whose runs had other settings than the spec it is judged
+/// under.
+pub const OLDER_SPEC: &str = "ran an older spec";
+
+/// The settings in which `row` differs from `expected` (the committed spec's expansion of its
+/// point): `key: row's → spec's`, `–` for a flag one side does not give; empty when the
+/// flags agree.
+pub fn settings_diff(row: &Row, expected: &crate::spec::Flags) -> Vec<String> {
+    use serde_json::Value;
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
+            .collect::<Vec<_>>()
+            .join(","),
+        other => other.to_string(),
+    };
+    let ran: BTreeMap<String, String> = row
+        .0
+        .get(crate::results::keys::FLAGS)
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), text(v))).collect())
+        .unwrap_or_default();
+    let wanted: BTreeMap<String, String> =
+        expected.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
+    let keys: BTreeSet<&String> = ran.keys().chain(wanted.keys()).collect();
+    keys.into_iter()
+        .filter(|k| ran.get(*k) != wanted.get(*k))
+        .map(|k| {
+            let side = |m: &BTreeMap<String, String>| m.get(k).cloned().unwrap_or("–".into());
+            format!("{k}: {} → {}", side(&ran), side(&wanted))
+        })
+        .collect()
 }
 
 /// How the report names a run excluded because it hit a limit of the harness.
@@ -250,10 +305,10 @@ impl Dataset {
                 p.flags.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
             values.extend(p.axes.iter().cloned());
             let rows = by_point.get(p.id.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-            data.push(p.id.clone(), values, rows);
+            data.push(p.id.clone(), values, rows, Some(&p));
         }
         for id in order.into_iter().filter(|id| !seen.contains(*id)) {
-            data.push(id.to_string(), BTreeMap::new(), &by_point[id]);
+            data.push(id.to_string(), BTreeMap::new(), &by_point[id], None);
         }
         match spec.runs {
             Runs::Fastest => data.points.iter_mut().for_each(PointData::keep_fastest),
@@ -284,6 +339,7 @@ impl Dataset {
                     wrong_build: p.wrong_build,
                     check_failed: p.check_failed,
                     failed: p.failed,
+                    older_spec: p.older_spec.clone(),
                     unsupported: p.unsupported.clone(),
                     quick: p.quick,
                     ran: p.ran,
@@ -291,6 +347,16 @@ impl Dataset {
             })
             .collect();
         Dataset { points, superseded: 0 }
+    }
+
+    /// The points that ran other settings than the spec, with the settings that differ.
+    pub fn older_spec(&self) -> Vec<(&str, &str)> {
+        let ran = |p: &&PointData| !p.all_ok.is_empty() || !p.ok.is_empty();
+        self.points
+            .iter()
+            .filter(ran)
+            .filter_map(|p| p.older_spec.as_deref().map(|d| (p.id.as_str(), d)))
+            .collect()
     }
 
     /// Runs refused because their binary was built from another commit than they name.
@@ -304,9 +370,27 @@ impl Dataset {
         (hit.iter().map(|p| p.harness_limited).sum(), hit.iter().map(|p| p.id.as_str()).collect())
     }
 
-    fn push(&mut self, id: String, mut values: BTreeMap<String, String>, rows: &[&Row]) {
+    fn push(
+        &mut self,
+        id: String,
+        mut values: BTreeMap<String, String>,
+        rows: &[&Row],
+        expected: Option<&grid::Point>,
+    ) {
         let chosen = choose_setting(rows);
         self.superseded += rows.len() - chosen.len();
+        // Rows are matched to points by name; their settings hash says whether they ran the
+        // spec's settings for it (a point the spec no longer has never did).
+        // The flags decide, not the hash alone: rows of other tools (and tests) carry hashes
+        // of their own for the same settings.
+        let older_spec = chosen.first().and_then(|first| match expected {
+            Some(p) if first.hash() == p.hash => None,
+            Some(p) => {
+                let diff = settings_diff(first, &p.flags);
+                (!diff.is_empty()).then(|| diff.join("; "))
+            }
+            None => Some("a point the spec no longer has".to_string()),
+        });
         // The values the runs really had (a `--set` override shows here).
         if let Some(first) = chosen.first() {
             for section in [crate::results::keys::FLAGS, crate::results::keys::GRID] {
@@ -318,7 +402,8 @@ impl Dataset {
                 }
             }
         }
-        let mut point = PointData { id, values, ran: !rows.is_empty(), ..PointData::default() };
+        let mut point =
+            PointData { id, values, ran: !rows.is_empty(), older_spec, ..PointData::default() };
         for r in chosen {
             match r.status() {
                 Status::Ok if crate::provenance::commit_mismatch(r).is_some() => {

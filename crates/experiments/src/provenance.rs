@@ -244,6 +244,76 @@ pub fn older_builds(rows: &[&Row]) -> Option<(String, Vec<(String, usize)>)> {
     (!older.is_empty()).then(|| (short_commit(&newest), older.into_iter().collect()))
 }
 
+/// The file of a results directory that corrects what its rows record wrongly.
+pub const CORRECTIONS_FILE: &str = "corrections.toml";
+
+/// A fact about rows that they record wrongly, kept beside them and never written into them:
+/// rows whose binary says `labelled` (`config.git_commit`) and that started at or after
+/// `started_from_unix_s` ran the code of commit `ran` (review 5, problem 8).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeCommitCorrection {
+    pub labelled: String,
+    pub ran: String,
+    pub started_from_unix_s: f64,
+    pub reason: String,
+}
+
+/// Everything [`CORRECTIONS_FILE`] says.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Corrections {
+    #[serde(default)]
+    pub code_commit: Vec<CodeCommitCorrection>,
+}
+
+impl CodeCommitCorrection {
+    pub fn covers(&self, row: &Row) -> bool {
+        !self.labelled.is_empty()
+            && build_commit(row).is_some_and(|b| b.starts_with(&self.labelled))
+            && row.started() >= self.started_from_unix_s
+    }
+}
+
+impl Corrections {
+    /// `dir`'s corrections; none when the file is absent, an error naming the file when it
+    /// cannot be read or parsed.
+    pub fn load(dir: &std::path::Path) -> Result<Corrections, String> {
+        let path = dir.join(CORRECTIONS_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Corrections::default()),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// One note per correction that covers some of `rows`.
+    pub fn notes(&self, rows: &[&Row]) -> Vec<String> {
+        self.code_commit
+            .iter()
+            .filter_map(|c| {
+                let n = rows.iter().filter(|r| c.covers(r)).count();
+                (n > 0).then(|| {
+                    format!(
+                        "provenance correction ({CORRECTIONS_FILE}): {n} row(s) labelled commit \
+                         {} ran commit {}'s code: {}",
+                        short_commit(&c.labelled),
+                        short_commit(&c.ran),
+                        c.reason
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+/// Rows that carry no `code_commit`: whether their binary was built from the code they name
+/// cannot be checked ([`commit_mismatch`] says nothing about them).
+pub fn unverifiable(rows: &[&Row]) -> usize {
+    rows.iter().filter(|r| r.str(crate::results::keys::CODE_COMMIT).is_none()).count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,11 +38,14 @@ fn rows(
         let engine = p.value("engine").unwrap();
         let lat = p.value("persist_latency").unwrap();
         let lat_us = experiments::units::parse_quantity(&lat).unwrap() / 1000.0;
+        // Every flag of the run, as the runner records them.
+        let flags: serde_json::Map<String, serde_json::Value> =
+            p.flags.iter().map(|(k, v)| (k.clone(), json!(v.to_string()))).collect();
         for rep in 0..3u32 {
             let v = json!({
                 "spec": spec.name, "point": p.id, "rep": rep, "hash": p.hash, "status": "ok",
                 "grid": {"engine": engine, "persist_latency": lat},
-                "flags": {"workload": "tpcb"}, "started_unix_s": 1.0 + f64::from(rep),
+                "flags": flags, "started_unix_s": 1.0 + f64::from(rep),
                 "tps": tps(&engine, lat_us, rep),
                 "pending_full_waits": waits(&engine, lat_us, rep),
             });
@@ -345,4 +348,160 @@ range = [2.4, 2.6]
     let Verdict::Inconclusive(why) = &v[0].verdict else { panic!("{v:?}") };
     assert!(why.starts_with("each repetition alone is outside the accepted 1.35–1.65×"), "{why}");
     assert!(why.contains("gives 1.5×: the verdict depends on how repetitions combine"), "{why}");
+}
+
+/// In-Place ÷ WAL per persist latency, each group judged against 1.5× ± 10%.
+fn per_latency(aggregate: &str) -> String {
+    let per =
+        RATIO.replace("where = { persist_latency = \"0\" }\n", "per = [\"persist_latency\"]\n");
+    format!("{per}aggregate = \"{aggregate}\"\n")
+}
+
+/// Guards review 5's problem 3 (table4.2 tpcc/tpcb, fig3 800ns-100k-pages read "differs"):
+/// with `all`, `min` or `max` a claim differs only if one group is outside the bound on the
+/// fastest run and on every repetition; when each repetition fails on another group, the
+/// groups' repetitions straddle and the claim is inconclusive.
+#[test]
+fn a_claim_no_group_of_which_fails_on_every_repetition_is_inconclusive() {
+    // Each repetition has one group at 2.5× (outside), a different one each time; the fastest
+    // run of every In-Place point is that 2.5× run, so the fastest run fails every group.
+    let rotating = |e: &str, l: f64, rep: u32| match (e, l as u32, rep) {
+        ("inplace", 0, 1) | ("inplace", 2, 0) | ("inplace", 4, 2) => 250.0,
+        ("inplace", _, _) => 150.0,
+        _ => 100.0,
+    };
+    for aggregate in ["all", "max"] {
+        let v = judge(&per_latency(aggregate), |s| rows(s, rotating, no_waits));
+        let Verdict::Inconclusive(why) = &v[0].verdict else { panic!("{aggregate}: {v:?}") };
+        assert!(why.contains("no group is outside the accepted 1.35–1.65×"), "{why}");
+        assert!(why.contains("0 outside on 1 of 3, 2us outside on 1 of 3"), "{why}");
+        assert_eq!(v[0].cause.as_deref(), Some(why.as_str()));
+    }
+    // One group outside on every repetition decides it, whatever the others do.
+    let robust = |e: &str, l: f64, rep: u32| match (e, l as u32) {
+        ("inplace", 0) => 250.0,
+        _ => rotating(e, l, rep),
+    };
+    for aggregate in ["all", "max"] {
+        let v = judge(&per_latency(aggregate), |s| rows(s, robust, no_waits));
+        assert_eq!(v[0].verdict, Verdict::Differs, "{aggregate}: {v:?}");
+    }
+    // A group below a max that is above the bound does not make it robust: only the groups
+    // above move a max.
+    let below = |e: &str, l: f64, rep: u32| match (e, l as u32) {
+        ("inplace", 4) => 50.0,
+        _ => rotating(e, l, rep),
+    };
+    let v = judge(&per_latency("max"), |s| rows(s, below, no_waits));
+    assert!(matches!(v[0].verdict, Verdict::Inconclusive(_)), "{v:?}");
+}
+
+/// Guards review 5's problem 4 (fig5 group-over-wal, fig5.7 perfect-leveling-1e6 read "no
+/// data"): a group without data keeps a claim open only if it could change the verdict. A
+/// max already above its bound on every repetition, or an `all` with a group outside, is
+/// decided; a max inside its bound, or a mean, still waits for the missing group.
+#[test]
+fn a_missing_group_that_cannot_change_the_verdict_does_not_hide_it() {
+    // In-Place at 4 µs hits the pending-commit cap on every repetition: its group is missing.
+    let capped = |e: &str, l: f64, _: u32| u64::from(e == "inplace" && l == 4.0);
+    let high = |e: &str, l: f64, rep: u32| match (e, l as u32) {
+        ("inplace", 0) => 250.0,
+        _ => steady(e, l, rep),
+    };
+    for aggregate in ["all", "max"] {
+        let v = judge(&per_latency(aggregate), |s| rows(s, high, capped));
+        assert_eq!(v[0].verdict, Verdict::Differs, "{aggregate}: {v:?}");
+        assert!(v[0].measured.contains("decided without the 1 group(s) with no data"), "{v:?}");
+        assert!(v[0].measured.contains("harness limit"), "{v:?}");
+        assert_eq!(v[0].repetitions.as_deref(), Some("0 of 3 repetitions agree"));
+    }
+    // Inside the bound, the missing group could still take a max out of it: no data.
+    let inside = |e: &str, _: f64, _: u32| if e == "inplace" { 150.0 } else { 100.0 };
+    let v = judge(&per_latency("max"), |s| rows(s, inside, capped));
+    assert!(matches!(v[0].verdict, Verdict::NoData(_)), "{v:?}");
+    // A mean depends on every group.
+    let v = judge(&per_latency("mean"), |s| rows(s, high, capped));
+    assert!(matches!(v[0].verdict, Verdict::NoData(_)), "{v:?}");
+    // A min is settled by a group below it, not by one above.
+    let low = |e: &str, l: f64, rep: u32| match (e, l as u32) {
+        ("inplace", 0) => 50.0,
+        _ => high(e, l, rep),
+    };
+    let v = judge(&per_latency("min"), |s| rows(s, low, capped));
+    assert_eq!(v[0].verdict, Verdict::Differs, "{v:?}");
+    let high_only = |e: &str, l: f64, _: u32| match (e, l as u32) {
+        ("inplace", 0) => 250.0,
+        ("inplace", _) => 150.0,
+        _ => 100.0,
+    };
+    let v = judge(&per_latency("min"), |s| rows(s, high_only, capped));
+    assert!(matches!(v[0].verdict, Verdict::NoData(_)), "{v:?}");
+}
+
+/// Guards review 5's problem 2 (six specs' rows, run without `flusher=pelley` and with
+/// `max_pending` 4096, judged as the committed specs that give both): a point whose rows ran
+/// other settings than the spec it is judged under is marked "ran an older spec" with the
+/// settings that differ, still drawn, and no claim is judged on it.
+#[test]
+fn a_point_that_ran_an_older_spec_is_drawn_but_not_judged() {
+    let old = parse(RATIO);
+    let rows = rows(&old, steady, no_waits);
+    let committed = Spec::parse(
+        &format!("{GRID}{RATIO}")
+            .replace("workload = \"tpcb\"", "workload = \"tpcb\"\nscale = \"50\""),
+        Path::new("r.toml"),
+    )
+    .unwrap();
+    let data = Dataset::build(&committed, &rows);
+    let older = data.older_spec();
+    assert_eq!(older.len(), 6, "{older:?}");
+    assert!(older.iter().all(|(_, d)| *d == "scale: – → 50"), "{older:?}");
+    // Drawn: the point keeps its numbers.
+    assert_eq!(data.points[0].metric("tps").map(|s| s.n), Some(1));
+    let v = analysis::evaluate(&committed.claims[0], &data);
+    let Verdict::NoData(why) = &v.verdict else { panic!("{v:?}") };
+    assert!(why.contains("ran an older spec (settings differ: scale: – → 50)"), "{why}");
+    // The spec the rows ran still judges them.
+    let v = analysis::evaluate(&old.claims[0], &Dataset::build(&old, &rows));
+    assert_eq!(v.verdict, Verdict::Reproduced, "{v:?}");
+}
+
+/// Guards review 5's problem 8 (443 rows labelled 24ef3e8 ran 5595ad7's code; 1,551 rows
+/// without `code_commit` passed the build check vacuously): the report flags rows that carry
+/// no `code_commit` as unverifiable and prints the corrections kept beside the rows in
+/// `corrections.toml`, without rewriting a row.
+#[test]
+fn rows_without_code_commit_are_unverifiable_and_corrections_are_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = parse(RATIO);
+    let mut lines = String::new();
+    for (i, mut r) in rows(&spec, steady, no_waits).into_iter().enumerate() {
+        r.0.insert("config".into(), json!({ "git_commit": "24ef3e810ae1aaaa" }));
+        if i % 2 == 0 {
+            r.0.insert("code_commit".into(), json!("24ef3e810ae1aaaa"));
+        }
+        lines.push_str(&format!("{}\n", serde_json::Value::Object(r.0)));
+    }
+    std::fs::write(dir.path().join(results::RESULTS_FILE), &lines).unwrap();
+    results::save_spec(dir.path(), "r", &format!("{GRID}{RATIO}")).unwrap();
+    let corrections = "[[code_commit]]\nlabelled = \"24ef3e8\"\nran = \"5595ad7\"\n\
+                       started_from_unix_s = 2.0\nreason = \"the checkout was newer\"\n";
+    std::fs::write(dir.path().join("corrections.toml"), corrections).unwrap();
+    let options = ReportOptions { dir: dir.path().to_path_buf(), ..Default::default() };
+    let built = report::build(&options).unwrap();
+    let notes = &built.specs[0].notes;
+    let has = |s: &str| notes.iter().any(|n| n.contains(s));
+    assert!(has("unverifiable build: 9 of 18 row(s) carry no code_commit"), "{notes:?}");
+    // Repetitions 1 and 2 started at 2 and 3 s: 12 rows.
+    assert!(
+        has("provenance correction (corrections.toml): 12 row(s) labelled commit 24ef3e8 ran \
+             commit 5595ad7's code: the checkout was newer"),
+        "{notes:?}"
+    );
+    let text = std::fs::read_to_string(dir.path().join(results::RESULTS_FILE)).unwrap();
+    assert_eq!(text, lines, "a correction never rewrites a row");
+    // A damaged corrections file is a clear error naming it, not a panic.
+    std::fs::write(dir.path().join("corrections.toml"), "[[code_commit]]\nlabelled = 3\n").unwrap();
+    let e = report::build(&options).unwrap_err().to_string();
+    assert!(e.contains("corrections.toml"), "{e}");
 }

@@ -53,7 +53,7 @@ pub fn evaluate_with_repetitions(
             .collect();
         judge(claim, &values)
     };
-    let Judged { measured, value, mut verdict, mut cause } = judged_on(data);
+    let Judged { measured, value, mut verdict, mut cause, outside } = judged_on(data);
     let mut repetitions = None;
     if reps.len() > 1 && verdict.judged() {
         let per_rep: Vec<Judged> = reps.iter().map(judged_on).collect();
@@ -102,6 +102,12 @@ pub fn evaluate_with_repetitions(
             };
             verdict = Verdict::Inconclusive(why.clone());
             cause = Some(why);
+        }
+        if verdict == Verdict::Differs {
+            if let Some(why) = no_group_robustly_outside(claim, &outside, &per_rep) {
+                verdict = Verdict::Inconclusive(why.clone());
+                cause = Some(why);
+            }
         }
     }
     if verdict == Verdict::Differs && cause.is_none() {
@@ -249,10 +255,11 @@ fn points_value(
     if points.is_empty() {
         return Err(Missing::NoData(format!("no point matches {}", what.describe())));
     }
-    let means: Vec<f64> = points.iter().filter_map(|p| p.metric(metric)).map(|s| s.mean).collect();
+    let means: Vec<f64> =
+        points.iter().filter_map(|p| p.judged_metric(metric)).map(|s| s.mean).collect();
     if means.len() < points.len() {
-        let reasons = points.iter().filter(|p| p.metric(metric).is_none()).map(|p| {
-            if p.ok.is_empty() {
+        let reasons = points.iter().filter(|p| p.judged_metric(metric).is_none()).map(|p| {
+            if p.ok.is_empty() || p.older_spec.is_some() {
                 p.missing_reason()
             } else {
                 Missing::NoData(format!("the bench rows have no `{metric}`"))
@@ -316,7 +323,7 @@ fn curve(
     let mut missing = Vec::new();
     for p in points {
         let xv = p.quantity(x).or_else(|| p.metric(x).map(|s| s.mean));
-        match (xv, p.metric(metric)) {
+        match (xv, p.judged_metric(metric)) {
             (Some(xv), Some(y)) => out.push((xv, y.mean)),
             _ => missing.push(p.missing_reason()),
         }
@@ -369,7 +376,7 @@ fn threshold(claim: &ClaimSpec, data: &Dataset, group: &Conditions) -> Result<Gr
             continue;
         }
         let xv = p.quantity(x).or_else(|| p.metric(x).map(|s| s.mean));
-        match (xv, p.metric(&claim.metric)) {
+        match (xv, p.judged_metric(&claim.metric)) {
             (Some(xv), Some(y)) => points.push((xv * claim.x_scale, y.mean)),
             _ => missing.push(p.missing_reason()),
         }
@@ -565,6 +572,89 @@ struct Judged {
     value: Option<f64>,
     verdict: Verdict,
     cause: Option<String>,
+    /// The labels of the groups outside the bound.
+    outside: Vec<String>,
+}
+
+/// Issue 38's rule for `all`, `min` and `max` (review 5, problem 3): such a claim differs only
+/// if one group is outside the bound on the fastest run *and* on every repetition. When each
+/// repetition fails on another group, no group fails robustly and noise decides the verdict:
+/// the reason it is inconclusive, or `None` when some group is robustly outside.
+fn no_group_robustly_outside(
+    claim: &ClaimSpec,
+    outside: &[String],
+    per_rep: &[Judged],
+) -> Option<String> {
+    if claim.aggregate == Aggregate::Mean {
+        return None;
+    }
+    let judged: Vec<&Judged> = per_rep.iter().filter(|j| j.verdict.judged()).collect();
+    let n = judged.len();
+    if n < 2 {
+        return None;
+    }
+    let times = |g: &String| judged.iter().filter(|j| j.outside.contains(g)).count();
+    if outside.iter().any(|g| times(g) == n) {
+        return None;
+    }
+    let each: Vec<String> = outside
+        .iter()
+        .map(|g| {
+            let g_text = if g.is_empty() { "the claim".to_string() } else { g.clone() };
+            format!("{g_text} outside on {} of {n}", times(g))
+        })
+        .collect();
+    Some(format!(
+        "the groups' repetitions straddle the bound: no group is outside the accepted {} on \
+         the fastest run and on every repetition ({}), so noise, not the method, decides it",
+        accepted_text(claim),
+        each.join(", ")
+    ))
+}
+
+/// The groups that put the claim outside its bound: for `all` every group outside; for a
+/// `max` those above the bound (or, none above, those below: then all are); for a `min` the
+/// mirror image. A group below the bound does not move a max that is above it.
+fn outside_groups(
+    claim: &ClaimSpec,
+    values: &[(String, Result<GroupValue, Missing>)],
+) -> Vec<String> {
+    let (lo, hi) = accepted(claim);
+    let differs = |g: &GroupValue| matches!(group_call(claim, g), Call::Differs(_));
+    let above =
+        |g: &GroupValue| differs(g) && number(g).map_or(lower_bound(g).is_some(), |n| n > hi);
+    let below =
+        |g: &GroupValue| differs(g) && number(g).map_or(upper_bound(g).is_some(), |n| n < lo);
+    let pick = |keep: &dyn Fn(&GroupValue) -> bool| -> Vec<String> {
+        values.iter().filter(|(_, v)| v.as_ref().is_ok_and(keep)).map(|(l, _)| l.clone()).collect()
+    };
+    let first_of = |a: Vec<String>| if a.is_empty() { pick(&differs) } else { a };
+    match claim.aggregate {
+        Aggregate::Max => first_of(pick(&above)),
+        Aggregate::Min => first_of(pick(&below)),
+        Aggregate::All | Aggregate::Mean => pick(&differs),
+    }
+}
+
+/// Whether the groups present already settle a claim some of whose groups have no data
+/// (review 5, problem 4): one group outside settles `all`; a group above the bound settles a
+/// `max` (more groups can only raise it), one below settles a `min`. A mean stays open.
+fn decided_without_missing(claim: &ClaimSpec, present: &[&GroupValue]) -> bool {
+    let (lo, hi) = accepted(claim);
+    let above = |g: &GroupValue| match group_call(claim, g) {
+        Call::Differs(_) => number(g).map_or(lower_bound(g).is_some(), |n| n > hi),
+        _ => false,
+    };
+    let below = |g: &GroupValue| match group_call(claim, g) {
+        Call::Differs(_) => number(g).map_or(upper_bound(g).is_some(), |n| n < lo),
+        _ => false,
+    };
+    match claim.aggregate {
+        Aggregate::All => present.iter().any(|g| matches!(group_call(claim, g), Call::Differs(_))),
+        Aggregate::Max => present.iter().any(|g| above(g)),
+        Aggregate::Min => present.iter().any(|g| below(g)),
+        Aggregate::Mean => false,
+    }
 }
 
 /// Groups listed by name in a measured value; beyond that, the disagreeing ones first.
@@ -622,10 +712,28 @@ fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) ->
     let missing = Missing::worst(values.iter().filter_map(|(_, v)| v.as_ref().err().cloned()));
     let present: Vec<&GroupValue> = values.iter().filter_map(|(_, v)| v.as_ref().ok()).collect();
     let calls: Vec<Call> = present.iter().map(|g| group_call(claim, g)).collect();
+    let outside = outside_groups(claim, values);
     if let Some(m) = missing {
         let shown = if present.is_empty() { "–".to_string() } else { listing(&parts) };
+        if decided_without_missing(claim, &present) {
+            let absent = values.len() - present.len();
+            let why = match &m {
+                Missing::NotRunnable(r) | Missing::NoData(r) => r.clone(),
+            };
+            let measured = format!(
+                "{shown}; decided without the {absent} group(s) with no data ({why}): they \
+                 cannot bring it back within the bound"
+            );
+            return Judged {
+                measured,
+                value: None,
+                verdict: Verdict::Differs,
+                cause: None,
+                outside,
+            };
+        }
         let verdict = Verdict::from_missing(m);
-        return Judged { measured: shown, value: None, verdict, cause: None };
+        return Judged { measured: shown, value: None, verdict, cause: None, outside };
     }
     // The groups that disagree come first: they are the news.
     let ordered = || -> String {
@@ -642,7 +750,7 @@ fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) ->
     if claim.aggregate == Aggregate::All {
         let value = if present.len() == 1 { present.first().and_then(|v| number(v)) } else { None };
         let (verdict, cause) = all_verdict(&calls);
-        return Judged { measured: ordered(), value, verdict, cause };
+        return Judged { measured: ordered(), value, verdict, cause, outside };
     }
     let agg = claim.aggregate;
     let nums: Vec<(&str, f64)> = values
@@ -655,7 +763,7 @@ fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) ->
             Verdict::Reproduced => Verdict::NoData("no numeric value to aggregate".into()),
             v => v,
         };
-        return Judged { measured: ordered(), value: None, verdict, cause };
+        return Judged { measured: ordered(), value: None, verdict, cause, outside };
     };
     let pick = |better: fn(f64, f64) -> bool| {
         nums.iter().copied().fold(first, |best, x| if better(x.1, best.1) { x } else { best })
@@ -702,17 +810,23 @@ fn judge(claim: &ClaimSpec, values: &[(String, Result<GroupValue, Missing>)]) ->
                 Call::Differs(Some(w)) | Call::Inconclusive(w) => Some(w.clone()),
                 _ => None,
             });
-            return Judged { measured: text, value: None, verdict: Verdict::Differs, cause: why };
+            return Judged {
+                measured: text,
+                value: None,
+                verdict: Verdict::Differs,
+                cause: why,
+                outside,
+            };
         }
         let why = format!(
             "{unnumbered} of {} groups have no crossing within the measured range",
             present.len()
         );
         let verdict = Verdict::Inconclusive(why.clone());
-        return Judged { measured: text, value: None, verdict, cause: Some(why) };
+        return Judged { measured: text, value: None, verdict, cause: Some(why), outside };
     }
     let verdict = if agrees(claim, v) { Verdict::Reproduced } else { Verdict::Differs };
-    Judged { measured: text, value: Some(v), verdict, cause: None }
+    Judged { measured: text, value: Some(v), verdict, cause: None, outside }
 }
 
 #[cfg(test)]

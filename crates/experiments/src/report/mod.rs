@@ -36,6 +36,8 @@ pub enum ReportError {
     Plot(String),
     #[error("{path}: {error}")]
     Io { path: PathBuf, error: std::io::Error },
+    #[error("{0}")]
+    Corrections(String),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -103,6 +105,8 @@ pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
     let out = options.out.clone().unwrap_or_else(|| options.dir.clone());
     let loaded = results::read_rows(&options.dir.join(results::RESULTS_FILE))?;
     let specs = load_specs(options, &loaded.rows)?;
+    let corrections =
+        crate::provenance::Corrections::load(&options.dir).map_err(ReportError::Corrections)?;
     if specs.is_empty() && options.seeds.is_empty() {
         return Err(ReportError::Empty(options.dir.display().to_string()));
     }
@@ -111,7 +115,7 @@ pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
         .map_err(|error| ReportError::Io { path: figures_dir.clone(), error })?;
     let mut reports = Vec::new();
     for spec in &specs {
-        reports.push(spec_report(spec, &loaded.rows, &figures_dir)?);
+        reports.push(spec_report(spec, &loaded.rows, &figures_dir, &corrections)?);
     }
     for dir in &options.seeds {
         reports.extend(seeds::load(dir, &out)?);
@@ -161,6 +165,43 @@ fn load_specs(options: &ReportOptions, rows: &[Row]) -> Result<Vec<Spec>, Report
     Ok(out)
 }
 
+/// Review 5's provenance notes (problems 2 and 8): points that ran other settings than the
+/// spec, rows whose build cannot be checked, and the corrections kept beside the rows.
+fn provenance_notes(
+    data: &Dataset,
+    spec_rows: &[&Row],
+    corrections: &crate::provenance::Corrections,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let older = data.older_spec();
+    if let Some((_, diff)) = older.first() {
+        let alike = older.iter().filter(|(_, d)| d == diff).count();
+        let others = if alike < older.len() {
+            format!("; {} other point(s) differ otherwise", older.len() - alike)
+        } else {
+            String::new()
+        };
+        notes.push(format!(
+            "{}: {} of {} point(s) ran other settings than this spec gives them (settings \
+             differ: {diff}, at {alike} point(s){others}); they are drawn but no claim is \
+             judged on them: rerun the spec as committed",
+            crate::data::OLDER_SPEC,
+            older.len(),
+            data.points.iter().filter(|p| p.ran).count()
+        ));
+    }
+    let unverifiable = crate::provenance::unverifiable(spec_rows);
+    if unverifiable > 0 {
+        notes.push(format!(
+            "unverifiable build: {unverifiable} of {} row(s) carry no code_commit, so whether \
+             their binary was built from the commit they name cannot be checked",
+            spec_rows.len()
+        ));
+    }
+    notes.extend(corrections.notes(spec_rows));
+    notes
+}
+
 /// `path` itself, or the `*.toml` files of a directory in name order.
 pub fn spec_files(path: &Path) -> Result<Vec<PathBuf>, ReportError> {
     if !path.is_dir() {
@@ -176,7 +217,12 @@ pub fn spec_files(path: &Path) -> Result<Vec<PathBuf>, ReportError> {
     Ok(files)
 }
 
-fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecReport, ReportError> {
+fn spec_report(
+    spec: &Spec,
+    rows: &[Row],
+    figures_dir: &Path,
+    corrections: &crate::provenance::Corrections,
+) -> Result<SpecReport, ReportError> {
     let data = Dataset::build(spec, rows);
     let (points, status) = status(&data);
     let quick = data.any_quick();
@@ -204,6 +250,7 @@ fn spec_report(spec: &Spec, rows: &[Row], figures_dir: &Path) -> Result<SpecRepo
         ));
     }
     let spec_rows: Vec<&Row> = rows.iter().filter(|r| r.spec() == spec.name).collect();
+    notes.extend(provenance_notes(&data, &spec_rows, corrections));
     if let Some((newest, older)) = crate::provenance::older_builds(&spec_rows) {
         let list: Vec<String> = older.iter().map(|(c, n)| format!("{n} of commit {c}")).collect();
         notes.push(format!(
@@ -675,12 +722,19 @@ mod tests {
         let tps = tps.into_iter().chain([("wal", "4us", 75.0)]);
         let mut lines = String::new();
         for (i, (engine, latency, tps)) in tps.enumerate() {
+            // Every flag of the run, as the runner records them (`--quick` shortens the runs).
+            let mut flags =
+                json!({"engine": engine, "persist_latency": latency, "workload": "tpcb"});
+            if quick {
+                flags["duration"] = json!("1s");
+                flags["warmup"] = json!("200ms");
+            }
             let row = json!({
                 "spec": "t", "point": format!("engine={engine},persist_latency={latency}"),
                 "rep": 0, "hash": format!("h{i}"), "status": "ok", "quick": quick,
                 "started_unix_s": 1_795_620_488.0 + i as f64, "host": "vm", "tps": tps,
                 "grid": {"engine": engine, "persist_latency": latency},
-                "flags": {"engine": engine, "persist_latency": latency, "workload": "tpcb"},
+                "flags": flags,
                 "config": {"host_cpu": "AMD EPYC", "host_cores": 2, "host_flush": "clwb",
                            "nvmdb_version": "0.1.0",
                            "git_commit": "829029a3c36b7b961f48cdfa50a8a71020d2110b"},
