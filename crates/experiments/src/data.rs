@@ -275,12 +275,24 @@ pub struct Dataset {
     pub points: Vec<PointData>,
     /// Rows ignored because newer settings of the same point exist.
     pub superseded: usize,
+    /// Corrections kept beside the rows: a row they vouch for is not refused as a wrong build.
+    corrections: crate::provenance::Corrections,
 }
 
 impl Dataset {
     /// The points of `spec` (its grid, or its quick grid if all rows are `--quick` runs, then
     /// any other point that has rows) with the rows of `spec` among `rows`.
     pub fn build(spec: &Spec, rows: &[Row]) -> Dataset {
+        Dataset::build_with(spec, rows, &crate::provenance::Corrections::default())
+    }
+
+    /// [`Dataset::build`] with the corrections of the rows' directory
+    /// ([`crate::provenance::CORRECTIONS_FILE`]).
+    pub fn build_with(
+        spec: &Spec,
+        rows: &[Row],
+        corrections: &crate::provenance::Corrections,
+    ) -> Dataset {
         let mut by_point: HashMap<&str, Vec<&Row>> = HashMap::new();
         let mut order: Vec<&str> = Vec::new();
         for r in rows.iter().filter(|r| r.spec() == spec.name) {
@@ -290,7 +302,7 @@ impl Dataset {
             }
             list.push(r);
         }
-        let mut data = Dataset::default();
+        let mut data = Dataset { corrections: corrections.clone(), ..Dataset::default() };
         // The grid the rows were run on: the quick grid when every row is from `--quick`.
         let quick = !by_point.is_empty()
             && by_point.values().flatten().all(|r| {
@@ -346,7 +358,7 @@ impl Dataset {
                 }
             })
             .collect();
-        Dataset { points, superseded: 0 }
+        Dataset { points, superseded: 0, corrections: self.corrections.clone() }
     }
 
     /// The points that ran other settings than the spec, with the settings that differ.
@@ -406,7 +418,10 @@ impl Dataset {
             PointData { id, values, ran: !rows.is_empty(), older_spec, ..PointData::default() };
         for r in chosen {
             match r.status() {
-                Status::Ok if crate::provenance::commit_mismatch(r).is_some() => {
+                Status::Ok
+                    if crate::provenance::commit_mismatch(r).is_some()
+                        && !self.corrections.vouches_for(r) =>
+                {
                     point.wrong_build += 1
                 }
                 Status::Ok if hit_harness_limit(r) => point.harness_limited += 1,

@@ -265,6 +265,34 @@ pub struct CodeCommitCorrection {
 pub struct Corrections {
     #[serde(default)]
     pub code_commit: Vec<CodeCommitCorrection>,
+    #[serde(default)]
+    pub checkout_moved: Vec<CheckoutMoved>,
+}
+
+/// Rows whose `code_commit` is wrong because the checkout the sweep read it from moved on while
+/// a binary built earlier ran: rows whose binary says `built` (`config.git_commit`), that name
+/// `labelled` as their `code_commit` and that started in `[started_from_unix_s,
+/// started_to_unix_s]` ran `built`'s code. [`commit_mismatch`] refuses them; this vouches for
+/// them, and the report says so on every spec it covers.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckoutMoved {
+    pub built: String,
+    pub labelled: String,
+    pub started_from_unix_s: f64,
+    pub started_to_unix_s: f64,
+    pub reason: String,
+}
+
+impl CheckoutMoved {
+    pub fn covers(&self, row: &Row) -> bool {
+        let named = row.str(crate::results::keys::CODE_COMMIT);
+        !self.built.is_empty()
+            && !self.labelled.is_empty()
+            && build_commit(row).is_some_and(|b| b.starts_with(&self.built))
+            && named.is_some_and(|n| n.starts_with(&self.labelled))
+            && (self.started_from_unix_s..=self.started_to_unix_s).contains(&row.started())
+    }
 }
 
 impl CodeCommitCorrection {
@@ -288,8 +316,25 @@ impl Corrections {
         toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
+    /// Whether a correction says this row, refused by [`commit_mismatch`], ran its binary's code.
+    pub fn vouches_for(&self, row: &Row) -> bool {
+        self.checkout_moved.iter().any(|c| c.covers(row))
+    }
+
     /// One note per correction that covers some of `rows`.
     pub fn notes(&self, rows: &[&Row]) -> Vec<String> {
+        let moved = self.checkout_moved.iter().filter_map(|c| {
+            let n = rows.iter().filter(|r| c.covers(r)).count();
+            (n > 0).then(|| {
+                format!(
+                    "provenance correction ({CORRECTIONS_FILE}): {n} row(s) name code_commit {} \
+                     but ran their binary's commit {}, so they are judged: {}",
+                    short_commit(&c.labelled),
+                    short_commit(&c.built),
+                    c.reason
+                )
+            })
+        });
         self.code_commit
             .iter()
             .filter_map(|c| {
@@ -304,6 +349,7 @@ impl Corrections {
                     )
                 })
             })
+            .chain(moved)
             .collect()
     }
 }

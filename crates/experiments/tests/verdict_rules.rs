@@ -505,3 +505,54 @@ fn rows_without_code_commit_are_unverifiable_and_corrections_are_printed() {
     let e = report::build(&options).unwrap_err().to_string();
     assert!(e.contains("corrections.toml"), "{e}");
 }
+
+/// Guards the rows of a sweep whose checkout moved on while its earlier-built binary ran (session
+/// of 2026-11-27: N-Store rows of binary 77fa322 named code_commit 21a8ae4 and were all refused):
+/// without a correction they are refused as wrong builds; a `[[checkout_moved]]` correction
+/// vouches for exactly the rows it covers, which are then judged, and says so.
+#[test]
+fn a_checkout_moved_correction_vouches_only_for_the_rows_it_covers() {
+    let spec = parse(RATIO);
+    let write = |dir: &std::path::Path, corrections: Option<&str>| {
+        let mut lines = String::new();
+        for r in rows(&spec, steady, no_waits) {
+            let mut r = r;
+            r.0.insert("config".into(), json!({ "git_commit": "77fa32228001aaaa" }));
+            r.0.insert("code_commit".into(), json!("21a8ae4bbbbb"));
+            lines.push_str(&format!("{}\n", serde_json::Value::Object(r.0)));
+        }
+        std::fs::write(dir.join(results::RESULTS_FILE), &lines).unwrap();
+        results::save_spec(dir, "r", &format!("{GRID}{RATIO}")).unwrap();
+        if let Some(c) = corrections {
+            std::fs::write(dir.join("corrections.toml"), c).unwrap();
+        }
+        let options = ReportOptions { dir: dir.to_path_buf(), ..Default::default() };
+        report::build(&options).unwrap().specs[0].notes.clone()
+    };
+    let refused = |notes: &[String]| {
+        notes
+            .iter()
+            .find(|n| n.contains("run(s) refused"))
+            .map(|n| n.split(' ').next().unwrap().to_string())
+    };
+    let none = tempfile::tempdir().unwrap();
+    let notes = write(none.path(), None);
+    assert_eq!(refused(&notes).as_deref(), Some("18"), "{notes:?}");
+    // The window covers repetitions 1 and 2 (started at 2 and 3 s): 12 rows judged, 6 refused.
+    let some = tempfile::tempdir().unwrap();
+    let c = "[[checkout_moved]]\nbuilt = \"77fa322\"\nlabelled = \"21a8ae4\"\n\
+             started_from_unix_s = 2.0\nstarted_to_unix_s = 3.5\nreason = \"main moved on\"\n";
+    let notes = write(some.path(), Some(c));
+    assert_eq!(refused(&notes).as_deref(), Some("6"), "{notes:?}");
+    assert!(
+        notes.iter().any(|n| n.contains(
+            "12 row(s) name code_commit 21a8ae4 but ran their binary's commit 77fa322, so they \
+             are judged: main moved on"
+        )),
+        "{notes:?}"
+    );
+    // A correction naming another binary vouches for nothing.
+    let other = tempfile::tempdir().unwrap();
+    let notes = write(other.path(), Some(&c.replace("77fa322", "5595ad7")));
+    assert_eq!(refused(&notes).as_deref(), Some("18"), "{notes:?}");
+}

@@ -223,7 +223,7 @@ fn spec_report(
     figures_dir: &Path,
     corrections: &crate::provenance::Corrections,
 ) -> Result<SpecReport, ReportError> {
-    let data = Dataset::build(spec, rows);
+    let data = Dataset::build_with(spec, rows, corrections);
     let (points, status) = status(&data);
     let quick = data.any_quick();
     let provenance = Provenance::of(rows.iter().filter(|r| r.spec() == spec.name));
