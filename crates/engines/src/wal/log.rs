@@ -184,9 +184,11 @@ pub(crate) struct Log {
     /// for its predecessors (0: none). Every copy in flight lies within one ring of `forced`,
     /// so no two share an entry.
     done: Box<[AtomicU64]>,
-    /// The reserved end as of its last move (stored under `reserved`), for readers that need
-    /// no lock: how full the log is, read by the gate on every operation.
-    reserved_hint: AtomicU64,
+    /// The reserved end, published by every reservation (stored under `reserved`, so its
+    /// values only grow) for readers that take no lock: a commit and a GSN round forcing to
+    /// the reserved end ([`Self::reserved_end`], issue 35), and the gate asking how full the
+    /// log is on every operation.
+    published_end: AtomicU64,
     /// Forces asleep on `copied` (under `reserved`) until `released` reaches them.
     copy_waiters: AtomicU64,
     /// Signalled when a release moves `released` while a force waits.
@@ -234,7 +236,7 @@ impl Log {
                 grouped_records: 0,
             }),
             released: AtomicU64::new(end),
-            reserved_hint: AtomicU64::new(end),
+            published_end: AtomicU64::new(end),
             done: (0..RING_WORDS).map(|_| AtomicU64::new(0)).collect(),
             copy_waiters: AtomicU64::new(0),
             copied: parking_lot::Condvar::new(),
@@ -318,9 +320,33 @@ impl Log {
         (r.groups, r.grouped_records)
     }
 
-    /// LSN just past the last reserved record.
+    /// Moves the reserved end to `end` (under the reservation lock, so the published values
+    /// grow in reservation order) and publishes it to [`Self::reserved_end`].
+    fn publish_end(&self, r: &mut Reserved, end: u64) {
+        r.end = end;
+        // SeqCst, not Release: this store is one half of the Dekker pair `reserved_end`
+        // documents (it precedes the GSN's floor load in the same thread).
+        self.published_end.store(end, Ordering::SeqCst);
+    }
+
+    /// LSN just past the last reserved record, read without the reservation lock (issue 35: a
+    /// commit reads it once per log it touched, and the lock was its only shared acquisition
+    /// there). A reader never sees an end below a record whose GSN it depends on:
+    /// - the thread's own records: it published their end itself, before this load in program
+    ///   order, and the published end only grows (stored under the lock, in reservation
+    ///   order), so coherence gives at least that end;
+    /// - another thread's record whose GSN a GSN round covers ([`super::dlog::Dlog`]'s
+    ///   `full_round`): the reserver publishes the end (SeqCst) *then* loads the GSN floor
+    ///   (SeqCst) to take the GSN; the round raises the floor to `g` (SeqCst) *then* loads this
+    ///   end (SeqCst). In the single order of SeqCst operations, either the publish precedes
+    ///   this load (the load returns that end or a later, larger one, and the force covers the
+    ///   record) or this load precedes the publish, so the floor raise precedes the floor load,
+    ///   which returns at least `g`: the record's GSN exceeds `g` and the round's `H = g` does
+    ///   not cover it. This is the argument the lock made before (a reserver whose floor load
+    ///   missed the raise had released the lock before the round took it), with the two
+    ///   SeqCst pairs standing in for the lock's acquire/release.
     pub(crate) fn reserved_end(&self) -> u64 {
-        self.lock_reserved().end
+        self.published_end.load(Ordering::SeqCst)
     }
 
     /// Tests: another appender's copy in flight at the current end (what a thread is between
@@ -330,8 +356,7 @@ impl Log {
     pub(crate) fn start_copy(&self) -> u64 {
         let mut r = self.lock_reserved();
         let res = self.reserve(r.end, record_bytes(0)).expect("room for a pad");
-        r.end = res.end;
-        self.reserved_hint.store(res.end, Ordering::Release);
+        self.publish_end(&mut r, res.end);
         res.start
     }
 
@@ -352,7 +377,7 @@ impl Log {
 
     /// Bytes of the area holding records recovery may still need.
     pub fn used(&self) -> u64 {
-        let end = self.reserved_hint.load(Ordering::Acquire);
+        let end = self.published_end.load(Ordering::Acquire);
         // Saturating: a checkpoint may truncate past the end this thread read a moment before.
         end.saturating_sub(self.redo_from.load(Ordering::Acquire))
     }
@@ -430,8 +455,7 @@ impl Log {
                 return None;
             };
             if res.end - self.forced() <= RING_BYTES {
-                r.end = res.end;
-                self.reserved_hint.store(res.end, Ordering::Release);
+                self.publish_end(&mut r, res.end);
                 break (r, res);
             }
             // The ring is full of unforced log: force what is filled, then try again.
@@ -526,8 +550,7 @@ impl Log {
                 return None;
             };
             if res.end - self.forced() <= RING_BYTES {
-                r.end = res.end;
-                self.reserved_hint.store(res.end, Ordering::Release);
+                self.publish_end(&mut r, res.end);
                 drop(r);
                 carray.publish(leader, group, res.record, res.start, res.end);
                 return Some(res);

@@ -40,9 +40,11 @@
 //! disjoint bytes may sit in their log out of GSN order; redo gives the same bytes either way
 //! (§3.2's per-log redo replays log order; the per-page buckets sort by GSN). GSN order
 //! therefore still extends every dependency a record can have (its slot's earlier records, its
-//! page's earlier records). Durability needs one more thing of the lock, and keeps it: a GSN
-//! becomes visible only after its record is reserved, so a force up to a log's reserved end
-//! read after that GSN waits for the record (see [`Dlog::full_round`]).
+//! page's earlier records). Durability needs one more thing: a GSN becomes visible only after
+//! its record's reservation is published, so a force up to a log's reserved end read after
+//! that GSN waits for the record (see [`Dlog::full_round`]). The reserved end is read without
+//! the reservation lock (an atomic each reservation publishes, with the ordering argued at
+//! [`Log::reserved_end`]): a commit takes no reservation lock of the logs it forces.
 //! One dependency is not a page's: with early lock release a transaction reads (and copies into
 //! its undo record) a row another transaction released at commit, before that commit is
 //! durable. So a *fence* publishes the fencing slot's GSN into the floor ([`Dlog::publish`]):
@@ -507,9 +509,10 @@ impl Dlog {
             if self.fault == Some(DlogFault::SkipLaggingLog) && forced_one {
                 continue;
             }
-            // Everything reserved so far, this slot's records included. Regression (found by
-            // reading this path while looking for the cause of a `crashtest` TPC-C violation,
-            // which it does not explain): the force stopped at the log's filled prefix, which
+            // Everything reserved so far, this slot's records included (read without the
+            // reservation lock: this slot published its own reservations' ends). Regression
+            // (found by reading this path while looking for the cause of a `crashtest` TPC-C
+            // violation, which it does not explain): the force stopped at the filled prefix, which
             // ends at the oldest copy still in flight; with another thread's copy in flight
             // before this slot's records (shared logs: `page:N`, or more workers than logs),
             // the slot was marked clean with records not durable, and H could cover them.
@@ -617,9 +620,10 @@ impl Dlog {
     pub fn full_round(&self) -> Result<()> {
         let g = self.max_gsn();
         // Records assigned a GSN after this store exceed `g`; those assigned before it were
-        // reserved before their GSN was taken, so they lie within the reserved ends read
-        // below (an assigner whose floor load missed this store released the reservation lock
-        // before this thread takes it), and each force waits for their copies.
+        // reserved (their end published) before their GSN was taken, so they lie within the
+        // reserved ends read below (an assigner whose floor load missed this store published
+        // its end before this thread's load: the SeqCst pairs of `Log::reserved_end`), and
+        // each force waits for their copies.
         self.floor.fetch_max(g, Ordering::SeqCst);
         for log in &self.logs {
             let end = log.reserved_end();
@@ -920,6 +924,34 @@ mod tests {
         }
         eprintln!("{} distinct rounds over {} records", rounds.len(), recs.len());
         assert!(rounds.len() > 1, "no round ran while the workers captured");
+    }
+
+    /// Guards a commit that takes no reservation lock (issue 35): the logs' reservation locks
+    /// are taken once per record and never by the commit that forces them, although it forces
+    /// every log its slot touched to that log's reserved end. Would catch: `reserved_end` read
+    /// under the reservation lock again (one more acquisition per touched log per commit).
+    #[test]
+    fn a_commit_takes_no_reservation_lock_of_the_logs_it_forces() {
+        for layout in [LogLayout::Page(2), LogLayout::Txn(2)] {
+            let (_region, d) = dlog_of(layout);
+            let locks = |d: &Dlog| d.logs.iter().map(|l| l.reservation_locks()).sum::<u64>();
+            d.enter_slot(1);
+            for commit in 0..20u64 {
+                let records = 1 + commit % 4;
+                for i in 0..records {
+                    // Consecutive pages: under `page:2` every commit of 2+ records touches both.
+                    d.capture((8 + commit * 4 + i) * PAGE_SIZE_U64, &[commit as u8; 16]);
+                }
+                let before = locks(&d);
+                d.commit().expect("commit");
+                assert_eq!(locks(&d), before, "{layout}: commit {commit} took a reservation lock");
+                for log in &d.logs {
+                    assert_eq!(log.forced(), log.reserved_end(), "{layout}: a log left unforced");
+                }
+            }
+            // Every acquisition was a record's: 1+2+3+4 records per four commits.
+            assert_eq!(locks(&d), 5 * 10, "{layout}: one acquisition per record");
+        }
     }
 
     /// Regression (found by reading the commit path): a commit forced its logs only up to their
