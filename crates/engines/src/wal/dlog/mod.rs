@@ -30,13 +30,24 @@
 //! damaged is `Corrupt`.
 //!
 //! **GSNs (§3.1).** Every record carries a GSN beside its LSN (its position in its log). Per
-//! page (an `AtomicU64` per buffer-pool page), per worker slot and per log, a store by slot `T`
-//! to page `P` in log `L` gets `gsn = max(T, P, L, floor) + 1` and advances all three. The GSN
-//! is taken once the record's space in `L` is reserved, outside the reservation lock (issue 35):
-//! §3.1's rules order a record after what it depends on — its transaction's earlier records
-//! (`T`) and its page's (`P`) — and stores to the same bytes are ordered by the engine's latches
-//! and locks, which are held across the captured store, its reservation and its GSN, so for
-//! those bytes log order, GSN order and store order agree. Records of one page that write
+//! page (an `AtomicU64` per buffer-pool page) and per worker slot, a store by slot `T` to page
+//! `P` gets `gsn = max(T, P, floor) + 1` and advances both: §3.1's rule ("inserting a log
+//! record will set both transaction and page GSNs to max(tx GSN, page GSN) + 1"), with no
+//! counter shared by all records. The paper's log GSN (`max(tx, page, log)`, set *after* the
+//! record's GSN is chosen, never an input to it) is not kept (issue 35): it cost one shared
+//! atomic maximum per record on `page:N`, where every worker inserts into every log, and
+//! nothing needs it. Recovery takes each log's highest GSN from its records; `min_dgsn` and
+//! the horizon read only the slots' `dgsn` and GSNs and the floor, and a round's `H` is the
+//! highest slot GSN or the floor (a record's GSN is its slot's when taken); the per-log redo
+//! replays log order, which is store order for the bytes a record writes (below) whatever the
+//! GSNs of other pages' records in that log; the page buckets are sorted by GSN, unique per
+//! page (the page word's CAS). Records of one log may thus share a GSN (other pages, other
+//! slots): nothing identifies a record by (log, GSN). The GSN is taken once the record's space
+//! in its log is reserved, outside the reservation lock (issue 35): §3.1's rules order a record
+//! after what it depends on — its transaction's earlier records (`T`) and its page's (`P`) —
+//! and stores to the same bytes are ordered by the engine's latches and locks, which are held
+//! across the captured store, its reservation and its GSN, so for those bytes log order, GSN
+//! order and store order agree. Records of one page that write
 //! disjoint bytes may sit in their log out of GSN order; redo gives the same bytes either way
 //! (§3.2's per-log redo replays log order; the per-page buckets sort by GSN). GSN order
 //! therefore still extends every dependency a record can have (its slot's earlier records, its
@@ -257,10 +268,6 @@ struct Slot {
     touched: AtomicU64,
 }
 
-#[repr(align(64))]
-#[derive(Default)]
-struct LogGsn(AtomicU64);
-
 struct Queue {
     /// (ticket, commit GSN), oldest first.
     entries: VecDeque<(u64, u64)>,
@@ -292,7 +299,6 @@ pub(crate) struct Dlog {
     slots: Box<[Slot]>,
     /// Highest slot index `begin` has used (the daemon looks at slots up to it and the system's).
     slots_used: AtomicU64,
-    log_gsn: Box<[LogGsn]>,
     page_gsn: Box<[AtomicU64]>,
     /// Every GSN handed out from now on exceeds this.
     floor: AtomicU64,
@@ -350,7 +356,6 @@ impl Dlog {
             control,
             slots: (0..SLOTS).map(|_| Slot::default()).collect(),
             slots_used: AtomicU64::new(0),
-            log_gsn: (0..n).map(|_| LogGsn::default()).collect(),
             page_gsn: (0..image_pages).map(|_| AtomicU64::new(0)).collect(),
             floor: AtomicU64::new(start),
             horizon: AtomicU64::new(persisted_horizon),
@@ -438,10 +443,10 @@ impl Dlog {
         }
         let log = &self.logs[li];
         let page_gsn = self.page_gsn.get(page as usize);
-        let log_gsn = &self.log_gsn[li].0;
         let mut assign = || {
-            let base = slot.gsn.load(Ordering::Relaxed).max(log_gsn.load(Ordering::Relaxed));
-            let base = base.max(self.floor.load(Ordering::SeqCst));
+            // The floor load is SeqCst: it pairs with the reservation's publish before it
+            // (`Log::reserved_end`) and with the daemon's floor raise (the dirty bit above).
+            let base = slot.gsn.load(Ordering::Relaxed).max(self.floor.load(Ordering::SeqCst));
             let gsn = match page_gsn {
                 Some(p) => {
                     let mut cur = p.load(Ordering::Acquire);
@@ -455,7 +460,6 @@ impl Dlog {
                 }
                 None => base + 1,
             };
-            log_gsn.fetch_max(gsn, Ordering::Relaxed);
             slot.gsn.store(gsn, Ordering::Release);
             gsn
         };
@@ -924,6 +928,42 @@ mod tests {
         }
         eprintln!("{} distinct rounds over {} records", rounds.len(), recs.len());
         assert!(rounds.len() > 1, "no round ran while the workers captured");
+    }
+
+    /// Guards GSNs without a counter shared by all records (issue 35, W&J §3.1: `max(tx GSN,
+    /// page GSN) + 1`): in one shared log a slot's record on a page no one else wrote is
+    /// numbered from its own slot and page alone, and a record on a page another slot wrote is
+    /// above that slot's record there. Would catch: a log (or global) GSN clock as an input
+    /// again (one shared atomic maximum per record on `page:N`), or a page's GSN not advanced.
+    #[test]
+    fn a_records_gsn_follows_its_slot_and_page_not_its_log() {
+        let (_region, d) = dlog_of(LogLayout::Page(1));
+        let page = |p: u64| p * PAGE_SIZE_U64;
+        let gsn = |d: &Dlog, slot: usize| d.slots[slot].gsn.load(Ordering::Acquire);
+        d.enter_slot(0);
+        for i in 0..50 {
+            d.capture(page(8) + i * 8, &[1; 8]);
+        }
+        assert_eq!(gsn(&d, 0), 50, "slot 0's records are numbered by its slot and page");
+        d.enter_slot(1);
+        d.capture(page(9), &[2; 8]);
+        assert_eq!(gsn(&d, 1), 1, "slot 1's first record, on its own page, follows no clock");
+        // The same page as slot 0's records: above the page's last GSN, in the same log.
+        d.capture(page(8) + 400, &[3; 8]);
+        assert_eq!(gsn(&d, 1), 51, "a record on a page is above the page's earlier records");
+        d.enter_slot(0);
+        d.capture(page(10), &[4; 8]);
+        assert_eq!(gsn(&d, 0), 51, "slot 0 follows its own GSN on a fresh page");
+        // A fence raises the floor (early lock release): every later record is above it.
+        d.enter_slot(1);
+        for i in 0..10 {
+            d.capture(page(9) + 8 + i * 8, &[5; 8]);
+        }
+        assert_eq!(gsn(&d, 1), 61);
+        d.publish();
+        d.enter_slot(0);
+        d.capture(page(11), &[6; 8]);
+        assert_eq!(gsn(&d, 0), 62, "a record after another slot's fence is above its GSN");
     }
 
     /// Guards a commit that takes no reservation lock (issue 35): the logs' reservation locks
