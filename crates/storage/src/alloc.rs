@@ -29,12 +29,23 @@
 //! which drains the caches before it says full. A bitmap word below the cursor is written under
 //! the lock of its bitmap line only (the scan never reads it again); one at or above it also
 //! under the shared mutex, which the scan holds.
+//!
+//! **Batches aligned to bitmap lines** (issue 35). A batch lies in one 64-byte bitmap line (512
+//! pages), and a worker refills from the lowest line with listed pages that no other worker is
+//! filling (the line of its last batch), scanning on for one if need be. So two workers'
+//! allocations never set bits in one bitmap line (nor in its mirror's, nor take one line lock)
+//! while another line is left; frees still clear bits wherever the freed pages lie. Only when
+//! every listed page lies in lines other workers are filling and the scan has ended does a
+//! refill share a line (`alloc_shared_line_refills`). The cost: a worker's line ends with a
+//! batch shorter than [`PAGE_BATCH`] (one more shared acquisition per 512 pages), and up to one
+//! partly used line per worker spreads the pages in use (at most 4 MiB per worker).
 
 use crate::engine::{DbError, Result};
 use crate::format::{page_offset, Layout, PageId, BITMAP_FIRST_PAGE};
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use pmem::Region;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub struct PageAllocator {
@@ -59,16 +70,62 @@ pub struct PageAllocator {
     /// independently); replaying those records rewrites both. Afterwards any difference is
     /// damage.
     recovering: std::sync::atomic::AtomicBool,
-    /// Acquisitions of `state` and of the bit locks (per thread, summed when read), in
+    /// Acquisitions of `state` and of the bit locks, bit-lock acquisitions that waited, and
+    /// refills that shared a line (per thread, summed when read), in
     /// [`PageAllocator::activity`].
-    stats: pmem::stats::ThreadCounters<2>,
+    stats: pmem::stats::ThreadCounters<4>,
 }
 
+/// `FreeState::filling` of a cache that has taken no batch yet.
+const NO_LINE: u64 = u64::MAX;
+
 struct FreeState {
-    /// Free pages below the cursor, highest first so that pops hand out low pages.
-    list: Vec<PageId>,
+    /// Free pages below the cursor, ordered: the lowest are handed out first (a compact
+    /// region), and a bitmap line's pages are one range.
+    list: BTreeSet<PageId>,
     /// Next page the lazy scan looks at (a multiple of 64, or `page_count`).
     cursor: PageId,
+    /// Per cache: the bitmap line its last batch came from ([`NO_LINE`]: none), which other
+    /// workers' refills leave alone (module doc).
+    filling: Vec<u64>,
+}
+
+/// The pages of bitmap line `line`.
+fn line_pages(line: u64) -> std::ops::Range<PageId> {
+    line * PAGES_PER_BITMAP_LINE..(line + 1) * PAGES_PER_BITMAP_LINE
+}
+
+impl FreeState {
+    /// The line cache `me` refills from: the lowest line with listed pages that no other
+    /// cache is filling (None: there is none). Its own line is no better than a lower one:
+    /// lowest first keeps the region compact and reuses freed pages first.
+    fn line_for(&self, me: usize) -> Option<u64> {
+        let mut from = 0;
+        // Bounded: each turn skips one line another cache is filling.
+        loop {
+            let line = *self.list.range(from..).next()? / PAGES_PER_BITMAP_LINE;
+            let taken = self.filling.iter().enumerate().any(|(w, l)| w != me && *l == line);
+            if !taken {
+                return Some(line);
+            }
+            from = (line + 1) * PAGES_PER_BITMAP_LINE;
+        }
+    }
+
+    /// Up to [`PAGE_BATCH`] of `line`'s listed pages, lowest first, now cache `me`'s line: the
+    /// lowest for the caller, the rest into `cache` (which pops them lowest first).
+    fn take_batch(&mut self, me: usize, line: u64, cache: &mut Vec<PageId>) -> Option<PageId> {
+        let batch: Vec<PageId> =
+            self.list.range(line_pages(line)).take(PAGE_BATCH).copied().collect();
+        for p in &batch {
+            self.list.remove(p);
+        }
+        self.filling[me] = line;
+        let mut batch = batch.into_iter();
+        let page = batch.next();
+        cache.extend(batch.rev());
+        page
+    }
 }
 
 /// Bitmap words the lazy scan reads per refill: bounds the time one allocation can take.
@@ -179,7 +236,11 @@ impl PageAllocator {
         PageAllocator {
             region: region.clone(),
             layout: *layout,
-            state: Mutex::new(FreeState { list: Vec::new(), cursor }),
+            state: Mutex::new(FreeState {
+                list: BTreeSet::new(),
+                cursor,
+                filling: vec![NO_LINE; layout.workers.max(1) as usize],
+            }),
             caches: (0..layout.workers.max(1)).map(|_| Default::default()).collect(),
             scanned_below: AtomicU64::new(cursor),
             low: AtomicBool::new(false),
@@ -196,11 +257,21 @@ impl PageAllocator {
         self.state.lock()
     }
 
-    /// The lock of `page`'s bitmap line (and its mirror's), taken to update a bit (counted).
+    /// The lock of `page`'s bitmap line (and its mirror's), taken to update a bit (counted, and
+    /// counted again if another thread held it: the contention line-aligned batches remove).
     fn lock_bits(&self, page: PageId) -> parking_lot::MutexGuard<'_, ()> {
         BIT_LOCKS_TAKEN.with(|c| c.set(c.get() + 1));
-        self.stats.add(1, 1);
-        self.bit_lock(page)
+        let lock = &self.bit_locks[(page / PAGES_PER_BITMAP_LINE) as usize % BIT_LOCKS];
+        match lock.try_lock() {
+            Some(g) => {
+                self.stats.add(1, 1);
+                g
+            }
+            None => {
+                self.stats.add2(1, 1, Some((2, 1)));
+                lock.lock()
+            }
+        }
     }
 
     /// The same lock, taken to read a word and its mirror as one (checks and reports: not
@@ -209,15 +280,24 @@ impl PageAllocator {
         self.bit_locks[(page / PAGES_PER_BITMAP_LINE) as usize % BIT_LOCKS].lock()
     }
 
-    /// Worker `worker`'s cache (an out-of-range worker shares the last one, the
+    /// Worker `worker`'s cache index (an out-of-range worker shares the last one, the
     /// administrator's).
+    fn cache_index(&self, worker: usize) -> usize {
+        worker.min(self.caches.len() - 1)
+    }
+
     fn cache(&self, worker: usize) -> parking_lot::MutexGuard<'_, Vec<PageId>> {
-        self.caches[worker.min(self.caches.len() - 1)].lock()
+        self.caches[self.cache_index(worker)].lock()
     }
 
     /// Counters since attach, as (name, count) pairs for an engine's `activity`.
     pub fn activity(&self) -> Vec<(&'static str, u64)> {
-        vec![("alloc_shared_locks", self.stats.get(0)), ("alloc_bit_locks", self.stats.get(1))]
+        vec![
+            ("alloc_shared_locks", self.stats.get(0)),
+            ("alloc_bit_locks", self.stats.get(1)),
+            ("alloc_bit_lock_waits", self.stats.get(2)),
+            ("alloc_shared_line_refills", self.stats.get(3)),
+        ]
     }
 
     /// Recovery brackets its replay of system logs with `set_recovering(true)` / `(false)`.
@@ -292,7 +372,8 @@ impl PageAllocator {
                 }
                 // Lock order: a cache, then `state` (a drain holds no `state` while it takes
                 // the caches).
-                if let Some(page) = self.refill_cache(&mut self.lock_state(), &mut cache) {
+                let me = self.cache_index(worker);
+                if let Some(page) = self.refill_cache(me, &mut self.lock_state(), &mut cache) {
                     return Ok(Some(page));
                 }
             }
@@ -300,22 +381,34 @@ impl PageAllocator {
         self.reserve_shared()
     }
 
-    /// One shared acquisition: a page for the caller and `PAGE_BATCH - 1` more for `cache`
-    /// (empty), taken only while the list keeps more than the reserve. `None` (the caller goes
-    /// through the shared list): the scan has ended with little left (the allocator is now low)
-    /// or cannot go on.
-    fn refill_cache(&self, st: &mut FreeState, cache: &mut Vec<PageId>) -> Option<PageId> {
+    /// One shared acquisition: a page for the caller and up to `PAGE_BATCH - 1` more of the
+    /// same bitmap line for cache `me` (empty), taken only while the list keeps more than the
+    /// reserve. `None` (the caller goes through the shared list): the scan has ended with
+    /// little left (the allocator is now low) or cannot go on.
+    fn refill_cache(
+        &self,
+        me: usize,
+        st: &mut FreeState,
+        cache: &mut Vec<PageId>,
+    ) -> Option<PageId> {
         // The ordinary reserve even inside a `FreeingScope`: a cache serves ordinary
         // allocations later, so it must never hold a kept page.
         let keep = self.reserve_pages() as usize;
+        // Bounded: each turn moves the cursor up, or returns.
         loop {
             if st.list.len() > keep + LOW_ENTER {
-                // The list's tail holds its lowest pages, highest first: the caller gets the
-                // lowest, the cache pops the rest in the order the list would have.
-                let mut batch = st.list.split_off(st.list.len() - PAGE_BATCH);
-                let page = batch.pop();
-                cache.extend(batch);
-                return page;
+                if let Some(line) = st.line_for(me) {
+                    return st.take_batch(me, line, cache);
+                }
+                // Every listed page lies in lines other workers are filling: scan on for a
+                // line of this worker's own; past the end (or if the region cannot grow), share
+                // the lowest line rather than bypass the cache.
+                if st.cursor < self.layout.page_count && self.refill(st).is_ok() {
+                    continue;
+                }
+                self.stats.add(3, 1);
+                let line = *st.list.first()? / PAGES_PER_BITMAP_LINE;
+                return st.take_batch(me, line, cache);
             }
             if st.cursor >= self.layout.page_count {
                 self.low.store(true, Ordering::Release);
@@ -334,7 +427,7 @@ impl PageAllocator {
             let mut st = self.lock_state();
             let refusal = loop {
                 if st.list.len() > keep {
-                    let page = st.list.pop();
+                    let page = st.list.pop_first();
                     debug_assert!(page.is_some_and(|p| self.is_listable(p)), "page {page:?}");
                     return Ok(page);
                 }
@@ -357,8 +450,6 @@ impl PageAllocator {
             }
             let mut st = self.lock_state();
             st.list.extend(pages);
-            // Highest first again, so pops hand out low pages.
-            st.list.sort_unstable_by(|a, b| b.cmp(a));
         }
     }
 
@@ -406,8 +497,7 @@ impl PageAllocator {
                 }
             }
         }
-        // Highest first, so pops hand out low pages (compact regions).
-        st.list.extend(found.into_iter().rev());
+        st.list.extend(found);
         self.scanned_below.store(st.cursor, Ordering::Release);
         Ok(())
     }

@@ -4,11 +4,16 @@
 //! or a full region that says so while pages sit in another worker's cache.
 
 use pmem::{Medium, Region, RegionOptions};
+use std::collections::{BTreeMap, BTreeSet};
 use storage::alloc::{shared_locks_taken, FreeingScope, PageAllocator, PAGE_BATCH};
 use storage::format::Layout;
 
 fn allocator(workers: u32) -> PageAllocator {
-    let region = Region::open(&RegionOptions::new(Medium::Dram, 8 << 20)).unwrap();
+    allocator_of(workers, 8 << 20)
+}
+
+fn allocator_of(workers: u32, bytes: u64) -> PageAllocator {
+    let region = Region::open(&RegionOptions::new(Medium::Dram, bytes)).unwrap();
     let layout = Layout {
         page_count: region.len() / 8192,
         workers,
@@ -123,4 +128,68 @@ fn two_workers_never_share_a_page() {
     let layout = alloc.layout();
     let data = layout.page_count - layout.first_data_page();
     assert_eq!(alloc.count_free().unwrap(), data - all.len() as u64, "pages leaked");
+}
+
+/// Pages per 64-byte line of the bitmap (one bit per page).
+const PAGES_PER_BITMAP_LINE: u64 = 512;
+
+fn figure(alloc: &PageAllocator, name: &str) -> u64 {
+    alloc.activity().into_iter().find(|a| a.0 == name).map_or(0, |a| a.1)
+}
+
+/// Guards batches aligned to bitmap lines (issue 35): two workers allocating in turn never take
+/// pages of one bitmap line at the same time, so neither writes the line (or takes the line
+/// lock) the other is setting bits in. Would catch: batches cut from the shared list without
+/// regard to lines (32-page batches of two workers falling in one 512-page line).
+#[test]
+fn two_workers_refills_never_share_a_bitmap_line() {
+    // 4096 pages: 8 bitmap lines, each worker takes most of 3.
+    let alloc = allocator_of(2, 32 << 20);
+    let mut current = [None, None];
+    let mut batches = 0;
+    for step in 0..1500 {
+        for w in 0..2 {
+            let page = take(&alloc, w).expect("a free page");
+            let line = page / PAGES_PER_BITMAP_LINE;
+            if current[w] != Some(line) {
+                batches += 1;
+            }
+            current[w] = Some(line);
+            assert_ne!(current[w], current[1 - w], "step {step}: both workers in line {line}");
+        }
+    }
+    assert!(batches >= 4, "each worker moved on to another line: {batches} line changes");
+    assert_eq!(figure(&alloc, "alloc_shared_line_refills"), 0);
+}
+
+/// The same with two threads at once: every bitmap line's pages went to one worker only, and
+/// no page to two.
+#[test]
+fn two_concurrent_workers_fill_disjoint_bitmap_lines() {
+    let alloc = allocator_of(2, 32 << 20);
+    let start = std::sync::Barrier::new(2);
+    let owned: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|w| {
+                let (alloc, start) = (&alloc, &start);
+                s.spawn(move || {
+                    start.wait();
+                    (0..1500).map(|_| take(alloc, w).expect("a free page")).collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut owners: BTreeMap<u64, BTreeSet<usize>> = BTreeMap::new();
+    for (w, pages) in owned.iter().enumerate() {
+        for p in pages {
+            owners.entry(p / PAGES_PER_BITMAP_LINE).or_default().insert(w);
+        }
+    }
+    for (line, workers) in &owners {
+        assert_eq!(workers.len(), 1, "bitmap line {line} was filled by workers {workers:?}");
+    }
+    let all: BTreeSet<u64> = owned.concat().into_iter().collect();
+    assert_eq!(all.len(), 3000, "a page was handed out twice");
+    eprintln!("{} lines, bit-lock waits {}", owners.len(), figure(&alloc, "alloc_bit_lock_waits"));
 }
