@@ -277,15 +277,49 @@ struct Queue {
     daemon_asleep: bool,
 }
 
+/// The passive group commit's figures (bench's `engine` activity, summed over the logs' users).
+#[derive(Clone, Copy, Debug)]
+#[repr(usize)]
+pub(crate) enum DlogStat {
+    CommitsQueued,
+    CommitsImmediate,
+    CommitsNudged,
+    Nudges,
+    PassiveRounds,
+    QueueFull,
+    HorizonPersists,
+}
+
+impl DlogStat {
+    /// Every figure with the name bench reports it under, in report order.
+    pub const ALL: [(DlogStat, &'static str); 7] = [
+        (DlogStat::CommitsQueued, "commits_queued"),
+        (DlogStat::CommitsImmediate, "commits_immediate"),
+        (DlogStat::CommitsNudged, "commits_nudged"),
+        (DlogStat::Nudges, "nudges"),
+        (DlogStat::PassiveRounds, "passive_rounds"),
+        (DlogStat::QueueFull, "commit_queue_full"),
+        (DlogStat::HorizonPersists, "horizon_persists"),
+    ];
+}
+
+/// [`DlogStat`]s kept per thread and summed when read (issue 35): a commit bumps one, and a
+/// shared atomic there was a cache line every committing worker wrote.
 #[derive(Default)]
 pub(crate) struct DlogStats {
-    pub commits_queued: AtomicU64,
-    pub commits_immediate: AtomicU64,
-    pub commits_nudged: AtomicU64,
-    pub nudges: AtomicU64,
-    pub passive_rounds: AtomicU64,
-    pub queue_full: AtomicU64,
-    pub horizon_persists: AtomicU64,
+    cells: pmem::ThreadCounters<{ DlogStat::ALL.len() }>,
+}
+
+impl DlogStats {
+    #[inline]
+    fn bump(&self, stat: DlogStat) {
+        self.cells.add(stat as usize, 1);
+    }
+
+    /// `stat` summed over every thread.
+    pub fn get(&self, stat: DlogStat) -> u64 {
+        self.cells.get(stat as usize)
+    }
 }
 
 /// The distributed log manager.
@@ -527,13 +561,13 @@ impl Dlog {
         slot.dgsn.store(gsn, Ordering::SeqCst);
         if self.fault == Some(DlogFault::AckOwnLogs) || gsn <= self.horizon.load(Ordering::Acquire)
         {
-            self.stats.commits_immediate.fetch_add(1, Ordering::Relaxed);
+            self.stats.bump(DlogStat::CommitsImmediate);
             return Ok(CommitToken::DURABLE);
         }
         let mut q = self.queue.lock();
         if q.entries.len() >= COMMIT_QUEUE_CAPACITY {
             drop(q);
-            self.stats.queue_full.fetch_add(1, Ordering::Relaxed);
+            self.stats.bump(DlogStat::QueueFull);
             self.full_round()?;
             return Ok(CommitToken::DURABLE);
         }
@@ -545,7 +579,7 @@ impl Dlog {
         if wake {
             self.daemon_wake.notify_one();
         }
-        self.stats.commits_queued.fetch_add(1, Ordering::Relaxed);
+        self.stats.bump(DlogStat::CommitsQueued);
         Ok(CommitToken(ticket))
     }
 
@@ -600,7 +634,7 @@ impl Dlog {
         let at = self.control + D_HORIZON;
         self.device.write_u64(at, horizon_word(h));
         self.device.persist(at, 8);
-        self.stats.horizon_persists.fetch_add(1, Ordering::Relaxed);
+        self.stats.bump(DlogStat::HorizonPersists);
         self.horizon.store(h, Ordering::Release);
     }
 
@@ -616,7 +650,7 @@ impl Dlog {
         if h >= head_gsn {
             self.persist_horizon(h);
         }
-        self.stats.passive_rounds.fetch_add(1, Ordering::Relaxed);
+        self.stats.bump(DlogStat::PassiveRounds);
     }
 
     /// The full round (a nudge, a full queue, a checkpoint): every record with a GSN up to the
@@ -649,7 +683,7 @@ impl Dlog {
             }
             q.entries.pop_front();
             if nudged {
-                self.stats.commits_nudged.fetch_add(1, Ordering::Relaxed);
+                self.stats.bump(DlogStat::CommitsNudged);
             }
             last = Some(ticket);
         }
@@ -708,7 +742,7 @@ impl Dlog {
             let straggling = rounds >= NUDGE_AFTER_ROUNDS && since.elapsed() >= NUDGE_AFTER;
             if straggling || queued >= COMMIT_QUEUE_CAPACITY / 2 {
                 // A straggler holds min_dgsn back: drain the lagging logs ourselves.
-                self.stats.nudges.fetch_add(1, Ordering::Relaxed);
+                self.stats.bump(DlogStat::Nudges);
                 if self.full_round().is_err() {
                     return;
                 }
