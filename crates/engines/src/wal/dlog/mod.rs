@@ -333,6 +333,9 @@ pub(crate) struct Dlog {
     slots: Box<[Slot]>,
     /// Highest slot index `begin` has used (the daemon looks at slots up to it and the system's).
     slots_used: AtomicU64,
+    /// Read-modify-writes of `slots_used` (tests count them).
+    #[cfg(test)]
+    slot_grows: AtomicU64,
     page_gsn: Box<[AtomicU64]>,
     /// Every GSN handed out from now on exceeds this.
     floor: AtomicU64,
@@ -390,6 +393,8 @@ impl Dlog {
             control,
             slots: (0..SLOTS).map(|_| Slot::default()).collect(),
             slots_used: AtomicU64::new(0),
+            #[cfg(test)]
+            slot_grows: AtomicU64::new(0),
             page_gsn: (0..image_pages).map(|_| AtomicU64::new(0)).collect(),
             floor: AtomicU64::new(start),
             horizon: AtomicU64::new(persisted_horizon),
@@ -415,7 +420,15 @@ impl Dlog {
     pub fn enter_slot(&self, worker: usize) {
         let slot = worker.min(SYSTEM_SLOT);
         SLOT.with(|s| s.set((self.id, slot)));
-        self.slots_used.fetch_max(slot as u64, Ordering::Relaxed);
+        // A load first (issue 35): once every slot in use has begun, `begin` writes nothing
+        // shared here. All three accesses are SeqCst (a plain load on x86): this slot's dirty
+        // store and floor load come after them, so a round whose floor raise follows that
+        // floor load in the SeqCst order also scans this slot (`min_dgsn` re-reads it).
+        if slot as u64 > self.slots_used.load(Ordering::SeqCst) {
+            #[cfg(test)]
+            self.slot_grows.fetch_add(1, Ordering::Relaxed);
+            self.slots_used.fetch_max(slot as u64, Ordering::SeqCst);
+        }
     }
 
     /// The calling thread works outside any worker (catalog changes, shutdown; callers
@@ -590,7 +603,7 @@ impl Dlog {
     }
 
     fn active_slots(&self) -> impl Iterator<Item = &Slot> {
-        let hi = self.slots_used.load(Ordering::Relaxed) as usize;
+        let hi = self.slots_used.load(Ordering::SeqCst) as usize;
         self.slots[..=hi.min(SYSTEM_SLOT - 1)]
             .iter()
             .chain(std::iter::once(&self.slots[SYSTEM_SLOT]))
@@ -1026,6 +1039,37 @@ mod tests {
             // Every acquisition was a record's: 1+2+3+4 records per four commits.
             assert_eq!(locks(&d), 5 * 10, "{layout}: one acquisition per record");
         }
+    }
+
+    /// Guards a `begin` that writes nothing shared once its slot is known (issue 35):
+    /// `enter_slot` read-modify-writes the highest slot in use only when it grows. Would catch:
+    /// the unconditional `fetch_max` again (one shared RMW per `begin` on every worker).
+    #[test]
+    fn entering_a_slot_already_covered_writes_nothing_shared() {
+        let (_region, d) = dlog();
+        let used = |d: &Dlog| d.slots_used.load(Ordering::Relaxed);
+        let grows = |d: &Dlog| d.slot_grows.load(Ordering::Relaxed);
+        std::thread::scope(|s| {
+            for w in [3usize, 1] {
+                let d = &d;
+                s.spawn(move || {
+                    for _ in 0..1000 {
+                        d.enter_slot(w);
+                    }
+                });
+            }
+        });
+        assert_eq!(used(&d), 3, "the highest slot entered");
+        assert!(grows(&d) <= 2, "{} RMWs for 2000 begins on slots 1 and 3", grows(&d));
+        let before = grows(&d);
+        for w in [0, 2, 3, 1] {
+            d.enter_slot(w);
+        }
+        assert_eq!(grows(&d), before, "slots at or below the highest write nothing");
+        d.enter_slot(7);
+        assert_eq!((used(&d), grows(&d)), (7, before + 1), "a new highest slot grows it once");
+        // The daemon's scan covers every slot entered, the system slot included.
+        assert_eq!(d.active_slots().count(), 8 + 1);
     }
 
     /// Regression (found by reading the commit path): a commit forced its logs only up to their
