@@ -69,19 +69,22 @@
 //! volatile ring per log (the paper's write-combining buffers) and reach NVRAM when that log is
 //! forced. Each slot keeps `dgsn` with a dirty bit: set (before the GSN is taken) by its first
 //! record after a clean point; a commit forces the logs its slot touched — the paper's
-//! per-thread fence — then stores `dgsn = slot GSN` clean and queues the commit (bounded queue;
-//! when full the committer runs a full round itself). The commit daemon computes
+//! per-thread fence — then stores `dgsn = slot GSN` clean and queues the commit on its slot's
+//! own queue (issue 35: a bounded ring only that slot's thread writes, so a commit takes no
+//! lock and writes no word another committer writes; when full the committer runs a full
+//! round itself). The commit daemon computes
 //! `min_dgsn` (min over dirty slots; everything if none is dirty), raises the `floor` every new
 //! GSN must exceed, re-reads the dirty slots (Dekker-style with the inserters' `SeqCst` dirty
 //! store / floor load) and persists `H = min_dgsn` in the control page *before* acknowledging the
-//! queued commits with `gsn ≤ H`, oldest first (tokens are queue tickets); a round whose `H`
-//! would acknowledge nothing persists nothing. Committers do not wake the daemon (a futex wake
+//! queued commits with `gsn ≤ H` (it drains every slot's queue; a token is the commit's GSN,
+//! durable once the published `H` covers it); a round whose `H` would acknowledge nothing
+//! persists nothing. Committers do not wake the daemon (a futex wake
 //! per commit was the worker's largest protocol cost): it polls every [`DAEMON_POLL`] while
 //! commits arrive, so one round and one persist of `H` serve every commit of that interval; it
 //! sleeps after [`IDLE_POLLS`] empty polls, and then the next committer wakes it, as does a
 //! thread that blocks in `wait_durable`. A straggler — a dirty
-//! slot holding `min_dgsn` back for [`NUDGE_AFTER`] of the daemon's rounds, or while the queue is
-//! half full — is nudged *cooperatively by the
+//! slot holding `min_dgsn` back for [`NUDGE_AFTER`] of the daemon's rounds, or while a slot's
+//! queue is half full — is nudged *cooperatively by the
 //! daemon itself*: it raises the floor to the highest GSN handed out and forces every lagging log
 //! (a log whose reserved end is past its forced end), which makes every record with a GSN at or
 //! below it durable; then `H` moves there. Signals (the paper's `pthread_kill`) do not fit Rust:
@@ -563,7 +566,7 @@ impl Dlog {
     }
 
     /// A commit of the calling thread's slot: its token (durable at once with a durable cache,
-    /// else a queue ticket the daemon acknowledges).
+    /// else its GSN, queued on its slot: durable once the daemon's `H` covers it).
     pub fn commit(&self) -> Result<CommitToken> {
         let slot_id = self.slot();
         let slot = &self.slots[slot_id];
