@@ -17,7 +17,7 @@
 //! for a page copy that holds its change; the redo point moves only in
 //! [`LogManager::advance_redo`], after the checkpoint's pages are durable.
 
-use super::dlog::{Cache, Dlog};
+use super::dlog::{Cache, Dlog, DlogStat};
 use super::log::{Capture, Log};
 use super::pipeline::{LogForce, Pipeline};
 use super::{control, C_REDO};
@@ -294,17 +294,7 @@ impl LogManager for Dlog {
     }
 
     fn activity(&self, into: &mut Vec<(&'static str, u64)>) {
-        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let t = &self.stats;
-        into.extend([
-            ("commits_queued", get(&t.commits_queued)),
-            ("commits_immediate", get(&t.commits_immediate)),
-            ("commits_nudged", get(&t.commits_nudged)),
-            ("nudges", get(&t.nudges)),
-            ("passive_rounds", get(&t.passive_rounds)),
-            ("commit_queue_full", get(&t.queue_full)),
-            ("horizon_persists", get(&t.horizon_persists)),
-        ]);
+        into.extend(DlogStat::ALL.iter().map(|&(stat, name)| (name, self.stats.get(stat))));
     }
 
     /// The passive group commit daemon; a durable cache acknowledges at insert and needs none.

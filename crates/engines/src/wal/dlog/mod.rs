@@ -69,19 +69,22 @@
 //! volatile ring per log (the paper's write-combining buffers) and reach NVRAM when that log is
 //! forced. Each slot keeps `dgsn` with a dirty bit: set (before the GSN is taken) by its first
 //! record after a clean point; a commit forces the logs its slot touched — the paper's
-//! per-thread fence — then stores `dgsn = slot GSN` clean and queues the commit (bounded queue;
-//! when full the committer runs a full round itself). The commit daemon computes
+//! per-thread fence — then stores `dgsn = slot GSN` clean and queues the commit on its slot's
+//! own queue (issue 35: a bounded ring only that slot's thread writes, so a commit takes no
+//! lock and writes no word another committer writes; when full the committer runs a full
+//! round itself). The commit daemon computes
 //! `min_dgsn` (min over dirty slots; everything if none is dirty), raises the `floor` every new
 //! GSN must exceed, re-reads the dirty slots (Dekker-style with the inserters' `SeqCst` dirty
 //! store / floor load) and persists `H = min_dgsn` in the control page *before* acknowledging the
-//! queued commits with `gsn ≤ H`, oldest first (tokens are queue tickets); a round whose `H`
-//! would acknowledge nothing persists nothing. Committers do not wake the daemon (a futex wake
+//! queued commits with `gsn ≤ H` (it drains every slot's queue; a token is the commit's GSN,
+//! durable once the published `H` covers it); a round whose `H` would acknowledge nothing
+//! persists nothing. Committers do not wake the daemon (a futex wake
 //! per commit was the worker's largest protocol cost): it polls every [`DAEMON_POLL`] while
 //! commits arrive, so one round and one persist of `H` serve every commit of that interval; it
 //! sleeps after [`IDLE_POLLS`] empty polls, and then the next committer wakes it, as does a
 //! thread that blocks in `wait_durable`. A straggler — a dirty
-//! slot holding `min_dgsn` back for [`NUDGE_AFTER`] of the daemon's rounds, or while the queue is
-//! half full — is nudged *cooperatively by the
+//! slot holding `min_dgsn` back for [`NUDGE_AFTER`] of the daemon's rounds, or while a slot's
+//! queue is half full — is nudged *cooperatively by the
 //! daemon itself*: it raises the floor to the highest GSN handed out and forces every lagging log
 //! (a log whose reserved end is past its forced end), which makes every record with a GSN at or
 //! below it durable; then `H` moves there. Signals (the paper's `pthread_kill`) do not fit Rust:
@@ -124,22 +127,23 @@ pub(crate) use recover::{recover, Recovered};
 
 use super::log::{self, Log, LogInsert};
 use crate::device::Device;
-use parking_lot::{Condvar, Mutex};
+use crossbeam_utils::CachePadded;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use pmem::Region;
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use storage::format::{get_u64, MAX_WORKERS, PAGE_SIZE_U64};
 use storage::{CommitToken, DbError, Result};
 
 /// Most logs a region may have (the control page holds one redo point per log).
 pub const MAX_LOGS: u32 = 64;
-/// Commits the daemon's queue holds; a committer that finds it full runs a full round itself.
-const COMMIT_QUEUE_CAPACITY: usize = 4096;
+/// Commits one slot's queue holds; a committer that finds its queue full runs a full round
+/// itself (allocated at the slot's first queued commit: 8 KiB per worker that commits).
+const SLOT_QUEUE_CAPACITY: usize = 1024;
 /// How long the daemon lets one queued commit stay blocked by stragglers (measured across its
-/// own rounds) before it nudges them; or when the queue is half full.
+/// own rounds) before it nudges them; or when a slot's queue is half full.
 const NUDGE_AFTER: Duration = Duration::from_millis(1);
 /// ... and for at least this many of its rounds (a descheduled daemon is no straggler).
 const NUDGE_AFTER_ROUNDS: u32 = 20;
@@ -266,26 +270,61 @@ struct Slot {
     gsn: AtomicU64,
     /// Logs this slot inserted into since its last commit (bit `i`: log `i`).
     touched: AtomicU64,
+    /// Commits this slot ever queued: the producer end of its commit queue (issue 35: one
+    /// queue per slot, written only by the slot's thread, instead of one queue under a mutex
+    /// every committer took). The consumer end is [`Dlog::drained`].
+    queued: AtomicU64,
+    /// The queue: the commit GSN of commit `k` at `k % SLOT_QUEUE_CAPACITY`.
+    ring: OnceLock<Box<[AtomicU64]>>,
 }
 
-struct Queue {
-    /// (ticket, commit GSN), oldest first.
-    entries: VecDeque<(u64, u64)>,
-    next_ticket: u64,
-    stop: bool,
-    /// The daemon is in its idle sleep: the next committer wakes it.
-    daemon_asleep: bool,
+/// The passive group commit's figures (bench's `engine` activity, summed over the logs' users).
+#[derive(Clone, Copy, Debug)]
+#[repr(usize)]
+pub(crate) enum DlogStat {
+    CommitsQueued,
+    CommitsImmediate,
+    CommitsNudged,
+    Nudges,
+    PassiveRounds,
+    QueueFull,
+    HorizonPersists,
 }
 
+impl DlogStat {
+    /// Every figure with the name bench reports it under, in report order.
+    pub const ALL: [(DlogStat, &'static str); 7] = [
+        (DlogStat::CommitsQueued, "commits_queued"),
+        (DlogStat::CommitsImmediate, "commits_immediate"),
+        (DlogStat::CommitsNudged, "commits_nudged"),
+        (DlogStat::Nudges, "nudges"),
+        (DlogStat::PassiveRounds, "passive_rounds"),
+        (DlogStat::QueueFull, "commit_queue_full"),
+        (DlogStat::HorizonPersists, "horizon_persists"),
+    ];
+}
+
+/// [`DlogStat`]s kept per thread and summed when read (issue 35): a commit bumps one, and a
+/// shared atomic there was a cache line every committing worker wrote.
 #[derive(Default)]
 pub(crate) struct DlogStats {
-    pub commits_queued: AtomicU64,
-    pub commits_immediate: AtomicU64,
-    pub commits_nudged: AtomicU64,
-    pub nudges: AtomicU64,
-    pub passive_rounds: AtomicU64,
-    pub queue_full: AtomicU64,
-    pub horizon_persists: AtomicU64,
+    cells: pmem::ThreadCounters<{ DlogStat::ALL.len() }>,
+}
+
+impl DlogStats {
+    #[inline]
+    fn bump(&self, stat: DlogStat) {
+        self.cells.add(stat as usize, 1);
+    }
+
+    fn add(&self, stat: DlogStat, n: u64) {
+        self.cells.add(stat as usize, n);
+    }
+
+    /// `stat` summed over every thread.
+    pub fn get(&self, stat: DlogStat) -> u64 {
+        self.cells.get(stat as usize)
+    }
 }
 
 /// The distributed log manager.
@@ -299,6 +338,9 @@ pub(crate) struct Dlog {
     slots: Box<[Slot]>,
     /// Highest slot index `begin` has used (the daemon looks at slots up to it and the system's).
     slots_used: AtomicU64,
+    /// Read-modify-writes of `slots_used` (tests count them).
+    #[cfg(test)]
+    slot_grows: AtomicU64,
     page_gsn: Box<[AtomicU64]>,
     /// Every GSN handed out from now on exceeds this.
     floor: AtomicU64,
@@ -307,15 +349,23 @@ pub(crate) struct Dlog {
     horizon_lock: Mutex<()>,
     /// The redo points' sequence number and values as last persisted (checkpoints serialize).
     redo: Mutex<(u64, Vec<u64>)>,
-    queue: Mutex<Queue>,
+    /// Per slot, commits taken off its queue (acknowledged: `H` covers them); written only
+    /// under `drain_lock`, read by the slot's committer to see whether its queue is full.
+    drained: Box<[CachePadded<AtomicU64>]>,
+    /// Serializes the queues' consumers (the daemon, a full round's acknowledgement).
+    drain_lock: Mutex<()>,
+    stop: AtomicBool,
+    /// The daemon is in its idle sleep: the next committer wakes it (Dekker with the queues).
+    daemon_asleep: AtomicBool,
+    wake_lock: Mutex<()>,
     daemon_wake: Condvar,
-    /// Highest acknowledged ticket (tickets are acknowledged oldest first).
-    acked: AtomicU64,
     ack_lock: Mutex<()>,
     acked_cv: Condvar,
     failed: AtomicBool,
     fault: Option<DlogFault>,
     pub stats: DlogStats,
+    /// Acquisitions of this log manager's mutexes, per thread (tests count them).
+    lock_acquisitions: pmem::ThreadCounters<1>,
 }
 
 impl Dlog {
@@ -356,32 +406,53 @@ impl Dlog {
             control,
             slots: (0..SLOTS).map(|_| Slot::default()).collect(),
             slots_used: AtomicU64::new(0),
+            #[cfg(test)]
+            slot_grows: AtomicU64::new(0),
             page_gsn: (0..image_pages).map(|_| AtomicU64::new(0)).collect(),
             floor: AtomicU64::new(start),
             horizon: AtomicU64::new(persisted_horizon),
             horizon_lock: Mutex::new(()),
             redo: Mutex::new((rec.redo.seq, rec.redo.points.clone())),
-            queue: Mutex::new(Queue {
-                entries: VecDeque::new(),
-                next_ticket: 1,
-                stop: false,
-                daemon_asleep: false,
-            }),
+            drained: (0..SLOTS).map(|_| CachePadded::new(AtomicU64::new(0))).collect(),
+            drain_lock: Mutex::new(()),
+            stop: AtomicBool::new(false),
+            daemon_asleep: AtomicBool::new(false),
+            wake_lock: Mutex::new(()),
             daemon_wake: Condvar::new(),
-            acked: AtomicU64::new(0),
             ack_lock: Mutex::new(()),
             acked_cv: Condvar::new(),
             failed: AtomicBool::new(false),
             fault,
             stats: DlogStats::default(),
+            lock_acquisitions: Default::default(),
         }
+    }
+
+    /// Takes one of this log manager's mutexes, counted.
+    fn lock<'a, T>(&self, mutex: &'a Mutex<T>) -> MutexGuard<'a, T> {
+        self.lock_acquisitions.add(0, 1);
+        mutex.lock()
+    }
+
+    /// Acquisitions of this log manager's own mutexes (not its logs'), summed over threads.
+    #[cfg(test)]
+    pub fn lock_acquisitions(&self) -> u64 {
+        self.lock_acquisitions.get(0)
     }
 
     /// The calling thread works for `worker` from now on (until it calls this again).
     pub fn enter_slot(&self, worker: usize) {
         let slot = worker.min(SYSTEM_SLOT);
         SLOT.with(|s| s.set((self.id, slot)));
-        self.slots_used.fetch_max(slot as u64, Ordering::Relaxed);
+        // A load first (issue 35): once every slot in use has begun, `begin` writes nothing
+        // shared here. All three accesses are SeqCst (a plain load on x86): this slot's dirty
+        // store and floor load come after them, so a round whose floor raise follows that
+        // floor load in the SeqCst order also scans this slot (`min_dgsn` re-reads it).
+        if slot as u64 > self.slots_used.load(Ordering::SeqCst) {
+            #[cfg(test)]
+            self.slot_grows.fetch_add(1, Ordering::Relaxed);
+            self.slots_used.fetch_max(slot as u64, Ordering::SeqCst);
+        }
     }
 
     /// The calling thread works outside any worker (catalog changes, shutdown; callers
@@ -495,7 +566,7 @@ impl Dlog {
     }
 
     /// A commit of the calling thread's slot: its token (durable at once with a durable cache,
-    /// else a queue ticket the daemon acknowledges).
+    /// else its GSN, queued on its slot: durable once the daemon's `H` covers it).
     pub fn commit(&self) -> Result<CommitToken> {
         let slot_id = self.slot();
         let slot = &self.slots[slot_id];
@@ -527,39 +598,44 @@ impl Dlog {
         slot.dgsn.store(gsn, Ordering::SeqCst);
         if self.fault == Some(DlogFault::AckOwnLogs) || gsn <= self.horizon.load(Ordering::Acquire)
         {
-            self.stats.commits_immediate.fetch_add(1, Ordering::Relaxed);
+            self.stats.bump(DlogStat::CommitsImmediate);
             return Ok(CommitToken::DURABLE);
         }
-        let mut q = self.queue.lock();
-        if q.entries.len() >= COMMIT_QUEUE_CAPACITY {
-            drop(q);
-            self.stats.queue_full.fetch_add(1, Ordering::Relaxed);
+        // Queue the commit on this slot's own queue: no lock, and no word another committer
+        // writes (the daemon's `drained` is read, written once per round that acknowledges).
+        let ring =
+            slot.ring.get_or_init(|| (0..SLOT_QUEUE_CAPACITY).map(|_| AtomicU64::new(0)).collect());
+        let tail = slot.queued.load(Ordering::Relaxed);
+        // Acquire: the consumer read the entry this one overwrites before it moved `drained`.
+        if tail - self.drained[slot_id].load(Ordering::Acquire) >= SLOT_QUEUE_CAPACITY as u64 {
+            self.stats.bump(DlogStat::QueueFull);
             self.full_round()?;
             return Ok(CommitToken::DURABLE);
         }
-        let ticket = q.next_ticket;
-        q.next_ticket += 1;
-        let wake = q.daemon_asleep;
-        q.entries.push_back((ticket, gsn));
-        drop(q);
-        if wake {
+        ring[tail as usize % SLOT_QUEUE_CAPACITY].store(gsn, Ordering::Relaxed);
+        // Publishes the entry. SeqCst: Dekker with the daemon's `daemon_asleep` store and its
+        // re-read of the queues before it sleeps, so a sleeping daemon is always woken.
+        slot.queued.store(tail + 1, Ordering::SeqCst);
+        if self.daemon_asleep.load(Ordering::SeqCst) {
+            // Only after the daemon idled 2 ms: it holds `wake_lock` from its last look at the
+            // queues until it waits, so this wake cannot fall between the two.
+            let _g = self.lock(&self.wake_lock);
             self.daemon_wake.notify_one();
         }
-        self.stats.commits_queued.fetch_add(1, Ordering::Relaxed);
-        Ok(CommitToken(ticket))
+        self.stats.bump(DlogStat::CommitsQueued);
+        // The token is the commit GSN: durable once `H` covers it (and every lower GSN, so the
+        // largest of several tokens stands for all of them).
+        Ok(CommitToken(gsn))
     }
 
     fn fail(&self) {
         self.failed.store(true, Ordering::Release);
-        let _g = self.ack_lock.lock();
+        let _g = self.lock(&self.ack_lock);
         self.acked_cv.notify_all();
     }
 
     fn active_slots(&self) -> impl Iterator<Item = &Slot> {
-        let hi = self.slots_used.load(Ordering::Relaxed) as usize;
-        self.slots[..=hi.min(SYSTEM_SLOT - 1)]
-            .iter()
-            .chain(std::iter::once(&self.slots[SYSTEM_SLOT]))
+        self.active_slot_ids().map(|(_, slot)| slot)
     }
 
     /// `min_dgsn`: the GSN at or below which every record inserted so far is durable.
@@ -589,7 +665,7 @@ impl Dlog {
     /// word, so the update is crash-atomic. Past the 48-bit GSN space the log fails (commits
     /// then get an error) rather than persist a horizon it cannot represent.
     fn persist_horizon(&self, h: u64) {
-        let _g = self.horizon_lock.lock();
+        let _g = self.lock(&self.horizon_lock);
         if h <= self.horizon.load(Ordering::Acquire) {
             return;
         }
@@ -600,7 +676,7 @@ impl Dlog {
         let at = self.control + D_HORIZON;
         self.device.write_u64(at, horizon_word(h));
         self.device.persist(at, 8);
-        self.stats.horizon_persists.fetch_add(1, Ordering::Relaxed);
+        self.stats.bump(DlogStat::HorizonPersists);
         self.horizon.store(h, Ordering::Release);
     }
 
@@ -616,7 +692,7 @@ impl Dlog {
         if h >= head_gsn {
             self.persist_horizon(h);
         }
-        self.stats.passive_rounds.fetch_add(1, Ordering::Relaxed);
+        self.stats.bump(DlogStat::PassiveRounds);
     }
 
     /// The full round (a nudge, a full queue, a checkpoint): every record with a GSN up to the
@@ -637,64 +713,108 @@ impl Dlog {
         Ok(())
     }
 
-    /// Acknowledges the queued commits `H` covers, oldest first; returns the ticket of the
-    /// oldest left and how many are left.
-    fn acknowledge(&self, nudged: bool) -> Option<(u64, usize)> {
+    /// Active slots with their index (the daemon's scan).
+    fn active_slot_ids(&self) -> impl Iterator<Item = (usize, &Slot)> {
+        let hi = self.slots_used.load(Ordering::SeqCst) as usize;
+        (0..=hi.min(SYSTEM_SLOT - 1))
+            .chain(std::iter::once(SYSTEM_SLOT))
+            .map(|i| (i, &self.slots[i]))
+    }
+
+    /// Takes the queued commits `H` covers off every slot's queue (each queue is in GSN
+    /// order: a slot's GSN never falls) and wakes the waiters; returns the oldest commit left
+    /// (its slot and queue position) and the most commits left in one slot's queue.
+    fn acknowledge(&self, nudged: bool) -> Option<((usize, u64), usize)> {
         let h = self.horizon.load(Ordering::Acquire);
-        let mut q = self.queue.lock();
-        let mut last = None;
-        while let Some(&(ticket, gsn)) = q.entries.front() {
-            if gsn > h {
-                break;
+        let _g = self.lock(&self.drain_lock);
+        let (mut taken, mut oldest, mut most) = (0, None::<(u64, (usize, u64))>, 0);
+        for (i, slot) in self.active_slot_ids() {
+            let (mut head, tail) =
+                (self.drained[i].load(Ordering::Relaxed), slot.queued.load(Ordering::Acquire));
+            let Some(ring) = slot.ring.get().filter(|_| head < tail) else { continue };
+            let at = |k: u64| ring[k as usize % SLOT_QUEUE_CAPACITY].load(Ordering::Relaxed);
+            let first = head;
+            while head < tail && at(head) <= h {
+                head += 1;
             }
-            q.entries.pop_front();
-            if nudged {
-                self.stats.commits_nudged.fetch_add(1, Ordering::Relaxed);
+            if head > first {
+                // Release: the producer reuses these entries only after it sees this.
+                self.drained[i].store(head, Ordering::Release);
+                taken += head - first;
             }
-            last = Some(ticket);
+            if head < tail {
+                let g = at(head);
+                if oldest.is_none_or(|(o, _)| g < o) {
+                    oldest = Some((g, (i, head)));
+                }
+                most = most.max((tail - head) as usize);
+            }
         }
-        let oldest = q.entries.front().map(|e| (e.0, q.entries.len()));
-        drop(q);
-        if let Some(t) = last {
-            self.acked.fetch_max(t, Ordering::AcqRel);
-            let _g = self.ack_lock.lock();
+        drop(_g);
+        if taken > 0 {
+            if nudged {
+                self.stats.add(DlogStat::CommitsNudged, taken);
+            }
+            let _g = self.lock(&self.ack_lock);
             self.acked_cv.notify_all();
+        }
+        oldest.map(|(_, at)| (at, most))
+    }
+
+    /// The GSN of the oldest commit queued on any slot (`None`: no commit is waiting).
+    fn oldest_queued(&self) -> Option<u64> {
+        let _g = self.lock(&self.drain_lock);
+        let mut oldest = None::<u64>;
+        for (i, slot) in self.active_slot_ids() {
+            let (head, tail) =
+                (self.drained[i].load(Ordering::Relaxed), slot.queued.load(Ordering::SeqCst));
+            if let Some(ring) = slot.ring.get().filter(|_| head < tail) {
+                let g = ring[head as usize % SLOT_QUEUE_CAPACITY].load(Ordering::Relaxed);
+                oldest = Some(oldest.map_or(g, |o| o.min(g)));
+            }
         }
         oldest
     }
 
+    /// Waits up to `timeout` for a wake (a blocked waiter, a stop, a committer if asleep).
+    fn daemon_pause(&self, timeout: Duration) {
+        let mut g = self.lock(&self.wake_lock);
+        if !self.stop.load(Ordering::Acquire) {
+            self.daemon_wake.wait_for(&mut g, timeout);
+        }
+    }
+
+    /// The daemon's idle sleep: until a commit is queued (its committer wakes it) or a stop.
+    fn daemon_sleep(&self) {
+        let mut g = self.lock(&self.wake_lock);
+        // SeqCst: Dekker with a committer's queue store then `daemon_asleep` load; this thread
+        // holds `wake_lock` from here until it waits, so that committer's wake is not lost.
+        self.daemon_asleep.store(true, Ordering::SeqCst);
+        while !self.stop.load(Ordering::Acquire) && self.oldest_queued().is_none() {
+            self.daemon_wake.wait_for(&mut g, DAEMON_IDLE_SLEEP);
+        }
+        self.daemon_asleep.store(false, Ordering::SeqCst);
+    }
+
     /// The passive group commit daemon.
     pub fn daemon(&self) {
-        // (ticket, since when) of a queue head the daemon found blocked by a straggler: time is
+        // (oldest queued commit, since when) the daemon found blocked by a straggler: time is
         // measured between the daemon's own rounds, so a daemon descheduled for a while does
         // not count as stragglers.
-        let mut blocked: Option<(u64, Instant, u32)> = None;
+        let mut blocked: Option<((usize, u64), Instant, u32)> = None;
         let mut idle_polls = 0u32;
-        loop {
-            let head_gsn = {
-                let mut q = self.queue.lock();
-                if q.entries.is_empty() && !q.stop {
-                    if idle_polls < IDLE_POLLS {
-                        // Commits arrive without waking the daemon: poll for a while.
-                        idle_polls += 1;
-                        self.daemon_wake.wait_for(&mut q, DAEMON_POLL);
-                        continue;
-                    }
-                    q.daemon_asleep = true;
-                    while q.entries.is_empty() && !q.stop {
-                        self.daemon_wake.wait_for(&mut q, DAEMON_IDLE_SLEEP);
-                    }
-                    q.daemon_asleep = false;
+        while !self.stop.load(Ordering::Acquire) {
+            let Some(head_gsn) = self.oldest_queued() else {
+                if idle_polls < IDLE_POLLS {
+                    // Commits arrive without waking the daemon: poll for a while.
+                    idle_polls += 1;
+                    self.daemon_pause(DAEMON_POLL);
+                } else {
+                    self.daemon_sleep();
                 }
-                if q.stop {
-                    return;
-                }
-                idle_polls = 0;
-                match q.entries.front() {
-                    Some(&(_, gsn)) => gsn,
-                    None => continue,
-                }
+                continue;
             };
+            idle_polls = 0;
             self.passive_round(head_gsn);
             let Some((head, queued)) = self.acknowledge(false) else {
                 blocked = None;
@@ -706,34 +826,34 @@ impl Dlog {
             };
             blocked = Some((head, since, rounds));
             let straggling = rounds >= NUDGE_AFTER_ROUNDS && since.elapsed() >= NUDGE_AFTER;
-            if straggling || queued >= COMMIT_QUEUE_CAPACITY / 2 {
+            if straggling || queued >= SLOT_QUEUE_CAPACITY / 2 {
                 // A straggler holds min_dgsn back: drain the lagging logs ourselves.
-                self.stats.nudges.fetch_add(1, Ordering::Relaxed);
+                self.stats.bump(DlogStat::Nudges);
                 if self.full_round().is_err() {
                     return;
                 }
                 self.acknowledge(true);
                 blocked = None;
             } else {
-                let mut q = self.queue.lock();
-                if !q.stop {
-                    self.daemon_wake.wait_for(&mut q, DAEMON_POLL);
-                }
+                self.daemon_pause(DAEMON_POLL);
             }
         }
     }
 
     pub fn stop_daemon(&self) {
-        self.queue.lock().stop = true;
+        self.stop.store(true, Ordering::Release);
+        let _g = self.lock(&self.wake_lock);
         self.daemon_wake.notify_all();
     }
 
+    /// A token is a commit GSN (or [`CommitToken::DURABLE`], 0): durable once `H` covers it,
+    /// and `H` is published only after it is persisted.
     pub fn is_durable(&self, token: CommitToken) -> bool {
-        token.0 <= self.acked.load(Ordering::Acquire)
+        token.0 <= self.horizon.load(Ordering::Acquire)
     }
 
     pub fn wait_durable(&self, token: CommitToken) -> Result<()> {
-        let mut g = self.ack_lock.lock();
+        let mut g = self.lock(&self.ack_lock);
         while !self.is_durable(token) {
             // This thread blocks: the daemon's next round should not wait for its poll.
             self.daemon_wake.notify_one();
@@ -743,12 +863,12 @@ impl Dlog {
                 ));
             }
             let timed_out = self.acked_cv.wait_for(&mut g, Duration::from_millis(2)).timed_out();
-            if timed_out && !self.is_durable(token) && self.queue.lock().stop {
+            if timed_out && !self.is_durable(token) && self.stop.load(Ordering::Acquire) {
                 // No daemon any more (shutting down): a full round acknowledges everything.
                 drop(g);
                 self.full_round()?;
                 self.acknowledge(true);
-                g = self.ack_lock.lock();
+                g = self.lock(&self.ack_lock);
             }
         }
         Ok(())
@@ -771,7 +891,7 @@ impl Dlog {
     /// number into copy 0, persisted, then into copy 1, persisted (a crash tears at most one
     /// copy; the other verifies), and only then are the logs truncated (their space reused).
     pub fn advance_redo(&self, cuts: &[u64]) {
-        let mut redo = self.redo.lock();
+        let mut redo = self.lock(&self.redo);
         let (seq, points) = &mut *redo;
         for (p, &cut) in points.iter_mut().zip(cuts) {
             *p = (*p).max(cut);
@@ -991,6 +1111,89 @@ mod tests {
             }
             // Every acquisition was a record's: 1+2+3+4 records per four commits.
             assert_eq!(locks(&d), 5 * 10, "{layout}: one acquisition per record");
+        }
+    }
+
+    /// Guards a `begin` that writes nothing shared once its slot is known (issue 35):
+    /// `enter_slot` read-modify-writes the highest slot in use only when it grows. Would catch:
+    /// the unconditional `fetch_max` again (one shared RMW per `begin` on every worker).
+    #[test]
+    fn entering_a_slot_already_covered_writes_nothing_shared() {
+        let (_region, d) = dlog();
+        let used = |d: &Dlog| d.slots_used.load(Ordering::Relaxed);
+        let grows = |d: &Dlog| d.slot_grows.load(Ordering::Relaxed);
+        std::thread::scope(|s| {
+            for w in [3usize, 1] {
+                let d = &d;
+                s.spawn(move || {
+                    for _ in 0..1000 {
+                        d.enter_slot(w);
+                    }
+                });
+            }
+        });
+        assert_eq!(used(&d), 3, "the highest slot entered");
+        assert!(grows(&d) <= 2, "{} RMWs for 2000 begins on slots 1 and 3", grows(&d));
+        let before = grows(&d);
+        for w in [0, 2, 3, 1] {
+            d.enter_slot(w);
+        }
+        assert_eq!(grows(&d), before, "slots at or below the highest write nothing");
+        d.enter_slot(7);
+        assert_eq!((used(&d), grows(&d)), (7, before + 1), "a new highest slot grows it once");
+        // The daemon's scan covers every slot entered, the system slot included.
+        assert_eq!(d.active_slots().count(), 8 + 1);
+    }
+
+    /// Guards per-slot commit queues (issue 35, W&J §4 passive group commit): a queued commit
+    /// on a worker takes none of the log manager's mutexes (the old commit queue's was taken by
+    /// every commit), and its token still becomes durable only once a round's `H` covers it.
+    /// Would catch: a shared queue lock on the commit path again, or a token acknowledged
+    /// before `H` covers it. A slot whose queue is full runs a full round itself (durable).
+    #[test]
+    fn a_queued_commit_takes_no_shared_mutex_and_waits_for_the_horizon() {
+        for layout in [LogLayout::Txn(2), LogLayout::Page(2)] {
+            let (_region, d) = dlog_of(layout);
+            const COMMITS: u64 = 200;
+            let before = d.lock_acquisitions();
+            let tokens: Vec<Vec<CommitToken>> = std::thread::scope(|s| {
+                let workers: Vec<_> = (0..2u64)
+                    .map(|w| {
+                        let d = &d;
+                        s.spawn(move || {
+                            d.enter_slot(w as usize);
+                            (0..COMMITS)
+                                .map(|i| {
+                                    let page = 8 + w * 40 + i % 40;
+                                    d.capture(page * PAGE_SIZE_U64 + 8 * w, &[i as u8; 16]);
+                                    d.commit().expect("commit")
+                                })
+                                .collect()
+                        })
+                    })
+                    .collect();
+                workers.into_iter().map(|w| w.join().expect("worker")).collect()
+            });
+            assert_eq!(d.lock_acquisitions(), before, "{layout}: a commit took a mutex");
+            let all: Vec<CommitToken> = tokens.iter().flatten().copied().collect();
+            assert!(all.iter().all(|t| t.0 > 0 && !d.is_durable(*t)), "{layout}: queued");
+            assert!(tokens.iter().all(|w| w.windows(2).all(|p| p[0].0 < p[1].0)), "{layout}");
+            assert_eq!(d.stats.get(DlogStat::CommitsQueued), 2 * COMMITS, "{layout}");
+            // The daemon's round: every slot is clean, so `H` covers every queued commit.
+            let oldest = d.oldest_queued().expect("commits are queued");
+            assert_eq!(oldest, all.iter().map(|t| t.0).min().unwrap_or(0), "{layout}");
+            d.passive_round(oldest);
+            assert_eq!(d.acknowledge(false), None, "{layout}: every queue drained");
+            assert!(all.iter().all(|t| d.is_durable(*t)), "{layout}: H covers every commit");
+            assert!(d.lock_acquisitions() > before, "{layout}: the round's locks are counted");
+            // A full queue: the committer runs a full round itself and is durable at once.
+            d.enter_slot(1);
+            let full = (0..SLOT_QUEUE_CAPACITY as u64 + 1).map(|i| {
+                d.capture((100 + i % 20) * PAGE_SIZE_U64, &[1; 8]);
+                d.commit().expect("commit")
+            });
+            assert_eq!(full.last(), Some(CommitToken::DURABLE), "{layout}: a full queue");
+            assert_eq!(d.stats.get(DlogStat::QueueFull), 1, "{layout}");
         }
     }
 
