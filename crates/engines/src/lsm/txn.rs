@@ -94,7 +94,9 @@ impl Txn for LsmTxn<'_> {
             return Ok(v.is_some());
         }
         let (engine, worker) = (self.engine, self.worker);
-        self.locks.read_optimistic(&engine.locks, self.id, table, key, || {
+        // Waits for a committing writer of the key first: writers here hold locks only from
+        // their write to their commit's end, and a shared lock would make the next one die.
+        self.locks.read_optimistic_or_wait(&engine.locks, self.id, table, key, || {
             let st = engine.read_state_of(worker);
             engine.table_spec(&st, table)?;
             engine.get(&st, table, key, out)
