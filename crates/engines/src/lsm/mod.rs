@@ -466,7 +466,8 @@ impl Lsm {
         (bytes, grows): (u64, bool),
         full: impl Fn(&State) -> bool,
     ) -> Result<BrReadGuard<'a, State>> {
-        if !(grows && self.room_lacking(&st, bytes).is_some()) && !full(&st) {
+        let lacking = grows && self.room_lacking(&st, bytes).is_some();
+        if !lacking && !full(&st) {
             return Ok(st);
         }
         drop(st);
