@@ -603,8 +603,9 @@ impl LockSet {
     /// [`LockSet::read_optimistic`] that first waits, at most [`YOUNGER_WAIT_BOUND`], for an
     /// exclusive holder of the key's stripe to end (Silo, Tu et al. SOSP 2013 §4.4: a reader
     /// spins on a locked record), for engines whose writers hold their locks from their write
-    /// to their commit's end only (`lsm`, whose writes are buffered until the commit). Taking a shared lock at once instead would make the next writer of the key die
-    /// on it (writers never wait for shared holders). A transaction of age 0 does not wait, nor
+    /// to their commit's end only (`lsm`, whose writes are buffered until the commit). Taking
+    /// a shared lock at once instead would make the next writer of the key die on it (writers
+    /// never wait for shared holders). A transaction of age 0 does not wait, nor
     /// one that holds an exclusive lock on the stripe itself (it would wait for itself).
     pub fn read_optimistic_or_wait<R>(
         &mut self,
