@@ -1,8 +1,9 @@
 //! A reader-writer lock with one reader word per worker (the Linux kernel's "big reader" lock,
 //! brlock; per-core reader-writer locks as in Shore-MT, Johnson et al. EDBT 2009 §6). A reader
 //! locks only its own worker's word, so readers on different workers write no shared cache line;
-//! a writer locks every word, in order. For state read by every transaction and written by few
-//! (`lsm`'s memtable and runs, changed only by a commit, which is serialized anyway).
+//! a writer locks every word, in order. For state read by every transaction and replaced rarely
+//! (`lsm`'s memtable and runs: a writer is a flush, a merge, a new table, or `io=fs`'s short
+//! in-DRAM publication of a commit, never a persist barrier of one).
 //!
 //! Invariant: while any word is write-locked by a writer holding all of them, no reader holds
 //! any word, so the writer's `&mut` is the only reference; a reader holds its word's shared lock
@@ -47,11 +48,21 @@ impl<T> BrLock<T> {
     /// Shared access through reader word `reader` (taken modulo the number of words, so any
     /// index is safe; a worker passes its own).
     pub fn read(&self, reader: usize) -> BrReadGuard<'_, T> {
-        let word = self.words[reader % self.words.len()].read();
+        self.read_or_wait(reader).0
+    }
+
+    /// [`BrLock::read`], and whether it had to wait (a writer held or was taking the word):
+    /// what a contention counter counts.
+    pub fn read_or_wait(&self, reader: usize) -> (BrReadGuard<'_, T>, bool) {
+        let word = &self.words[reader % self.words.len()];
+        let (word, waited) = match word.try_read() {
+            Some(w) => (w, false),
+            None => (word.read(), true),
+        };
         // SAFETY: the word is read-locked until the guard drops, so no writer (which holds
         // every word) has a `&mut` while this `&` lives.
         let value = unsafe { &*self.value.get() };
-        BrReadGuard { _word: word, value }
+        (BrReadGuard { _word: word, value }, waited)
     }
 
     /// Exclusive access: every reader word, in index order (two writers cannot deadlock).

@@ -107,7 +107,7 @@ fn an_lsm_read_modify_write_loses_no_update() {
     a.read(t, 0, &mut ra).unwrap();
     b.read(t, 0, &mut rb).unwrap();
     assert!(a.update(t, 0, 0, &[1; 8]).unwrap());
-    // b's write conflicts with a's lock (no-wait); once a commits, b's read is stale.
+    // b (younger) waits for a's lock, bounded, then dies; once a commits, b's read is stale.
     assert!(b.update(t, 0, 0, &[2; 8]).unwrap_err().is_retryable());
     a.commit().unwrap();
     assert!(b.update(t, 0, 0, &[2; 8]).unwrap_err().is_retryable(), "lost update allowed");

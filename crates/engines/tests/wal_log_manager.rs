@@ -45,7 +45,7 @@ const CENTRAL_FIGURES: [&str; 5] = [
 ];
 
 /// The lock table's counters (`storage::lock`), after the log's figures.
-const LOCK_FIGURES: [&str; 7] = [
+const LOCK_FIGURES: [&str; 8] = [
     "lock_requests",
     "lock_conflicts",
     "optimistic_reads",
@@ -53,6 +53,7 @@ const LOCK_FIGURES: [&str; 7] = [
     "validation_failures",
     "lock_waits",
     "lock_fast",
+    "read_waits",
 ];
 
 fn run_commits(log: LogLayout, commits: u64) -> Vec<(&'static str, u64)> {

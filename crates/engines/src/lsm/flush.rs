@@ -132,9 +132,18 @@ impl Lsm {
     fn owed_pages(&self, st: &State, more_bytes: u64) -> u64 {
         let used = match &st.mem {
             Mem::Dram(d) => d.bytes,
-            Mem::Nvm(m) => m.used,
+            Mem::Nvm(m) => m.used(),
         };
         (used + more_bytes).div_ceil(PAGE_SIZE_U64) + 2 * st.manifest.tables.len() as u64
+    }
+
+    /// `Some((free, needed))` pages when the run area lacks room for `bytes` more of the
+    /// memtable's flush and the reserve ([`Lsm::make_room`] then acts; a commit checks first,
+    /// under its reader word only, and takes the state exclusively only to act).
+    pub(super) fn room_lacking(&self, st: &State, bytes: u64) -> Option<(u64, u64)> {
+        let free: u64 = st.free.values().sum();
+        let need = self.owed_pages(st, bytes) + self.reserve_pages(st);
+        (free < need).then_some((free, need))
     }
 
     /// Admits `bytes` more of inserted or updated rows (outside a `FreeingScope`) into the
@@ -142,15 +151,11 @@ impl Lsm {
     /// of that, a memtable holding anything is flushed and the runs compacted first: what it
     /// holds was paid for when it was admitted, and its deletes may free space.
     pub(super) fn make_room(&self, st: &mut State, bytes: u64) -> Result<()> {
-        let short = |st: &State| {
-            let free: u64 = st.free.values().sum();
-            let need = self.owed_pages(st, bytes) + self.reserve_pages(st);
-            (free < need).then_some((free, need))
-        };
+        let short = |st: &State| self.room_lacking(st, bytes);
         let Some(mut lack) = short(st) else { return Ok(()) };
         let empty = match &st.mem {
             Mem::Dram(d) => d.map.is_empty(),
-            Mem::Nvm(m) => m.used <= HEAD_BYTES,
+            Mem::Nvm(m) => m.used() <= HEAD_BYTES,
         };
         if !empty {
             self.flush_memtable(st)?;
@@ -386,7 +391,7 @@ impl Lsm {
             self.device.fence();
         }
         let saved = st.manifest.clone();
-        st.manifest.flushed_seq = st.committed_seq;
+        st.manifest.flushed_seq = *st.committed_seq.get_mut();
         if let Mem::Nvm(_) = st.mem {
             st.manifest.active_arena = other;
         }
@@ -408,7 +413,7 @@ impl Lsm {
                 m.checksums,
             )),
         };
-        st.log_end = 0;
+        *st.log_end.get_mut() = 0;
         self.stats.flushes.fetch_add(1, Ordering::Relaxed);
         let mut tables: Vec<u32> = new.iter().map(|r| r.r.table).collect();
         tables.dedup();

@@ -8,14 +8,23 @@
 //! two steps (see `Lsm::commit_nvm`): the nodes' contents and their own next pointers are
 //! written and persisted before any existing node points to them.
 //!
+//! Readers walk the list while one committer links (no lock between them: Herlihy & Shavit's
+//! lazy/lock-free skip list, *The Art of Multiprocessor Programming* §14.3–14.4, with a single
+//! writer): a node is only ever inserted, by one 8-byte `Release` store to a predecessor's
+//! pointer after the node's own pointers are set, so every pointer a reader loads (`Acquire`)
+//! leads to a node that sorts after the one holding it and to the complete list beyond it, and
+//! no node a reader looks for is ever skipped, whichever of a commit's links it already sees.
+//!
 //! Invariant: every node reachable from the head was fully persisted (contents and next
 //! pointers) before the store that made it reachable; every pointer read from the arena is
-//! checked to lie inside the arena's used part before it is followed. A node's checksum is
+//! checked to lie inside the arena's used part before it is followed (`used` grows before the
+//! links that point into the new part). A node's checksum is
 //! written with its contents (so it is persisted before the node is reachable) and verified
 //! whenever its row is read (issue 37: changed row bytes are an error, never data).
 
 use pmem::Region;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use storage::format::{get_u32, get_u64};
 use storage::{DbError, Result, TableSpec};
 
@@ -64,9 +73,12 @@ impl Node {
 pub(crate) struct NvmMem {
     pub base: u64,
     pub capacity: u64,
-    /// Bytes of the arena in use (head included); nodes lie below `base + used`.
-    pub used: u64,
-    rng: u64,
+    /// Bytes of the arena in use (head included); nodes lie below `base + used`. Written only
+    /// by the committer (under the commit latch) or a flush; read by concurrent readers' bounds
+    /// checks.
+    used: AtomicU64,
+    /// The committer's height generator (atomic only so that readers may share `&self`).
+    rng: AtomicU64,
     /// Nodes carry checksums (fixed at format, `Layout::row_checksums`).
     pub checksums: bool,
 }
@@ -80,7 +92,19 @@ enum At {
 
 impl NvmMem {
     pub fn new(base: u64, capacity: u64, used: u64, checksums: bool) -> NvmMem {
-        NvmMem { base, capacity, used, rng: 0x9E37_79B9_7F4A_7C15 ^ base, checksums }
+        let rng = AtomicU64::new(0x9E37_79B9_7F4A_7C15 ^ base);
+        NvmMem { base, capacity, used: AtomicU64::new(used), rng, checksums }
+    }
+
+    /// Bytes of the arena in use.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// Sets the bytes in use: before any link into the new part is stored (`Release`, so a
+    /// reader that loads such a link sees the new bound), or back after a failed plan.
+    pub fn set_used(&self, used: u64) {
+        self.used.store(used, Ordering::Release);
     }
 
     /// Writes an empty head (flushed; the caller fences).
@@ -89,13 +113,16 @@ impl NvmMem {
         region.flush(base, HEAD_BYTES);
     }
 
-    pub fn random_height(&mut self) -> usize {
+    /// A node height (geometric, p = 1/4). Only the committer draws (under the commit latch).
+    pub fn random_height(&self) -> usize {
         let mut h = 1;
+        let mut rng = self.rng.load(Ordering::Relaxed);
         loop {
-            self.rng ^= self.rng << 13;
-            self.rng ^= self.rng >> 7;
-            self.rng ^= self.rng << 17;
-            if h >= MAX_HEIGHT || self.rng & 3 != 0 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            if h >= MAX_HEIGHT || rng & 3 != 0 {
+                self.rng.store(rng, Ordering::Relaxed);
                 return h;
             }
             h += 1;
@@ -113,7 +140,7 @@ impl NvmMem {
     pub fn node(&self, region: &Region, tables: &[TableSpec], off: u64) -> Result<Node> {
         let bad =
             |why: &str| Err(DbError::Corrupt(format!("lsm memtable: node at offset {off}: {why}")));
-        let end = self.base + self.used;
+        let end = self.base + self.used();
         if off < self.base + HEAD_BYTES || !off.is_multiple_of(8) || off + NODE_HEADER > end {
             return bad("pointer outside the arena");
         }
@@ -395,12 +422,12 @@ mod tests {
         let region = Region::open(&RegionOptions::new(Medium::Dram, 1 << 20)).expect("dram");
         let tables = [TableSpec { name: "t".into(), row_bytes: 8, expected_rows: 8 }];
         NvmMem::format(&region, 0);
-        let mut m = NvmMem::new(0, 1 << 20, HEAD_BYTES, true);
+        let m = NvmMem::new(0, 1 << 20, HEAD_BYTES, true);
         let mut nodes = Vec::new();
         for key in 0..8u64 {
-            let off = m.used;
+            let off = m.used();
             NvmMem::write_node(&region, off, 0, key, 1, 1, Some(&key.to_le_bytes()), true);
-            m.used += node_bytes(1, 8);
+            m.set_used(off + node_bytes(1, 8));
             nodes.push(Node { off, table: 0, key, seq: 1, height: 1, tombstone: false });
         }
         for (field, value) in m.plan_links(&region, &tables, &nodes).expect("links") {

@@ -35,13 +35,24 @@
 //! point read probes the memtable and at most that many runs (each behind a bloom filter at
 //! about 1% false positives), and each row is rewritten O(log(rows / rows per flush)) times.
 //!
-//! **Concurrency**: key-level strict 2PL for writes and scans (`storage::lock`, no-wait) and
-//! optimistic, version-validated point reads (Silo, Tu et al. SOSP 2013 §4.4), as `inplace`;
-//! writes are buffered in the transaction and applied at commit, which holds the engine state
-//! exclusively (one committer at a time). The state lock has one reader word per worker
+//! **Concurrency**: key-level strict 2PL for writes (`storage::lock`; a point write waits for a
+//! holder, bounded, wait-die as `inplace`'s; a scan's lock is no-wait) and optimistic,
+//! version-validated point reads (Silo, Tu et al. SOSP 2013 §4.4), as `inplace`; writes are
+//! buffered in the transaction and applied at commit. Readers never wait for a commit's persist
+//! barriers (Silo §4.4: a commit's write phase locks only the records it writes): committers are
+//! serialized by a commit latch (they order sequence numbers), and a committer holds only its
+//! own worker's reader word of the engine state while it persists and links. `io=nvm` links its
+//! nodes into the skip list with 8-byte stores beside concurrent readers ([`memtable`]'s
+//! single-writer lock-free insertion); `io=fs` persists its log record beside them and then
+//! publishes its rows to the DRAM memtable in a short exclusive section (no barrier inside).
+//! Only a flush or merge (which replaces the memtable or runs) or a new table takes the state
+//! exclusively. A reader sees none or all of a commit's rows: the keys stay locked by the
+//! committer until after its last barrier, and an optimistic read of a locked key retries or
+//! takes a shared lock (waiting for the commit). The state lock has one reader word per worker
 //! (`engines::brlock`), so a read-only transaction writes no cache line another worker writes
 //! (ids come from per-worker counters too). Flushes and compactions run inside the commit that
-//! fills the memtable (no background thread).
+//! fills the memtable (no background thread). Waits are counted (`state_reader_waits`,
+//! `state_exclusive`, `commit_latch_waits`, and the lock table's `lock_waits`).
 //!
 //! Deliberate differences from N-Store: commit persists before it returns (N-Store's
 //! NVM engines group commits and their allocator's `sync` is the only barrier); the skip list
@@ -70,6 +81,7 @@ use crate::{EngineOptions, Fault};
 use crossbeam_utils::CachePadded;
 use layout::{Areas, Manifest, RunRef, C_COMMITTED, LOG_SLOT_BYTES, MANIFEST_BYTES, MAX_TABLES};
 use memtable::{DramMem, Node, NvmMem, HEAD_BYTES};
+use parking_lot::{Mutex, MutexGuard};
 use pmem::Region;
 use run::{Run, RunBuilder};
 use std::collections::BTreeMap;
@@ -126,9 +138,10 @@ pub(crate) struct State {
     /// Per table, oldest first.
     runs: Vec<Vec<Run>>,
     mem: Mem,
-    committed_seq: u64,
-    /// `io=fs`: bytes of the log in use.
-    log_end: u64,
+    /// Stored by the committer (under the commit latch) once its commit is durable.
+    committed_seq: AtomicU64,
+    /// `io=fs`: bytes of the log in use (the committer's, under the commit latch).
+    log_end: AtomicU64,
     /// Free extents of the run area: first page -> pages.
     free: BTreeMap<u64, u64>,
 }
@@ -142,6 +155,8 @@ struct LsmStats {
     manifests: AtomicU64,
     /// Writes to words every thread writes, per thread (see [`Shared`]).
     shared: pmem::ThreadCounters<SHARED_STATS>,
+    /// Waits on the engine's latches, per thread (see [`Wait`]).
+    waits: pmem::ThreadCounters<WAIT_STATS>,
 }
 
 /// Counters of writes to shared words on the transaction path, in [`LsmStats::shared`].
@@ -155,6 +170,21 @@ enum Shared {
 }
 const SHARED_STATS: usize = 2;
 
+/// Counters of waits on engine-wide latches (a key lock's waits are the lock table's
+/// `lock_waits`), in [`LsmStats::waits`].
+#[derive(Clone, Copy)]
+#[repr(usize)]
+enum Wait {
+    /// A transaction's access to the state found its reader word held by an exclusive section
+    /// (a flush, a merge, a new table, an `io=fs` publication) and waited.
+    ReaderWaits = 0,
+    /// Exclusive sections taken (each makes every reader word wait while it lasts).
+    StateExclusive = 1,
+    /// A committer found the commit latch held by another committer and waited.
+    CommitLatchWaits = 2,
+}
+const WAIT_STATS: usize = 3;
+
 pub struct Lsm {
     region: Region,
     device: Device,
@@ -164,6 +194,10 @@ pub struct Lsm {
     locks: LockManager,
     /// One reader word per worker: a transaction's reads write only its worker's word.
     state: BrLock<State>,
+    /// One committer at a time (it orders sequence numbers and owns the memtable's tail); a
+    /// committer holds its own reader word, not the others', across its persist barriers.
+    /// Taken before the state's words by everyone who takes both.
+    commit_latch: Mutex<()>,
     /// Per worker, its transactions begun (ids need no shared counter).
     begun: Box<[CachePadded<AtomicU64>]>,
     stats: LsmStats,
@@ -278,6 +312,7 @@ impl Lsm {
             manifest.runs.len(),
             manifest.generation
         ));
+        let (committed_seq, log_end) = (AtomicU64::new(committed_seq), AtomicU64::new(log_end));
         let state = State { manifest, slot, runs, mem, committed_seq, log_end, free };
         report.duration = started.elapsed();
         Ok(Lsm {
@@ -288,6 +323,7 @@ impl Lsm {
             fault: lsm_fault(options.fault),
             locks: LockManager::default(),
             state: BrLock::new(state, options.workers as usize),
+            commit_latch: Mutex::new(()),
             begun: (0..options.workers.max(1))
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
@@ -342,13 +378,30 @@ impl Lsm {
 
     /// The state, for a transaction of `worker`: only that worker's reader word is written.
     fn read_state_of(&self, worker: usize) -> BrReadGuard<'_, State> {
-        self.state.read(worker)
+        let (st, waited) = self.state.read_or_wait(worker);
+        if waited {
+            self.stats.waits.add(Wait::ReaderWaits as usize, 1);
+        }
+        st
     }
 
-    /// The state, exclusively (a commit, a flush, a new table): every reader word.
+    /// The state, exclusively (a flush or merge, a new table, an `io=fs` publication): every
+    /// reader word. The caller holds the commit latch (lock order: latch, then words), so a
+    /// committer holding only its own word sees the state change only by its own hand.
     fn write_state(&self) -> BrWriteGuard<'_, State> {
+        debug_assert!(self.commit_latch.is_locked(), "the state taken without the latch");
         self.stats.shared.add(Shared::LockAcquires as usize, 1);
+        self.stats.waits.add(Wait::StateExclusive as usize, 1);
         self.state.write()
+    }
+
+    /// The commit latch (one committer, or one creator of a table, at a time).
+    fn commit_latch(&self) -> MutexGuard<'_, ()> {
+        self.stats.shared.add(Shared::LockAcquires as usize, 1);
+        self.commit_latch.try_lock().unwrap_or_else(|| {
+            self.stats.waits.add(Wait::CommitLatchWaits as usize, 1);
+            self.commit_latch.lock()
+        })
     }
 
     fn table_spec(&self, st: &State, table: TableId) -> Result<TableSpec> {
@@ -388,21 +441,53 @@ impl Lsm {
         Ok(false)
     }
 
-    /// Applies a transaction's writes durably (under the state lock). `grows`: it inserted or
-    /// updated rows outside a `FreeingScope`, so it must leave room for deletes
-    /// ([`Lsm::make_room`]).
-    fn commit_writes(&self, st: &mut State, writes: &WriteSet, grows: bool) -> Result<()> {
+    /// Applies a transaction's writes durably, as committer `worker` (module doc,
+    /// **Concurrency**): under the commit latch, holding only `worker`'s reader word across the
+    /// persist barriers. `grows`: it inserted or updated rows outside a `FreeingScope`, so it
+    /// must leave room for deletes ([`Lsm::make_room`]).
+    fn commit_writes(&self, worker: usize, writes: &WriteSet, grows: bool) -> Result<()> {
+        let _latch = self.commit_latch();
         self.device.check()?;
-        match st.mem {
-            Mem::Dram(_) => self.commit_fs(st, writes, grows),
-            Mem::Nvm(_) => self.commit_nvm(st, writes, grows),
+        if self.areas.io_fs {
+            self.commit_fs(worker, writes, grows)
+        } else {
+            self.commit_nvm(worker, writes, grows)
         }?;
         self.device.check()
     }
 
-    /// `io=fs`: one log record with the rows, `pwrite` + `fdatasync`, then the DRAM memtable.
-    fn commit_fs(&self, st: &mut State, writes: &WriteSet, grows: bool) -> Result<()> {
-        let seq = st.committed_seq + 1;
+    /// Makes room for `bytes` more in the memtable when `full` says it lacks them: the one
+    /// part of a commit that excludes readers (a flush or merge replaces structures they
+    /// read); it persists nothing of the commit's own. Returns `worker`'s reader word again.
+    fn room_for<'a>(
+        &'a self,
+        st: BrReadGuard<'a, State>,
+        worker: usize,
+        (bytes, grows): (u64, bool),
+        full: impl Fn(&State) -> bool,
+    ) -> Result<BrReadGuard<'a, State>> {
+        let lacking = grows && self.room_lacking(&st, bytes).is_some();
+        if !lacking && !full(&st) {
+            return Ok(st);
+        }
+        drop(st);
+        {
+            let mut st = self.write_state();
+            if grows {
+                self.make_room(&mut st, bytes)?;
+            }
+            if full(&st) {
+                self.flush_memtable(&mut st)?;
+            }
+        }
+        Ok(self.read_state_of(worker))
+    }
+
+    /// `io=fs`: one log record with the rows, `pwrite` + `fdatasync` (readers not excluded:
+    /// they never read the log), then the DRAM memtable, in a short exclusive section.
+    fn commit_fs(&self, worker: usize, writes: &WriteSet, grows: bool) -> Result<()> {
+        let st = self.read_state_of(worker);
+        let seq = st.committed_seq.load(Ordering::Relaxed) + 1;
         let rec = encode_log_record(seq, writes);
         let rec_len = rec.len() as u64;
         if rec_len > self.areas.log_bytes / 2 {
@@ -410,42 +495,45 @@ impl Lsm {
                 "its log record of {rec_len} bytes exceeds half the log; raise memtable_bytes"
             )));
         }
-        if grows {
-            self.make_room(st, rec_len)?;
-        }
-        let mem_bytes = match &st.mem {
-            Mem::Dram(d) => d.bytes,
-            Mem::Nvm(_) => unreachable!("fs commit on an nvm memtable"),
+        let full = |st: &State| {
+            let mem_bytes = match &st.mem {
+                Mem::Dram(d) => d.bytes,
+                Mem::Nvm(_) => unreachable!("fs commit on an nvm memtable"),
+            };
+            st.log_end.load(Ordering::Relaxed) + rec_len > self.areas.log_bytes
+                || mem_bytes + rec_len > self.areas.memtable_bytes
         };
-        if st.log_end + rec_len > self.areas.log_bytes
-            || mem_bytes + rec_len > self.areas.memtable_bytes
-        {
-            self.flush_memtable(st)?;
-        }
-        let at = self.areas.log_base() + st.log_end;
-        self.device.write(at, &rec);
+        let st = self.room_for(st, worker, (rec_len, grows), full)?;
+        let log_end = st.log_end.load(Ordering::Relaxed);
+        self.device.write(self.areas.log_base() + log_end, &rec);
         if self.fault != Some(LsmFault::SkipLogPersist) {
             self.device.fence();
         }
         self.stats.log_bytes_written.fetch_add(rec_len, Ordering::Relaxed);
+        drop(st);
+        // The commit is durable; publishing it to readers is DRAM work only.
+        let mut st = self.write_state();
         let Mem::Dram(d) = &mut st.mem else { unreachable!("checked above") };
         for (&(table, key), v) in writes {
             d.put(table, key, v.as_deref());
         }
-        st.log_end += rec_len;
-        st.committed_seq = seq;
+        *st.log_end.get_mut() = log_end + rec_len;
+        *st.committed_seq.get_mut() = seq;
         Ok(())
     }
 
     /// `io=nvm`: nodes + pointer record persisted (barrier 1), links persisted (barrier 2),
-    /// `committed_seq` persisted (barrier 3).
-    fn commit_nvm(&self, st: &mut State, writes: &WriteSet, grows: bool) -> Result<()> {
+    /// `committed_seq` persisted (barrier 3), all beside concurrent readers: the nodes lie past
+    /// the list's reachable part until the links, each link is one 8-byte store (see
+    /// [`memtable`]), and the keys stay locked by this transaction until after barrier 3, so an
+    /// optimistic reader of one of them retries or waits.
+    fn commit_nvm(&self, worker: usize, writes: &WriteSet, grows: bool) -> Result<()> {
         let n_writes = writes.len() as u64;
-        let tables = st.manifest.tables.clone();
+        let st = self.read_state_of(worker);
         let mut heights = Vec::with_capacity(writes.len());
         let mut need = 0;
         {
-            let Mem::Nvm(m) = &mut st.mem else { unreachable!("nvm commit on a dram memtable") };
+            let Mem::Nvm(m) = &st.mem else { unreachable!("nvm commit on a dram memtable") };
             for v in writes.values() {
                 let h = m.random_height();
                 need += memtable::node_bytes(h, v.as_ref().map_or(0, |v| v.len()));
@@ -458,37 +546,35 @@ impl Lsm {
                 )));
             }
         }
-        if grows {
-            self.make_room(st, need)?;
-        }
-        if let Mem::Nvm(m) = &st.mem {
-            if m.used + need > m.capacity {
-                self.flush_memtable(st)?;
-            }
-        }
-        let seq = st.committed_seq + 1;
-        let Mem::Nvm(m) = &mut st.mem else { unreachable!("checked above") };
-        let start = m.used;
+        let full = |st: &State| matches!(&st.mem, Mem::Nvm(m) if m.used() + need > m.capacity);
+        let st = self.room_for(st, worker, (need, grows), full)?;
+        let tables = &st.manifest.tables;
+        let seq = st.committed_seq.load(Ordering::Relaxed) + 1;
+        let Mem::Nvm(m) = &st.mem else { unreachable!("checked above") };
+        let start = m.used();
+        let mut end = start;
         let mut nodes = Vec::with_capacity(writes.len());
         for ((&(table, key), v), &h) in writes.iter().zip(&heights) {
-            let off = m.base + m.used;
+            let off = m.base + end;
             let checksums = m.checksums;
             NvmMem::write_node(&self.region, off, table, key, seq, h, v.as_deref(), checksums);
-            m.used += memtable::node_bytes(h, v.as_ref().map_or(0, |v| v.len()));
+            end += memtable::node_bytes(h, v.as_ref().map_or(0, |v| v.len()));
             nodes.push(Node { off, table, key, seq, height: h, tombstone: v.is_none() });
         }
-        let stores = match m.plan_links(&self.region, &tables, &nodes) {
+        // Before any link into the new nodes (planning follows its own links among them).
+        m.set_used(end);
+        let stores = match m.plan_links(&self.region, tables, &nodes) {
             Ok(s) => s,
             Err(e) => {
-                m.used = start;
+                m.set_used(start);
                 return Err(e);
             }
         };
         let slot = self.areas.log_base() + (seq % 2) * LOG_SLOT_BYTES;
-        let rec = encode_ptr_record(seq, start, m.used, &nodes);
+        let rec = encode_ptr_record(seq, start, end, &nodes);
         self.region.write(slot, &rec);
         if self.fault != Some(LsmFault::SkipLogPersist) {
-            self.region.flush(m.base + start, m.used - start);
+            self.region.flush(m.base + start, end - start);
             self.region.flush(slot, rec.len() as u64);
             self.region.fence();
         }
@@ -500,14 +586,14 @@ impl Lsm {
         self.region.fence();
         if self.fault == Some(LsmFault::SkipLogPersist) {
             // The bug: barrier 1 moved after the links (reachable before durable).
-            self.region.flush(m.base + start, m.used - start);
+            self.region.flush(m.base + start, end - start);
             self.region.flush(slot, rec.len() as u64);
             self.region.fence();
         }
         let committed = page_offset(self.areas.control_page) + C_COMMITTED;
         self.region.write_u64(committed, seq);
         self.region.persist(committed, 8);
-        st.committed_seq = seq;
+        st.committed_seq.store(seq, Ordering::Release);
         Ok(())
     }
 }
@@ -562,6 +648,7 @@ impl Engine for Lsm {
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         check_spec(spec)?;
+        let _latch = self.commit_latch();
         let mut st = self.write_state();
         if st.manifest.tables.iter().any(|t| t.name == spec.name) {
             return Err(DbError::Invalid(format!("table {} exists", spec.name)));
@@ -661,6 +748,9 @@ impl Engine for Lsm {
             ("manifests_written", s.manifests.load(Ordering::Relaxed)),
             ("shared_lock_acquires", s.shared.get(Shared::LockAcquires as usize)),
             ("shared_counter_rmws", s.shared.get(Shared::CounterRmws as usize)),
+            ("state_reader_waits", s.waits.get(Wait::ReaderWaits as usize)),
+            ("state_exclusive", s.waits.get(Wait::StateExclusive as usize)),
+            ("commit_latch_waits", s.waits.get(Wait::CommitLatchWaits as usize)),
         ]
         .into_iter()
         .chain(self.locks.activity())
@@ -671,8 +761,8 @@ impl Engine for Lsm {
         let st = self.read_state();
         let a = &self.areas;
         let (log, mem) = match &st.mem {
-            Mem::Dram(_) => (st.log_end, 0),
-            Mem::Nvm(m) => (2 * LOG_SLOT_BYTES, m.used),
+            Mem::Dram(_) => (st.log_end.load(Ordering::Relaxed), 0),
+            Mem::Nvm(m) => (2 * LOG_SLOT_BYTES, m.used()),
         };
         let fixed = page_offset(a.control_page + 1) + 2 * MANIFEST_BYTES as u64;
         Some(fixed + log + mem + Self::run_pages(&st) * PAGE_SIZE_U64)

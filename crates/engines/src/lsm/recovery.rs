@@ -203,11 +203,11 @@ pub(super) fn recover_nvm(
             }
         }
     };
-    let mut mem = NvmMem::new(base, cap, used, checksums);
+    let mem = NvmMem::new(base, cap, used, checksums);
     if let Some((seq, start, end, ptrs)) = decode_ptr_record(region, slot_of(committed + 1)) {
         if seq == committed + 1 && start == used {
             // Follow pointers up to the in-flight record's end while undoing it.
-            mem.used = check_end(end, "in-flight")?;
+            mem.set_used(check_end(end, "in-flight")?);
             let tables = &m.tables;
             for &p in &ptrs {
                 // A node whose header does not check out was never linked (links follow the
@@ -221,7 +221,7 @@ pub(super) fn recover_nvm(
             region.fence();
             region.write_u64(slot_of(seq), 0);
             region.persist(slot_of(seq), 8);
-            mem.used = used;
+            mem.set_used(used);
             report.txns_rolled_back += 1;
             report.notes.push(format!(
                 "undid in-flight transaction {seq}: {} of its {} nodes were linked",
