@@ -166,10 +166,10 @@ mod tests {
         assert!(c.access(lines[0]));
         assert!(!c.access(lines[ways]), "a 17th line in a 16-way set misses");
         assert!(c.access(lines[0]), "the recently used line stayed");
-        assert!(!c.access(lines[1]), "the least recently used line was evicted");
-        for &l in &lines[2..ways] {
+        for &l in &lines[2..=ways] {
             assert!(c.access(l), "line {l} was evicted out of LRU order");
         }
+        assert!(!c.access(lines[1]), "the least recently used line was evicted");
     }
 
     #[test]
