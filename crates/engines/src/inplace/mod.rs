@@ -327,7 +327,8 @@ impl InPlace {
         let started = std::time::Instant::now();
         if options.cache_pages.is_some() && region.cpu_cache_on() {
             return Err(DbError::Invalid(
-                "cache_pages (Pelley's page-cache read model) and a CPU cache (N-Store's) both                  charge reads: give one of them"
+                "cache_pages (Pelley's page-cache read model) and a CPU cache (N-Store's) both \
+                 charge reads: give one of them"
                     .into(),
             ));
         }
