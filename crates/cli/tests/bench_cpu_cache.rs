@@ -13,8 +13,7 @@ fn bench(args: &[&str]) -> (Option<i32>, serde_json::Value) {
     (out.status.code(), json_of(&out))
 }
 
-const YCSB: [&str; 4] =
-    ["--workload=ycsb", "--mix=read-only", "--records=20000", "--medium=dram"];
+const YCSB: [&str; 4] = ["--workload=ycsb", "--mix=read-only", "--records=20000", "--medium=dram"];
 
 #[test]
 fn a_row_records_the_cpu_cache_and_its_charged_lines() {

@@ -30,7 +30,8 @@ fn lines_charged(engine: &str, opts: &[(&str, &str)], cpu_cache_bytes: u64) -> (
     let pairs: BTreeMap<String, String> =
         opts.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     let base = EngineOptions { workers: 1, ..Default::default() };
-    let mut options = engines::registry::get(engine).unwrap().options(base, &pairs).expect("options");
+    let mut options =
+        engines::registry::get(engine).unwrap().options(base, &pairs).expect("options");
     if engine == "lsm" {
         // Small memtables: most rows reach runs, which `io=fs` reads from the file's mapping.
         options.lsm.memtable_bytes = 64 << 10;
@@ -118,8 +119,9 @@ fn cow_io_fs_reads_of_its_file_are_charged_through_the_cpu_cache() {
 #[test]
 fn both_read_models_at_once_are_refused() {
     let timing = TimingOptions { read_ns: 1, cpu_cache_bytes: CACHE_BYTES, ..Default::default() };
-    let region = Region::open(&RegionOptions { timing, ..RegionOptions::new(Medium::Dram, 8 << 20) })
-        .expect("region");
+    let region =
+        Region::open(&RegionOptions { timing, ..RegionOptions::new(Medium::Dram, 8 << 20) })
+            .expect("region");
     let options = EngineOptions { workers: 1, cache_pages: Some(8), ..Default::default() };
     match engines::open("inplace", region, &options) {
         Err(storage::DbError::Invalid(why)) => assert!(why.contains("cache_pages"), "{why}"),

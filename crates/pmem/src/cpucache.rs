@@ -84,25 +84,23 @@ impl CpuCache {
         let set = self.set_of(line);
         let first = (set * CPU_CACHE_WAYS) as usize;
         let ways = first..first + CPU_CACHE_WAYS as usize;
-        let now = self.clocks[set as usize].fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        // A load and a store, not a read-modify-write: a tick lost to a race only blurs the LRU
+        // order of two accesses, and a locked instruction per line read would cost more than
+        // the rest of the model.
+        let clock = &self.clocks[set as usize];
+        let now = clock.load(Ordering::Relaxed).wrapping_add(1);
+        clock.store(now, Ordering::Relaxed);
         let tag = line + 1;
-        let mut victim = first;
-        let mut oldest = 0u32;
-        for way in ways {
-            let held = self.tags[way].load(Ordering::Relaxed);
-            if held == tag {
-                self.stamps[way].store(now, Ordering::Relaxed);
-                return true;
-            }
-            let age = if held == 0 {
-                u32::MAX
-            } else {
-                now.wrapping_sub(self.stamps[way].load(Ordering::Relaxed))
-            };
-            if age > oldest {
-                (victim, oldest) = (way, age);
-            }
+        // Tags first: a hit reads no stamp but its own.
+        if let Some(way) = ways.clone().find(|&w| self.tags[w].load(Ordering::Relaxed) == tag) {
+            self.stamps[way].store(now, Ordering::Relaxed);
+            return true;
         }
+        let age = |way: usize| match self.tags[way].load(Ordering::Relaxed) {
+            0 => u32::MAX,
+            _ => now.wrapping_sub(self.stamps[way].load(Ordering::Relaxed)),
+        };
+        let victim = ways.max_by_key(|&w| age(w)).unwrap_or(first);
         self.tags[victim].store(tag, Ordering::Relaxed);
         self.stamps[victim].store(now, Ordering::Relaxed);
         false

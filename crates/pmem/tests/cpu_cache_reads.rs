@@ -23,18 +23,34 @@ fn charged(region: &Region, f: impl FnOnce(&Region)) -> u64 {
 fn a_read_charges_the_lines_the_cpu_cache_misses() {
     let r = region(CACHE_BYTES, 1);
     assert!(r.cpu_cache_on());
-    assert_eq!(charged(&r, |r| {
-        r.read(100, 100);
-    }), 3, "bytes 100..200: lines 1, 2, 3");
-    assert_eq!(charged(&r, |r| {
-        r.read(128, 64);
-    }), 0, "line 2 is cached now");
-    assert_eq!(charged(&r, |r| {
-        r.read_u64(4096);
-    }), 1, "a word of a cold line");
-    assert_eq!(charged(&r, |r| {
-        r.read_u64(4096 + 56);
-    }), 0, "the same line");
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(100, 100);
+        }),
+        3,
+        "bytes 100..200: lines 1, 2, 3"
+    );
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(128, 64);
+        }),
+        0,
+        "line 2 is cached now"
+    );
+    assert_eq!(
+        charged(&r, |r| {
+            r.read_u64(4096);
+        }),
+        1,
+        "a word of a cold line"
+    );
+    assert_eq!(
+        charged(&r, |r| {
+            r.read_u64(4096 + 56);
+        }),
+        0,
+        "the same line"
+    );
 }
 
 #[test]
@@ -59,20 +75,31 @@ fn stores_install_their_lines_uncharged() {
     let r = region(CACHE_BYTES, 1);
     assert_eq!(charged(&r, |r| r.write(0, &[7; 256])), 0, "a store is not charged");
     assert_eq!(charged(&r, |r| r.write_u64(512, 9)), 0);
-    assert_eq!(charged(&r, |r| {
-        r.read(0, 256);
-    }), 0, "write-allocate: the lines are held");
-    assert_eq!(charged(&r, |r| {
-        r.read_u64(512);
-    }), 0);
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(0, 256);
+        }),
+        0,
+        "write-allocate: the lines are held"
+    );
+    assert_eq!(
+        charged(&r, |r| {
+            r.read_u64(512);
+        }),
+        0
+    );
 }
 
 #[test]
 fn a_borrow_charges_only_the_lines_loaded_from_it() {
     let r = region(CACHE_BYTES, 1);
-    assert_eq!(charged(&r, |r| {
-        r.borrow(8192, 8192);
-    }), 0, "a borrow loads nothing");
+    assert_eq!(
+        charged(&r, |r| {
+            r.borrow(8192, 8192);
+        }),
+        0,
+        "a borrow loads nothing"
+    );
     assert_eq!(charged(&r, |r| r.load(8192, 3 * 64)), 3, "three lines of it are read");
     assert_eq!(charged(&r, |r| r.load(8192, 64)), 0);
 }
@@ -83,29 +110,43 @@ fn without_the_cache_or_the_latency_nothing_is_charged_by_reads() {
     // own reads charge nothing then.
     let r = region(0, 1);
     assert!(!r.cpu_cache_on());
-    assert_eq!(charged(&r, |r| {
-        r.read(0, 1 << 20);
-    }), 0);
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(0, 1 << 20);
+        }),
+        0
+    );
     r.load(0, 4096);
     assert_eq!(r.stats().lines_read_charged, 0);
     let plain = Region::open(&RegionOptions::new(Medium::Dram, 1 << 20)).expect("region");
     assert!(!plain.cpu_cache_on());
-    assert_eq!(charged(&plain, |r| {
-        r.read(0, 1 << 20);
-    }), 0);
+    assert_eq!(
+        charged(&plain, |r| {
+            r.read(0, 1 << 20);
+        }),
+        0
+    );
 }
 
 #[test]
 fn a_load_phase_warms_the_cache_without_charging() {
     let r = region(CACHE_BYTES, 1);
     r.set_timing_enabled(false);
-    assert_eq!(charged(&r, |r| {
-        r.read(0, 1024);
-    }), 0, "disabled: not charged");
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(0, 1024);
+        }),
+        0,
+        "disabled: not charged"
+    );
     r.set_timing_enabled(true);
-    assert_eq!(charged(&r, |r| {
-        r.read(0, 1024);
-    }), 0, "but the lines were installed");
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(0, 1024);
+        }),
+        0,
+        "but the lines were installed"
+    );
 }
 
 #[test]
