@@ -5,9 +5,11 @@
 //!
 //! [`CpuCache`] is a simulated last-level cache in front of a region: 64-byte lines,
 //! [`CPU_CACHE_WAYS`]-way set-associative, LRU within a set (a per-set access clock stamps each
-//! way; the victim is the oldest stamp or an empty way). The set of a line is a hash of its
-//! number, as Intel's sliced last-level caches hash the physical address: with a plain modulo,
-//! every page's header line (a stride of 128 lines) would crowd into a few sets.
+//! way; the victim is the oldest stamp or an empty way). The 128 lines of each 8 KiB run map to
+//! consecutive sets from a start hashed from the run's number, as Intel's sliced last-level
+//! caches hash the physical address: with a plain modulo every page's header line (a stride of
+//! 128 lines) would crowd into a few sets, and with a hash per line the model's own memory
+//! would be touched at random.
 //!
 //! It is the alternative to Pelley's page-cache model (`storage::pages`, Pelley et al., VLDB
 //! 2014, §5.1), never added to it: a region reads through one model or the other.
@@ -34,75 +36,84 @@ const LINE_BYTES: u64 = 64;
 /// The smallest cache the model accepts: one set.
 pub const CPU_CACHE_MIN_BYTES: u64 = CPU_CACHE_WAYS * LINE_BYTES;
 
-/// The largest: its tag and stamp arrays take 12 bytes a line (192 MiB at 1 GiB), and no CPU
-/// has a last-level cache near that size.
+/// The largest: its sets take 16 bytes a line (256 MiB at 1 GiB), and no CPU has a
+/// last-level cache near that size.
 pub const CPU_CACHE_MAX_BYTES: u64 = 1 << 30;
 
 const _: () = assert!(CPU_CACHE_MAX_BYTES.is_multiple_of(CPU_CACHE_MIN_BYTES));
 
+/// One set: its ways' tags and LRU stamps and its access clock, in adjacent lines, so that
+/// an access touches one small block of the model's memory.
+#[repr(C, align(64))]
+struct Set {
+    /// `line + 1` of the line each way holds, 0 for an empty way.
+    tags: [AtomicU64; CPU_CACHE_WAYS as usize],
+    /// The set clock's value at each way's last access (LRU order within the set).
+    stamps: [AtomicU32; CPU_CACHE_WAYS as usize],
+    /// The set's access clock (wraps; ages are compared as wrapping differences).
+    clock: AtomicU32,
+}
+
+/// Lines of a run that map to consecutive sets (one 8 KiB page): nearby lines of a region
+/// use nearby sets, as a real cache's low address bits pick them, and the runs themselves are
+/// spread by a hash.
+const RUN_LINES: u64 = 128;
+
 /// A simulated CPU last-level cache (module doc).
 pub struct CpuCache {
-    sets: u64,
-    /// `line + 1` of the line each way holds, 0 for an empty way; way `w` of set `s` at
-    /// `s * CPU_CACHE_WAYS + w`.
-    tags: Box<[AtomicU64]>,
-    /// The set clock's value at each way's last access (LRU order within the set).
-    stamps: Box<[AtomicU32]>,
-    /// Each set's access clock (wraps; ages are compared as wrapping differences).
-    clocks: Box<[AtomicU32]>,
+    sets: Box<[Set]>,
 }
 
 impl CpuCache {
     /// A cache of `capacity_bytes` (rounded down to whole sets; at least one set).
     pub fn new(capacity_bytes: u64) -> CpuCache {
         let sets = (capacity_bytes / CPU_CACHE_MIN_BYTES).max(1);
-        let ways = (sets * CPU_CACHE_WAYS) as usize;
-        CpuCache {
-            sets,
-            tags: (0..ways).map(|_| AtomicU64::new(0)).collect(),
-            stamps: (0..ways).map(|_| AtomicU32::new(0)).collect(),
-            clocks: (0..sets).map(|_| AtomicU32::new(0)).collect(),
-        }
+        let set = || Set {
+            tags: std::array::from_fn(|_| AtomicU64::new(0)),
+            stamps: std::array::from_fn(|_| AtomicU32::new(0)),
+            clock: AtomicU32::new(0),
+        };
+        CpuCache { sets: (0..sets).map(|_| set()).collect() }
     }
 
     /// Bytes the cache holds.
     pub fn capacity_bytes(&self) -> u64 {
-        self.sets * CPU_CACHE_MIN_BYTES
+        self.sets.len() as u64 * CPU_CACHE_MIN_BYTES
     }
 
     #[inline]
-    fn set_of(&self, line: u64) -> u64 {
-        // Fibonacci hashing, then a multiply-shift onto `0..sets` (no power of two needed).
-        let hash = line.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        ((u128::from(hash) * u128::from(self.sets)) >> 64) as u64
+    fn set_of(&self, line: u64) -> usize {
+        let sets = self.sets.len() as u64;
+        // Fibonacci hashing of the run, then a multiply-shift onto `0..sets` (no power of two
+        // needed); the line's place in its run is added on, wrapping.
+        let hash = (line / RUN_LINES).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let base = ((u128::from(hash) * u128::from(sets)) >> 64) as u64;
+        ((base + line % RUN_LINES) % sets) as usize
     }
 
     /// Accesses `line` (a line number: byte offset / 64): true on a hit. A miss installs the
     /// line in place of its set's least recently used way.
     #[inline]
     pub fn access(&self, line: u64) -> bool {
-        let set = self.set_of(line);
-        let first = (set * CPU_CACHE_WAYS) as usize;
-        let ways = first..first + CPU_CACHE_WAYS as usize;
+        let set = &self.sets[self.set_of(line)];
         // A load and a store, not a read-modify-write: a tick lost to a race only blurs the LRU
         // order of two accesses, and a locked instruction per line read would cost more than
         // the rest of the model.
-        let clock = &self.clocks[set as usize];
-        let now = clock.load(Ordering::Relaxed).wrapping_add(1);
-        clock.store(now, Ordering::Relaxed);
+        let now = set.clock.load(Ordering::Relaxed).wrapping_add(1);
+        set.clock.store(now, Ordering::Relaxed);
         let tag = line + 1;
-        // Tags first: a hit reads no stamp but its own.
-        if let Some(way) = ways.clone().find(|&w| self.tags[w].load(Ordering::Relaxed) == tag) {
-            self.stamps[way].store(now, Ordering::Relaxed);
+        // Tags first: a hit reads no stamp.
+        if let Some(way) = set.tags.iter().position(|t| t.load(Ordering::Relaxed) == tag) {
+            set.stamps[way].store(now, Ordering::Relaxed);
             return true;
         }
-        let age = |way: usize| match self.tags[way].load(Ordering::Relaxed) {
+        let age = |way: usize| match set.tags[way].load(Ordering::Relaxed) {
             0 => u32::MAX,
-            _ => now.wrapping_sub(self.stamps[way].load(Ordering::Relaxed)),
+            _ => now.wrapping_sub(set.stamps[way].load(Ordering::Relaxed)),
         };
-        let victim = ways.max_by_key(|&w| age(w)).unwrap_or(first);
-        self.tags[victim].store(tag, Ordering::Relaxed);
-        self.stamps[victim].store(now, Ordering::Relaxed);
+        let victim = (0..CPU_CACHE_WAYS as usize).max_by_key(|&w| age(w)).unwrap_or(0);
+        set.tags[victim].store(tag, Ordering::Relaxed);
+        set.stamps[victim].store(now, Ordering::Relaxed);
         false
     }
 
@@ -127,7 +138,7 @@ mod tests {
     }
 
     /// Lines that all map to set `set` of `c`, `n` of them.
-    fn lines_of_set(c: &CpuCache, set: u64, n: usize) -> Vec<u64> {
+    fn lines_of_set(c: &CpuCache, set: usize, n: usize) -> Vec<u64> {
         (0..).filter(|&l| c.set_of(l) == set).take(n).collect()
     }
 

@@ -239,8 +239,8 @@ enum Charged {
 /// The timing model as an observer: a flush reserves device bandwidth, a completed fence waits
 /// out the modelled barrier; with a CPU cache (N-Store §2.2) a read charges its missed lines and
 /// a store installs its lines. Charges only while enabled (loaders and checkers turn it off: the
-/// papers measure only the run); the cache keeps simulating meanwhile, so that a run starts
-/// with the cache its load left, as the paper's runs after their load did.
+/// papers measure only the run); the cache does not simulate meanwhile either (a load would take
+/// several times as long), so a run starts with a cold cache and its warmup warms it.
 pub(super) struct TimingCharge {
     pub(super) model: TimingModel,
     on: AtomicBool,
@@ -268,7 +268,7 @@ impl TimingCharge {
     /// the read latency (no cache: nothing).
     #[inline]
     pub(super) fn load(&self, offset: u64, len: u64) {
-        if let Some(cache) = &self.cpu_cache {
+        if let (Some(cache), true) = (&self.cpu_cache, self.enabled()) {
             let missed = cache.access_range(offset, len);
             if missed > 0 {
                 self.charge_read(missed);
@@ -331,7 +331,7 @@ impl StoreObserver for TimingCharge {
 
     /// Write-allocate: a store brings its lines into the cache, uncharged.
     fn on_stored(&self, offset: u64, len: u64) {
-        if let Some(cache) = &self.cpu_cache {
+        if let (Some(cache), true) = (&self.cpu_cache, self.enabled()) {
             cache.access_range(offset, len);
         }
     }
