@@ -109,9 +109,10 @@ pub struct TimingOptions {
     /// `fdatasync` for the bytes written since the previous one; 0 means unlimited.
     #[serde(default)]
     pub fs_write_bytes_per_s: u64,
-    /// Capacity of the simulated CPU last-level cache in bytes (N-Store §2.2, [`crate::cpucache`]):
-    /// every region read consults it and each missed line is charged `read_ns`. 0: off (reads are
-    /// charged only where an engine's page store charges them, Pelley's model).
+    /// Capacity of the simulated CPU last-level cache in bytes (N-Store §2.2,
+    /// [`crate::cpucache`]): every region read consults it and each missed line is charged
+    /// `read_ns`. 0: off (reads are charged only where an engine's page store charges them,
+    /// Pelley's model).
     #[serde(default)]
     pub cpu_cache_bytes: u64,
 }
