@@ -81,6 +81,9 @@ pub struct PerTxn {
     /// `fdatasync`s charged by the file-system sync model (issue 36): an `io=fs` engine's
     /// persist barriers, which `fences` (the NVM path's) does not count.
     pub fs_syncs: Option<f64>,
+    /// Cache lines charged the read latency (issue 36): misses of Pelley's page cache or of
+    /// N-Store's CPU cache (`config.cpu_cache_bytes`), whichever model the run had.
+    pub lines_read_charged: Option<f64>,
 }
 
 impl PerTxn {
@@ -96,6 +99,7 @@ impl PerTxn {
             delay_ns: per(d.delay_ns),
             stores: per(d.stores),
             fs_syncs: per(d.fs_syncs_charged),
+            lines_read_charged: per(d.lines_read_charged),
         }
     }
 }

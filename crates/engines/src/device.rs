@@ -181,6 +181,7 @@ mod tests {
         write_line_ns: 0,
         fs_sync_ns: 1_000,
         fs_write_bytes_per_s: 100_000_000,
+        cpu_cache_bytes: 0,
     };
 
     fn region(dir: &str, name: &str, medium: Medium, timing: TimingOptions) -> (Region, Scratch) {

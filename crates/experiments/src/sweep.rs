@@ -99,6 +99,7 @@ pub const RUN_ONLY_FLAGS: &[&str] = &[
     "fs_sync_latency",
     "fs_write_bandwidth",
     "cache_pages",
+    "cpu_cache",
     "cache_policy",
     "wear",
     "wear_granularity",

@@ -4,7 +4,8 @@
 //! `file` (optionally `msync`-durable), `dax` (real persistent memory via `MAP_SYNC`) or `sim`
 //! (the crash simulator). Persist primitives follow Pelley et al., VLDB 2014, §3.2: a *persist
 //! barrier* is a [`Region::fence`] after the [`Region::flush`]es it orders. The optional timing
-//! model is Pelley §4 / thesis §5.1 ([`timing`]); [`calib`] holds the measurement kernels of
+//! model is Pelley §4 / thesis §5.1 ([`timing`]), its CPU-cache read model N-Store §2.2
+//! ([`cpucache`]); [`calib`] holds the measurement kernels of
 //! `nvmdb calibrate`. The contract in one page: `docs/persistence.md`.
 //!
 //! Invariants: every persistent store goes through the region API (so statistics, traces and
@@ -13,6 +14,7 @@
 
 pub mod calib;
 pub mod copy;
+pub mod cpucache;
 pub mod dirty;
 pub mod error;
 pub mod flush;

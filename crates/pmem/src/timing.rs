@@ -16,6 +16,12 @@
 //! top of the barrier latency, `write_line_ns` for each line this thread flushed since its
 //! previous fence: the same total as a delay after each flush, in one spin.
 //!
+//! **CPU-cache read model** (`cpu_cache_bytes`, issue 36): N-Store's emulator (Arulraj et al.,
+//! SIGMOD 2015, §2.2) stalls every load that misses the CPU caches. With a capacity set, the
+//! region routes each read through a simulated last-level cache ([`crate::cpucache`]) and charges
+//! `read_ns` per missed line through [`TimingModel::charge_read`], the charge Pelley's page-cache
+//! model uses; the two models are alternatives, never both on one region.
+//!
 //! **Reservation granularity** ([`Reservation`]). A reservation shorter than what a contended CAS
 //! costs leaves device time unreserved, so the modelled bandwidth comes out lower than asked:
 //! Pelley §4 finds reservations "above 85ns" accurate, thesis Table 5.2 needs 44–122 ns to
@@ -103,6 +109,12 @@ pub struct TimingOptions {
     /// `fdatasync` for the bytes written since the previous one; 0 means unlimited.
     #[serde(default)]
     pub fs_write_bytes_per_s: u64,
+    /// Capacity of the simulated CPU last-level cache in bytes (N-Store §2.2,
+    /// [`crate::cpucache`]): every region read consults it and each missed line is charged
+    /// `read_ns`. 0: off (reads are charged only where an engine's page store charges them,
+    /// Pelley's model).
+    #[serde(default)]
+    pub cpu_cache_bytes: u64,
 }
 
 impl TimingOptions {
@@ -113,6 +125,7 @@ impl TimingOptions {
             && self.write_bandwidth_bytes_per_s == 0
             && self.read_ns == 0
             && self.write_line_ns == 0
+            && self.cpu_cache_bytes == 0
     }
 
     /// No file-system sync cost of its own is modelled (an `io=fs` sync still pays the device's
@@ -162,6 +175,15 @@ impl TimingOptions {
         }
         if self.write_bandwidth_bytes_per_s != 0 && self.write_bandwidth_bytes_per_s < 64 {
             return Err(crate::PmemError::InvalidOption("write bandwidth below 64 bytes/s".into()));
+        }
+        let cpu_cache = crate::cpucache::CPU_CACHE_MIN_BYTES..=crate::cpucache::CPU_CACHE_MAX_BYTES;
+        if self.cpu_cache_bytes != 0 && !cpu_cache.contains(&self.cpu_cache_bytes) {
+            return Err(crate::PmemError::InvalidOption(format!(
+                "a CPU cache of {} bytes is outside {} bytes ..= {} MiB",
+                self.cpu_cache_bytes,
+                cpu_cache.start(),
+                cpu_cache.end() >> 20
+            )));
         }
         if self.fs_write_bytes_per_s != 0 && self.fs_write_bytes_per_s < 64 {
             return Err(crate::PmemError::InvalidOption(

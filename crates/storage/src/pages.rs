@@ -14,6 +14,14 @@
 //! charges the device read latency for every cache line the operation reads or writes in the
 //! page. Lines and latches are counted per page class (index, heap, other: Pelley Table 4).
 //!
+//! **N-Store's read model** (Arulraj et al., SIGMOD 2015, §2.2; `pmem::cpucache`) is the
+//! alternative: the region charges every line it loads that a simulated CPU cache misses. A page
+//! is then a borrow ([`pmem::Region::borrow`]) and each latch event loads its lines through the
+//! region: which lines a binary search reads is not tracked, so they are taken as the page's
+//! first `lines` lines (the count is the one Pelley's model charges; a cold page misses all of
+//! them, a hot one none). [`PageStore::touch_more`] loads nothing under it: its bytes (a row, a
+//! slot header) are read with `Region::read` by the engine, which charges them exactly.
+//!
 //! **Latches with versions** (optimistic lock coupling, Leis et al. DaMoN 2016): every page latch
 //! carries a version that an exclusive holder makes odd while it holds the latch and even again,
 //! one higher, when it lets go. A reader that writes nothing shared reads the version, the
@@ -356,6 +364,9 @@ pub struct PageStore {
     /// The read model is on (a read latency or a cache capacity was given): accesses are
     /// simulated and counted; they are charged only with a read latency.
     model_on: bool,
+    /// The region charges loads through its CPU cache (N-Store's model): latch events load
+    /// their lines through it.
+    cpu_cache: bool,
     reads: Box<[ReadShard]>,
     /// Structural events (splits, merges, frees, ...) for crash-test coverage reports.
     counters: crate::counters::Counters,
@@ -386,6 +397,7 @@ impl PageStore {
             latches: (0..chunks).map(|_| OnceLock::new()).collect(),
             cache: cache_pages.map(|c| CacheSim::new(c, policy)),
             model_on: charge_reads || cache_pages.is_some(),
+            cpu_cache: region.cpu_cache_on(),
             reads: (0..READ_SHARDS)
                 .map(|_| ReadShard(std::array::from_fn(|_| AtomicU64::new(0))))
                 .collect(),
@@ -429,7 +441,8 @@ impl PageStore {
     #[inline]
     pub fn page(&self, page: PageId) -> &[u8] {
         debug_assert!(page < self.page_count);
-        self.region.read(page_offset(page), PAGE_SIZE)
+        // A borrow: the lines an operation reads are charged at its latch event (`touch`).
+        self.region.borrow(page_offset(page), PAGE_SIZE)
     }
 
     /// A latch event (Pelley §5.1: the read delay is inserted at each page latch): an operation
@@ -437,6 +450,10 @@ impl PageStore {
     /// the modelled read latency (with an unlimited cache, never).
     #[inline]
     pub fn touch(&self, class: PageClass, page: PageId, lines: u64) {
+        if self.cpu_cache {
+            let bytes = lines.min(PAGE_SIZE as u64 / pmem::CACHE_LINE) * pmem::CACHE_LINE;
+            self.region.load(page_offset(page), bytes);
+        }
         if !self.model_on {
             return;
         }

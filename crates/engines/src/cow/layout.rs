@@ -129,8 +129,13 @@ impl<'a> Node<'a> {
         get_u64(self.bytes, HEADER + i * self.entry_bytes)
     }
 
+    /// Where entry `i`'s value starts in the page.
+    pub fn value_at(&self, i: usize) -> usize {
+        HEADER + i * self.entry_bytes + 8
+    }
+
     pub fn value(&self, i: usize) -> &'a [u8] {
-        let at = HEADER + i * self.entry_bytes + 8;
+        let at = self.value_at(i);
         &self.bytes[at..at + self.entry_bytes - 8]
     }
 

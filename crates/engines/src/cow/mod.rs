@@ -357,7 +357,14 @@ impl Cow {
                 self.region.backed_len()
             )));
         }
-        Ok(self.region.read(page_offset(page), storage::format::PAGE_SIZE))
+        // A borrow: the lines a reader uses are charged by `load` (N-Store's read model).
+        Ok(self.region.borrow(page_offset(page), storage::format::PAGE_SIZE))
+    }
+
+    /// The bytes `[at, at + len)` of page `page` are read (N-Store's read model charges the
+    /// lines its CPU cache misses; without it, nothing).
+    pub(crate) fn load(&self, page: PageId, at: usize, len: usize) {
+        self.region.load(page_offset(page) + at as u64, len as u64);
     }
 
     /// The engine-wide state (counted: every acquisition writes the mutex word).
@@ -512,6 +519,8 @@ impl Cow {
             )));
         };
         let bytes = self.page(page)?;
+        self.load(page, 0, tuples::HEADER);
+        self.load(page, (ptr % storage::format::PAGE_SIZE_U64) as usize, slot_bytes);
         tuples::check_page(bytes, page, shape)?;
         tuples::row(bytes, ptr, shape, key, newest, self.row_checksums())
     }

@@ -70,6 +70,10 @@ impl<'a> CowTxn<'a> {
             return Ok(n.view());
         }
         let node = Node::parse(self.db.page(page)?, page, shape, level)?;
+        // The header and a binary search's lines; which lines the search reads is not tracked,
+        // so the page's first ones stand for them (as the page store's latch events do).
+        let search_lines = (usize::BITS - node.count.leading_zeros()) as usize + 1;
+        self.db.load(page, 0, (1 + search_lines) * pmem::CACHE_LINE as usize);
         check_written_before(&node, page, self.snap.number)?;
         Ok(node)
     }
@@ -86,6 +90,7 @@ impl<'a> CowTxn<'a> {
         if shape.pointers {
             return self.tuple_row(shape, node.key(i), node.tuple(i));
         }
+        self.db.load(page, node.value_at(i), node.entry_bytes - 8);
         if self.db.row_checksums() && !node.row_ok(i) {
             return Err(DbError::Corrupt(format!(
                 "cow: table {}: leaf at page {page} entry {i} (key {}): row fails its checksum",
@@ -203,6 +208,8 @@ impl<'a> CowTxn<'a> {
             return Ok(page);
         }
         let node = Node::parse(db.page(page)?, page, shape, level)?;
+        // The checksum and the copy read every byte in use.
+        db.load(page, 0, node.used_bytes());
         if !node.crc_ok() {
             return Err(DbError::Corrupt(format!("cow: node at page {page} fails its checksum")));
         }

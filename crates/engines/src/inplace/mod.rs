@@ -325,6 +325,13 @@ impl InPlace {
     /// Opens the engine: formats a blank region, otherwise validates and recovers it.
     pub fn open(region: Region, options: &EngineOptions) -> Result<InPlace> {
         let started = std::time::Instant::now();
+        if options.cache_pages.is_some() && region.cpu_cache_on() {
+            return Err(DbError::Invalid(
+                "cache_pages (Pelley's page-cache read model) and a CPU cache (N-Store's) both \
+                 charge reads: give one of them"
+                    .into(),
+            ));
+        }
         let (layout, formatted) = match Superblock::read(&region, ENGINE_NAME, region.created())? {
             Some(sb) => (sb.layout, false),
             None => (Self::format(&region, options)?, true),

@@ -47,6 +47,7 @@ pub const BENCH_FLAGS: &[&str] = &[
     "fs_sync_latency",
     "fs_write_bandwidth",
     "cache_pages",
+    "cpu_cache",
     "flush",
     "eadr",
     "engine_opt",

@@ -73,6 +73,37 @@ impl Region {
         unsafe { std::slice::from_raw_parts(self.inner.map.base.add(offset as usize), len) }
     }
 
+    /// Borrows `len` bytes at `offset` of which the caller reads only some lines, and charges
+    /// those itself with [`Region::load`]: a page an operation binary-searches. The CPU-cache
+    /// read model does not charge the borrow (the lines a search skips are never loaded); every
+    /// other observer of loads sees it as a read.
+    #[inline]
+    pub fn borrow(&self, offset: u64, len: usize) -> &[u8] {
+        self.check(offset, len as u64);
+        let observers = &self.inner.observers;
+        if observers.wants(Events::BORROW) {
+            observers.each(Events::BORROW, |o| o.on_load(offset, len as u64));
+        }
+        // SAFETY: bounds checked above; the mapping outlives `self`.
+        unsafe { std::slice::from_raw_parts(self.inner.map.base.add(offset as usize), len) }
+    }
+
+    /// The lines of `[offset, offset + len)` of a [`Region::borrow`] are loaded: the CPU-cache
+    /// read model charges those it misses (without the model, nothing happens).
+    #[inline]
+    pub fn load(&self, offset: u64, len: u64) {
+        if let Some(timing) = &self.inner.timing {
+            self.check(offset, len);
+            timing.load(offset, len);
+        }
+    }
+
+    /// Whether reads go through the simulated CPU cache of N-Store's read model
+    /// ([`crate::cpucache`]): then [`Region::borrow`]s must be followed by [`Region::load`]s.
+    pub fn cpu_cache_on(&self) -> bool {
+        self.inner.timing.as_ref().is_some_and(|t| t.cpu_cache_on())
+    }
+
     /// Reads an aligned `u64` atomically.
     #[inline]
     pub fn read_u64(&self, offset: u64) -> u64 {

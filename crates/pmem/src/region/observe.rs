@@ -15,6 +15,7 @@
 //! Invariant: observers are only added, never removed, and at most [`MAX_OBSERVERS`] of them;
 //! an observer sees the events of every access made after it was added, in each thread's order.
 
+use crate::cpucache::CpuCache;
 use crate::dirty::DirtyLines;
 use crate::flush::LineSpan;
 use crate::stats::{Stats, ThreadCounters, WearMap};
@@ -42,6 +43,10 @@ impl Events {
     pub const FENCE: Events = Events(1 << 4);
     /// A fence, after the hardware fence: [`StoreObserver::on_fenced`].
     pub const FENCED: Events = Events(1 << 5);
+    /// A borrow of bytes whose lines the caller charges itself ([`super::Region::borrow`]; a
+    /// page's bytes, of which an operation reads a few lines): [`StoreObserver::on_load`] too.
+    /// The tracer records it as a load; the CPU-cache read model leaves it alone.
+    pub const BORROW: Events = Events(1 << 6);
     /// Not an observer's event: set on a `sim` region, whose stores and flushes go through the
     /// crash simulator, so that the store path's one branch also decides "plain store or not".
     pub(super) const SIM_MEDIUM: Events = Events(1 << 7);
@@ -200,7 +205,7 @@ impl StoreObserver for DirtyLines {
 
 impl StoreObserver for Tracer {
     fn events(&self) -> Events {
-        Events::LOAD | Events::STORED | Events::FLUSH | Events::FENCE
+        Events::LOAD | Events::BORROW | Events::STORED | Events::FLUSH | Events::FENCE
     }
 
     fn on_load(&self, offset: u64, len: u64) {
@@ -232,17 +237,43 @@ enum Charged {
 }
 
 /// The timing model as an observer: a flush reserves device bandwidth, a completed fence waits
-/// out the modelled barrier. Charges only while enabled (loaders and checkers turn it off: the
-/// papers measure only the run).
+/// out the modelled barrier; with a CPU cache (N-Store §2.2) a read charges its missed lines and
+/// a store installs its lines. Charges only while enabled (loaders and checkers turn it off: the
+/// papers measure only the run); the cache does not simulate meanwhile either (a load would take
+/// several times as long), so a run starts with a cold cache and its warmup warms it.
 pub(super) struct TimingCharge {
     pub(super) model: TimingModel,
     on: AtomicBool,
     counters: ThreadCounters<5>,
+    cpu_cache: Option<CpuCache>,
 }
 
 impl TimingCharge {
     pub(super) fn new(model: TimingModel) -> TimingCharge {
-        TimingCharge { model, on: AtomicBool::new(true), counters: ThreadCounters::default() }
+        let bytes = model.options.cpu_cache_bytes;
+        TimingCharge {
+            model,
+            on: AtomicBool::new(true),
+            counters: ThreadCounters::default(),
+            cpu_cache: (bytes > 0).then(|| CpuCache::new(bytes)),
+        }
+    }
+
+    /// Whether reads go through the simulated CPU cache.
+    pub(super) fn cpu_cache_on(&self) -> bool {
+        self.cpu_cache.is_some()
+    }
+
+    /// The lines of `[offset, offset + len)` are loaded: those the CPU cache misses are charged
+    /// the read latency (no cache: nothing).
+    #[inline]
+    pub(super) fn load(&self, offset: u64, len: u64) {
+        if let (Some(cache), true) = (&self.cpu_cache, self.enabled()) {
+            let missed = cache.access_range(offset, len);
+            if missed > 0 {
+                self.charge_read(missed);
+            }
+        }
     }
 
     pub(super) fn set_enabled(&self, on: bool) {
@@ -288,7 +319,21 @@ impl TimingCharge {
 
 impl StoreObserver for TimingCharge {
     fn events(&self) -> Events {
-        Events::FLUSH | Events::FENCED
+        match self.cpu_cache {
+            Some(_) => Events::FLUSH | Events::FENCED | Events::LOAD | Events::STORED,
+            None => Events::FLUSH | Events::FENCED,
+        }
+    }
+
+    fn on_load(&self, offset: u64, len: u64) {
+        self.load(offset, len);
+    }
+
+    /// Write-allocate: a store brings its lines into the cache, uncharged.
+    fn on_stored(&self, offset: u64, len: u64) {
+        if let (Some(cache), true) = (&self.cpu_cache, self.enabled()) {
+            cache.access_range(offset, len);
+        }
     }
 
     fn on_flush(&self, _offset: u64, _len: u64, span: LineSpan) {

@@ -153,6 +153,12 @@ pub struct Args {
     /// Modelled extra latency per cache line read on a page-cache miss (`100ns`).
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
     pub read_latency: String,
+    /// Simulated CPU last-level cache for N-Store's read model (SIGMOD 2015 §2.2; e.g. `20MiB`,
+    /// ours: the seed does not name the emulator's CPU): every region read consults it and each
+    /// missed 64-byte line is charged `--read-latency`; stores install lines uncharged. Off by
+    /// default. An alternative to `--cache-pages` (Pelley's page-cache model), never both.
+    #[arg(long)]
+    pub cpu_cache: Option<String>,
     /// Simulated page-cache capacity in 8 KiB pages for the read-latency model.
     #[arg(long, value_parser = super::numeric::whole::<u64>(1, 1 << 40))]
     pub cache_pages: Option<u64>,
@@ -442,6 +448,14 @@ fn plan(args: &Args) -> Result<Plan, anyhow::Error> {
         return Err(invalid(
             "engine",
             format!("unknown engine `{engine}` (known: {})", registry::names().join(", ")),
+        )
+        .into());
+    }
+    if args.cpu_cache.is_some() && args.cache_pages.is_some() {
+        return Err(invalid(
+            "cpu-cache",
+            "--cpu-cache (N-Store's read model) and --cache-pages (Pelley's) both charge reads: \
+             give one of them",
         )
         .into());
     }

@@ -16,7 +16,7 @@ pub(super) fn reject_unhonoured(
         return Ok(());
     }
     let t = &region.timing;
-    let given: [(&'static str, bool); 15] = [
+    let given: [(&'static str, bool); 16] = [
         ("medium", args.medium.is_some()),
         ("size", args.size.is_some()),
         ("max-size", args.max_size.is_some()),
@@ -28,6 +28,7 @@ pub(super) fn reject_unhonoured(
         ("fs-sync-latency", args.fs_sync_latency != DEFAULT_FS_SYNC_LATENCY),
         ("fs-write-bandwidth", args.fs_write_bandwidth != DEFAULT_FS_WRITE_BANDWIDTH),
         ("cache-pages", args.cache_pages.is_some()),
+        ("cpu-cache", t.cpu_cache_bytes != 0),
         ("flush", args.flush.is_some()),
         ("eadr", args.eadr),
         ("wear", args.wear),
@@ -247,7 +248,25 @@ fn timing_options(args: &Args) -> Result<TimingOptions, OptionError> {
         write_line_ns: latency("write-latency", &args.write_latency)?,
         fs_sync_ns: latency("fs-sync-latency", &args.fs_sync_latency)?,
         fs_write_bytes_per_s: bandwidth("fs-write-bandwidth", &args.fs_write_bandwidth)?,
+        cpu_cache_bytes: cpu_cache_bytes(args)?,
     })
+}
+
+/// `--cpu-cache`'s capacity in bytes (0: off), within what the model simulates.
+fn cpu_cache_bytes(args: &Args) -> Result<u64, OptionError> {
+    use pmem::cpucache::{CPU_CACHE_MAX_BYTES, CPU_CACHE_MIN_BYTES};
+    let Some(text) = &args.cpu_cache else { return Ok(0) };
+    let bytes = units::parse_bytes(text).map_err(|e| invalid("cpu-cache", e.to_string()))?;
+    if !(CPU_CACHE_MIN_BYTES..=CPU_CACHE_MAX_BYTES).contains(&bytes) {
+        return Err(invalid(
+            "cpu-cache",
+            format!(
+                "`{text}` is outside {CPU_CACHE_MIN_BYTES} bytes (one 16-way set) ..= {} MiB",
+                CPU_CACHE_MAX_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// `KEY=VALUE` pairs of `flag` (see `workload_flags::key_values`).

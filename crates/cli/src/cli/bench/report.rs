@@ -111,6 +111,7 @@ pub(super) fn config_json(
         "read_latency_ns": on_region.then_some(r.timing.read_ns),
         "reservation": on_region.then(|| r.timing.reservation.name()),
         "cache_pages": plan.engine_config.cache_pages,
+        "cpu_cache_bytes": on_region.then_some(r.timing.cpu_cache_bytes),
         "cache_policy": on_region.then(|| plan.engine_config.cache_policy.name()),
         "flush": on_region.then(|| flush_in_effect(r, ran.region)),
         "eadr": on_region.then_some(r.eadr),

@@ -1,0 +1,162 @@
+//! Guards N-Store's read model (issue 36): with a CPU cache and a read latency, a region read
+//! charges exactly the lines its simulated last-level cache misses; without the cache, nothing.
+//! Would catch: reads that bypass the model (the N-Store runs charged 0 lines in every TPC-C row)
+//! or a model that charges hits, charges stores, or charges a borrow's unread lines.
+
+use pmem::{Medium, Region, RegionOptions, TimingOptions};
+
+const CACHE_BYTES: u64 = 64 << 10;
+
+fn region(cpu_cache_bytes: u64, read_ns: u64) -> Region {
+    let timing = TimingOptions { read_ns, cpu_cache_bytes, ..Default::default() };
+    Region::open(&RegionOptions { timing, ..RegionOptions::new(Medium::Dram, 4 << 20) })
+        .expect("dram region")
+}
+
+fn charged(region: &Region, f: impl FnOnce(&Region)) -> u64 {
+    let before = region.stats().lines_read_charged;
+    f(region);
+    region.stats().lines_read_charged - before
+}
+
+#[test]
+fn a_read_charges_the_lines_the_cpu_cache_misses() {
+    let r = region(CACHE_BYTES, 1);
+    assert!(r.cpu_cache_on());
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(100, 100);
+        }),
+        3,
+        "bytes 100..200: lines 1, 2, 3"
+    );
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(128, 64);
+        }),
+        0,
+        "line 2 is cached now"
+    );
+    assert_eq!(
+        charged(&r, |r| {
+            r.read_u64(4096);
+        }),
+        1,
+        "a word of a cold line"
+    );
+    assert_eq!(
+        charged(&r, |r| {
+            r.read_u64(4096 + 56);
+        }),
+        0,
+        "the same line"
+    );
+}
+
+#[test]
+fn a_working_set_beyond_the_cache_keeps_missing_and_one_within_hits() {
+    let r = region(CACHE_BYTES, 1);
+    let small = CACHE_BYTES / 4;
+    let sweep = |r: &Region, bytes: u64| {
+        (0..bytes / 64).for_each(|line| {
+            r.read_u64(line * 64);
+        });
+    };
+    sweep(&r, small);
+    assert!(charged(&r, |r| sweep(r, small)) * 50 <= small / 64, "a quarter of the cache hits");
+    let big = 4 * CACHE_BYTES;
+    sweep(&r, big);
+    let lines = big / 64;
+    assert!(charged(&r, |r| sweep(r, big)) * 10 >= lines * 9, "4x the cache misses");
+}
+
+#[test]
+fn stores_install_their_lines_uncharged() {
+    let r = region(CACHE_BYTES, 1);
+    assert_eq!(charged(&r, |r| r.write(0, &[7; 256])), 0, "a store is not charged");
+    assert_eq!(charged(&r, |r| r.write_u64(512, 9)), 0);
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(0, 256);
+        }),
+        0,
+        "write-allocate: the lines are held"
+    );
+    assert_eq!(
+        charged(&r, |r| {
+            r.read_u64(512);
+        }),
+        0
+    );
+}
+
+#[test]
+fn a_borrow_charges_only_the_lines_loaded_from_it() {
+    let r = region(CACHE_BYTES, 1);
+    assert_eq!(
+        charged(&r, |r| {
+            r.borrow(8192, 8192);
+        }),
+        0,
+        "a borrow loads nothing"
+    );
+    assert_eq!(charged(&r, |r| r.load(8192, 3 * 64)), 3, "three lines of it are read");
+    assert_eq!(charged(&r, |r| r.load(8192, 64)), 0);
+}
+
+#[test]
+fn without_the_cache_or_the_latency_nothing_is_charged_by_reads() {
+    // Pelley's page-cache model charges through `charge_read` from the page store; the region's
+    // own reads charge nothing then.
+    let r = region(0, 1);
+    assert!(!r.cpu_cache_on());
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(0, 1 << 20);
+        }),
+        0
+    );
+    r.load(0, 4096);
+    assert_eq!(r.stats().lines_read_charged, 0);
+    let plain = Region::open(&RegionOptions::new(Medium::Dram, 1 << 20)).expect("region");
+    assert!(!plain.cpu_cache_on());
+    assert_eq!(
+        charged(&plain, |r| {
+            r.read(0, 1 << 20);
+        }),
+        0
+    );
+}
+
+/// A disabled model (loading, checking) neither charges nor simulates: a load stays as fast as
+/// without the model, and the run's warmup fills the cache.
+#[test]
+fn a_disabled_model_neither_charges_nor_fills_the_cache() {
+    let r = region(CACHE_BYTES, 1);
+    r.set_timing_enabled(false);
+    assert_eq!(charged(&r, |r| r.write(0, &[1; 1024])), 0);
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(0, 1024);
+        }),
+        0,
+        "disabled: not charged"
+    );
+    r.set_timing_enabled(true);
+    assert_eq!(
+        charged(&r, |r| {
+            r.read(0, 1024);
+        }),
+        16,
+        "nor installed: 16 cold lines"
+    );
+}
+
+#[test]
+fn a_cache_size_outside_the_model_is_refused() {
+    for bytes in [1, 512, 2 << 30] {
+        let timing = TimingOptions { read_ns: 1, cpu_cache_bytes: bytes, ..Default::default() };
+        let options = RegionOptions { timing, ..RegionOptions::new(Medium::Dram, 1 << 20) };
+        assert!(Region::open(&options).is_err(), "{bytes} bytes accepted");
+    }
+}
