@@ -290,6 +290,8 @@ pub struct MergeStats {
     pub rows_read: usize,
     pub rows_written: usize,
     pub duplicates: usize,
+    /// Rows of `out` dropped because the inputs rerun their spec ([`merge_replacing`]).
+    pub replaced: usize,
     pub skipped_lines: usize,
     pub specs: usize,
 }
@@ -298,7 +300,30 @@ pub struct MergeStats {
 /// (the best status wins, then the earliest), and every spec copy. Rows already in `out` take
 /// part, so merging twice changes nothing.
 pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeStats, StoreError> {
+    merge_rows(inputs, out, false)
+}
+
+/// [`merge`] for a rerun: every row `out` holds of a spec that the inputs hold rows of is dropped
+/// first, so the spec's verdicts come from the inputs' sitting alone (compared configurations run
+/// side by side in one sitting). Plain [`merge`] keeps `out`'s copy of a run it already holds, so a
+/// rerun merged into a directory that has the spec's points would add only its new points.
+pub fn merge_replacing(inputs: &[PathBuf], out: &Path) -> Result<MergeStats, StoreError> {
+    merge_rows(inputs, out, true)
+}
+
+fn row_spec(row: &Row) -> Option<&str> {
+    row.0.get("spec").and_then(|v| v.as_str())
+}
+
+fn merge_rows(inputs: &[PathBuf], out: &Path, replace: bool) -> Result<MergeStats, StoreError> {
     let mut stats = MergeStats { inputs: inputs.len(), ..MergeStats::default() };
+    let mut rerun: std::collections::HashSet<String> = std::collections::HashSet::new();
+    if replace {
+        for dir in inputs.iter().filter(|d| !same_dir(d, out)) {
+            let loaded = read_rows(&dir.join(RESULTS_FILE))?;
+            rerun.extend(loaded.rows.iter().filter_map(|r| row_spec(r).map(str::to_owned)));
+        }
+    }
     let mut order: Vec<RunKey> = Vec::new();
     let mut best: HashMap<RunKey, Row> = HashMap::new();
     let out_file = out.join(RESULTS_FILE);
@@ -311,6 +336,10 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeStats, StoreError> {
             stats.rows_read += loaded.rows.len();
         }
         for row in loaded.rows {
+            if dir == out && row_spec(&row).is_some_and(|spec| rerun.contains(spec)) {
+                stats.replaced += 1;
+                continue;
+            }
             let key = row.key();
             match best.get(&key) {
                 None => {
@@ -450,5 +479,38 @@ mod tests {
         merge(&inputs, out.path()).unwrap();
         assert_eq!(read_rows(&out.path().join(RESULTS_FILE)).unwrap().rows.len(), 3);
         assert!(out.path().join("specs/s.toml").exists());
+    }
+
+    /// Guards `nvmdb merge --replace`: a rerun's rows replace every row `out` holds of the spec,
+    /// not only the new points (plain merge kept `out`'s copy and dropped the rerun's).
+    #[test]
+    fn merge_replacing_takes_a_reruns_rows_of_its_spec_and_keeps_other_specs() {
+        let out = tempfile::tempdir().unwrap();
+        let rerun = tempfile::tempdir().unwrap();
+        let mut old = row("p1", 0, "ok");
+        old.0.insert("tps".into(), json!(1.0));
+        let mut other = row("q1", 0, "ok");
+        other.0.insert("spec".into(), json!("t"));
+        let mut wo = Appender::open(out.path()).unwrap();
+        wo.append(&old).unwrap();
+        wo.append(&row("p9", 0, "ok")).unwrap();
+        wo.append(&other).unwrap();
+        let mut wr = Appender::open(rerun.path()).unwrap();
+        wr.append(&row("p1", 0, "ok")).unwrap();
+        let inputs = vec![rerun.path().to_path_buf()];
+        // Plain merge keeps the old copy of p1.
+        let plain = tempfile::tempdir().unwrap();
+        std::fs::copy(out.path().join(RESULTS_FILE), plain.path().join(RESULTS_FILE)).unwrap();
+        merge(&inputs, plain.path()).unwrap();
+        let kept = read_rows(&plain.path().join(RESULTS_FILE)).unwrap().rows;
+        let p1 = kept.iter().find(|r| r.0["point"] == "p1").unwrap();
+        assert_eq!(p1.0["tps"], json!(1.0));
+        let stats = merge_replacing(&inputs, out.path()).unwrap();
+        assert_eq!(stats.replaced, 2, "p1 and p9 of spec s are dropped");
+        let rows = read_rows(&out.path().join(RESULTS_FILE)).unwrap().rows;
+        let points: Vec<&str> = rows.iter().map(|r| r.0["point"].as_str().unwrap()).collect();
+        assert_eq!(points, vec!["q1", "p1"], "spec t kept, spec s only from the rerun");
+        let p1 = rows.iter().find(|r| r.0["point"] == "p1").unwrap();
+        assert_eq!(p1.0["tps"], json!(10.0));
     }
 }

@@ -13,6 +13,11 @@ pub struct Args {
     /// Where the merged results.jsonl and specs go (may be one of the inputs).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// A rerun: drop every row the output directory holds of a spec the inputs hold rows of,
+    /// so that spec's verdicts come from the inputs' sitting alone (without it, a run the output
+    /// already holds is kept and the rerun's copy dropped as a duplicate).
+    #[arg(long)]
+    pub replace: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -24,12 +29,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let stats = experiments::results::merge(&args.dirs, &args.out)?;
+    let stats = if args.replace {
+        experiments::results::merge_replacing(&args.dirs, &args.out)?
+    } else {
+        experiments::results::merge(&args.dirs, &args.out)?
+    };
     println!(
-        "merged {} directories: {} rows read, {} duplicates dropped, {} rows in {}/results.jsonl, \
-         {} spec copies",
+        "merged {} directories: {} rows read, {} rows replaced, {} duplicates dropped, {} rows in \
+         {}/results.jsonl, {} spec copies",
         stats.inputs,
         stats.rows_read,
+        stats.replaced,
         stats.duplicates,
         stats.rows_written,
         args.out.display(),
