@@ -218,12 +218,13 @@ mod tests {
         // The pwritten bytes count as writes to the device, like the NVM path's stores.
         assert_eq!((large.bytes_written, large.stores), (256 << 10, 64));
         // 1 µs + 41 µs, and 1 µs + 2,621 µs: the delay follows the bytes, not the sync count.
-        assert!((40_000..80_000).contains(&small.delay_ns), "4 KiB: {} ns", small.delay_ns);
+        // `delay_ns` is wall-clock time spent spinning, so only its lower bounds are exact: a
+        // descheduled thread overshoots (a 4 KiB sync once read 831 µs on a loaded 2-core CI VM).
+        assert!(small.delay_ns >= 40_000, "4 KiB: {} ns", small.delay_ns);
         assert!(large.delay_ns >= 2_600_000, "256 KiB: {} ns", large.delay_ns);
         // A sync with nothing written since the last one pays only the fixed part.
         let empty = write_and_sync(&region, &device, 0);
         assert_eq!((empty.fs_syncs_charged, empty.fs_bytes_charged), (1, 0));
-        assert!(empty.delay_ns < 40_000, "empty sync: {} ns", empty.delay_ns);
     }
 
     #[test]
