@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Issue 35's many-core table in one command: YCSB read-/write-heavy (100k rows), TPC-B (scale =
+# threads), the noop driver and the mem reference engine at 1, 2, 4, 8, 16 threads on inplace and
+# wal; group, cow and lsm read-heavy at 1, 8, 16; the distributed logs beside the central one at
+# 16 threads (Wang & Johnson's TATP Update-Location and TPC-B); PMDK pmemobj at one thread.
+# Durable commits on `shm` (real clwb/clflushopt on a /dev/shm file), release build, 2 s after a
+# 0.5 s warm-up, every checker on. Repetition 1 of every row first, then repetition 2 of the
+# scaling rows and the logs while the time budget lasts, so a run cut short still has one whole
+# table. Writes OUT/rows.jsonl (each bench --json row with its label and repetition) and
+# OUT/log.txt ("rep label: tps aborted load").
+#
+# Usage: tools/scale16.sh NVMDB OUT [secs=2] [budget_s=400] [threads="1 2 4 8 16"]
+# Summarise: python3 tools/scale16_table.py OUT/rows.jsonl
+set -u
+BIN=$1; OUT=$2; D=${3:-2}; BUDGET=${4:-400}; THREADS=${5:-"1 2 4 8 16"}
+mkdir -p "$OUT"
+START=$(date +%s)
+MAXT=$(echo "$THREADS" | tr ' ' '\n' | sort -n | tail -1)
+log() { echo "$*" | tee -a "$OUT/log.txt"; }
+{
+  echo "## machine"; nproc; lscpu | grep -E 'Model name|Socket|Core|Thread|NUMA node\(s\)|^Flags' | sed 's/^Flags:.*/flags: '"$(grep -o -w -E 'clwb|clflushopt' /proc/cpuinfo | sort -u | tr '\n' ' ')"'/'
+  free -g | head -2; df -h /dev/shm /tmp | cat; uptime
+} > "$OUT/machine.txt" 2>&1
+# Regions live in /dev/shm (the bench default). A container's /dev/shm can be 64 MiB: grow it, or
+# say so and use a file under /tmp (the page cache, flushed by the same instructions).
+MEDIUM=(--medium shm)
+avail=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
+if [ "${avail:-0}" -lt 16000000 ]; then
+  mount -o remount,size=48g /dev/shm 2>/dev/null
+  avail=$(df -k --output=avail /dev/shm 2>/dev/null | tail -1)
+  if [ "${avail:-0}" -lt 16000000 ]; then
+    mkdir -p /tmp/nvmdb-regions; MEDIUM=(--medium file --path /tmp/nvmdb-regions/r.region)
+  fi
+fi
+log "# medium: ${MEDIUM[*]} (/dev/shm avail ${avail} KiB)"
+
+run() { # rep label engine workload threads extra...
+  local rep=$1 label=$2 e=$3 w=$4 t=$5; shift 5
+  local now; now=$(date +%s)
+  if [ $((now - START)) -ge "$BUDGET" ]; then log "$rep $label: skipped (budget)"; return; fi
+  local med=("${MEDIUM[@]}")
+  case $e in noop|mem|pmemobj) med=();; esac
+  local row
+  row=$("$BIN" bench --engine "$e" --workload "$w" --threads "$t" --duration "$D" --warmup 0.5 \
+        --json "${med[@]}" "$@" 2>"$OUT/err.tmp")
+  local load; load=$(cut -d' ' -f1 /proc/loadavg)
+  if [ -z "$row" ]; then
+    log "$rep $label: FAILED $(tail -1 "$OUT/err.tmp")"
+    rm -f /tmp/nvmdb-regions/r.region
+    return
+  fi
+  echo "$row" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+r["label"], r["rep"], r["load1"] = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+for k in ("per_worker", "latency_us"):
+    r.pop(k, None)
+print(json.dumps(r))' "$label" "$rep" "$load" >> "$OUT/rows.jsonl"
+  log "$rep $label: $(echo "$row" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(int(r["tps"]), r["aborted"], r["checker"])') load $load"
+  rm -f /tmp/nvmdb-regions/r.region
+}
+
+scaling() { # rep
+  for t in $THREADS; do
+    run "$1" "inplace ycsb-read-heavy t=$t" inplace ycsb "$t" --mix read-heavy --records 100000
+    run "$1" "inplace ycsb-write-heavy t=$t" inplace ycsb "$t" --mix write-heavy --records 100000
+    run "$1" "inplace tpcb t=$t" inplace tpcb "$t" --scale "$t"
+    run "$1" "wal tpcb t=$t" wal tpcb "$t" --scale "$t"
+    run "$1" "wal ycsb-write-heavy t=$t" wal ycsb "$t" --mix write-heavy --records 100000
+    run "$1" "noop ycsb-read-heavy t=$t" noop ycsb "$t" --mix read-heavy --records 100000
+    run "$1" "mem ycsb-read-heavy t=$t" mem ycsb "$t" --mix read-heavy --records 100000
+  done
+}
+others() { # rep
+  for t in 1 8 "$MAXT"; do
+    for e in group cow lsm; do
+      run "$1" "$e ycsb-read-heavy t=$t" "$e" ycsb "$t" --mix read-heavy --records 100000
+    done
+  done
+}
+logs() { # rep: Wang & Johnson's variants at the most threads, 4 logs
+  local t=$MAXT
+  for wl in tatp tpcb; do
+    local wa=(--txn update-location --scale 10); [ "$wl" = tpcb ] && wa=(--scale "$t")
+    run "$1" "Aether $wl t=$t" wal "$wl" "$t" "${wa[@]}" --size 2GiB --max-pending 262144 --engine-opt log=central
+    run "$1" "TX-V $wl t=$t" wal "$wl" "$t" "${wa[@]}" --size 2GiB --engine-opt log=txn:4 --engine-opt cache=volatile
+    run "$1" "PG-V $wl t=$t" wal "$wl" "$t" "${wa[@]}" --size 2GiB --engine-opt log=page:4 --engine-opt cache=volatile
+    run "$1" "Aether-D $wl t=$t" wal "$wl" "$t" "${wa[@]}" --size 2GiB --max-pending 262144 --engine-opt log=central --eadr
+    run "$1" "TX-D $wl t=$t" wal "$wl" "$t" "${wa[@]}" --size 2GiB --engine-opt log=txn:4 --engine-opt cache=durable --eadr
+    run "$1" "PG-D $wl t=$t" wal "$wl" "$t" "${wa[@]}" --size 2GiB --engine-opt log=page:4 --engine-opt cache=durable --eadr
+  done
+}
+peers() { # rep: PMDK at one thread (PMEM_IS_PMEM_FORCE=1: flush instructions, as on pmem)
+  export PMEM_IS_PMEM_FORCE=1
+  run "$1" "pmemobj ycsb-read-heavy t=1" pmemobj ycsb 1 --mix read-heavy --records 100000
+  run "$1" "pmemobj ycsb-write-heavy t=1" pmemobj ycsb 1 --mix write-heavy --records 100000
+  run "$1" "pmemobj tpcb t=1" pmemobj tpcb 1 --scale 1
+  unset PMEM_IS_PMEM_FORCE
+}
+
+uptime | tee -a "$OUT/log.txt"
+scaling 1; peers 1; others 1; logs 1
+scaling 2; logs 2; peers 2; others 2
+uptime | tee -a "$OUT/log.txt"
+log "# elapsed $(( $(date +%s) - START )) s"
