@@ -648,8 +648,12 @@ impl LockSet {
         self.release(mgr, txn, VERSION - HOLDER);
     }
 
-    /// Releases every lock after a rollback restored every key written: the keys keep their
-    /// versions (a reader that read them before the first write read what is there again).
+    /// Releases every lock after a rollback, keeping the keys' versions (a reader that read them
+    /// before the first write read what is there again). Only for an engine whose writes were
+    /// never visible in place (`lsm` buffers them to its commit): were they written and
+    /// restored, a read overlapping both would load the same stripe word before and after and
+    /// take the torn row as committed (the `inplace` bug of
+    /// `regression_inplace_rollback_torn_read`); such an engine uses [`LockSet::release_all`].
     pub fn release_after_rollback(&mut self, mgr: &LockManager, txn: u64) {
         self.release(mgr, txn, HOLDER.wrapping_neg());
     }

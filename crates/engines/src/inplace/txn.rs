@@ -229,20 +229,19 @@ impl<'a> InPlaceTxn<'a> {
     }
 
     /// Ends the transaction's hold on its keys: pending deletes first (the keys are back in
-    /// the tree after a rollback, or gone for good after a commit), then the locks.
-    /// `committed`: whether the writes stay (the keys written get new versions) or were all
-    /// rolled back (they keep the versions their readers saw).
-    fn release(&mut self, committed: bool) {
+    /// the tree after a rollback, or gone for good after a commit), then the locks. Every key
+    /// held exclusively gets a new version, after a rollback too: the rows were written in
+    /// place and restored, and an optimistic read that overlapped the write and the restore
+    /// must fail its check of the stripe word (keeping the old version let the word go back to
+    /// what that read loaded first, so a torn or uncommitted row passed as committed —
+    /// `regression_inplace_rollback_torn_read`).
+    fn release(&mut self) {
         for (table, key) in std::mem::take(&mut self.deleted) {
             if let Ok(t) = self.db.table_rt(table) {
                 t.deleted.remove(key);
             }
         }
-        if committed {
-            self.locks.release_all(&self.db.locks, self.id);
-        } else {
-            self.locks.release_after_rollback(&self.db.locks, self.id);
-        }
+        self.locks.release_all(&self.db.locks, self.id);
         self.finished = true;
     }
 
@@ -422,7 +421,7 @@ impl Txn for InPlaceTxn<'_> {
         self.locks.validate(&db.locks)?;
         db.store.counters().commit();
         if !self.logs.user.is_active() {
-            self.release(true);
+            self.release();
             return Ok(CommitToken::DURABLE);
         }
         let dirty = std::mem::take(&mut self.dirty);
@@ -441,7 +440,7 @@ impl Txn for InPlaceTxn<'_> {
             self.logs.user.mark_committed();
             let frees = std::mem::take(&mut self.to_free);
             if self.free_slots_unlisted(&frees)? {
-                self.release(true);
+                self.release();
                 return Ok(CommitToken::DURABLE);
             }
             // The free lists of every table involved stay locked until the frees are durable,
@@ -473,14 +472,13 @@ impl Txn for InPlaceTxn<'_> {
                 );
             }
         }
-        self.release(true);
+        self.release();
         Ok(CommitToken::DURABLE)
     }
 
     fn abort(mut self: Box<Self>) -> Result<()> {
         let r = self.rollback();
-        // A failed rollback may have left writes behind: new versions then.
-        self.release(r.is_err());
+        self.release();
         r
     }
 }
@@ -494,7 +492,7 @@ impl Drop for InPlaceTxn<'_> {
             // A second panic while unwinding would abort the process: leave the undo log
             // active for recovery and refuse further work on this handle.
             self.db.poisoned.store(true, std::sync::atomic::Ordering::Relaxed);
-            self.release(true);
+            self.release();
             return;
         }
         // An error here means the region is damaged; recovery will roll back on reopen.
@@ -502,6 +500,6 @@ impl Drop for InPlaceTxn<'_> {
         if !rolled_back {
             self.db.poisoned.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        self.release(!rolled_back);
+        self.release();
     }
 }
