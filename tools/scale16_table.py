@@ -8,6 +8,8 @@ import sys
 from collections import defaultdict
 
 rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+failed = [r for r in rows if "tps" not in r]
+rows = [r for r in rows if "tps" in r]
 by = defaultdict(lambda: defaultdict(list))  # config -> threads -> rows
 order = []
 for r in rows:
@@ -50,4 +52,6 @@ for cfg in order:
         print(f"- {cfg} t={t}: {shown}")
 print()
 loads = [r["load1"] for r in rows]
+for r in failed:
+    print(f"- FAILED rep {r['rep']} {r['label']}: {r.get('error')}")
 print(f"{len(rows)} runs; load average (1 min) after each run {min(loads):.1f}–{max(loads):.1f}.")

@@ -449,6 +449,14 @@ fn load_subscriber(
 }
 
 impl Workload for Tatp {
+    /// The five tables as loaded (the run inserts and deletes call-forwarding rows about
+    /// equally).
+    fn estimated_bytes(&self) -> Option<u64> {
+        let p = self.cfg.subscribers;
+        let expected = [p, p, p * 5 / 2, p * 5 / 2, p * 15 / 4];
+        Some(crate::util::estimate_bytes(SPECS.iter().zip(expected).map(|((_, row), n)| (*row, n))))
+    }
+
     fn resolved_config(&self) -> serde_json::Value {
         serde_json::to_value(self.config()).unwrap_or(serde_json::Value::Null)
     }

@@ -205,6 +205,19 @@ impl Tpcb {
 }
 
 impl Workload for Tpcb {
+    /// The loaded branches, tellers and accounts, and as many history rows as accounts (the
+    /// history table's own size hint): a run appends a history row per transaction, and an
+    /// engine that lays its pages out once (`wal`, `group`) cannot grow into more.
+    fn estimated_bytes(&self) -> Option<u64> {
+        let cfg = &self.cfg;
+        Some(crate::util::estimate_bytes([
+            (BRANCH_ROW, cfg.branches),
+            (TELLER_ROW, cfg.tellers()),
+            (ACCOUNT_ROW, cfg.accounts()),
+            (HISTORY_ROW, cfg.accounts()),
+        ]))
+    }
+
     fn resolved_config(&self) -> serde_json::Value {
         serde_json::to_value(self.config()).unwrap_or(serde_json::Value::Null)
     }

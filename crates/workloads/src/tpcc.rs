@@ -401,6 +401,10 @@ impl Workload for Tpcc {
         "tpcc"
     }
 
+    fn estimated_bytes(&self) -> Option<u64> {
+        Some(load::estimated_bytes(&self.cfg))
+    }
+
     fn load(
         &self,
         engine: &dyn Engine,

@@ -59,6 +59,16 @@ fn expected_rows(cfg: &TpccConfig, name: &str) -> u64 {
     }
 }
 
+/// The loaded database's bytes in `inplace`, and half as much again for the orders, order
+/// lines and history rows a run adds (New-Order and Payment insert; Delivery deletes only
+/// new-order rows).
+pub(super) fn estimated_bytes(cfg: &TpccConfig) -> u64 {
+    let loaded = crate::util::estimate_bytes(
+        schema::SPECS.iter().map(|(name, row)| (*row, expected_rows(cfg, name))),
+    );
+    loaded.saturating_mul(3) / 2
+}
+
 pub(super) fn load(
     engine: &dyn Engine,
     cfg: &TpccConfig,

@@ -267,7 +267,7 @@ pub struct Tables {
 }
 
 /// `(name, row bytes)` in creation order.
-const SPECS: [(&str, u32); 11] = [
+pub(crate) const SPECS: [(&str, u32); 11] = [
     (WAREHOUSE_TABLE, warehouse::ROW),
     (DISTRICT_TABLE, district::ROW),
     (CUSTOMER_TABLE, customer::ROW),
