@@ -19,8 +19,8 @@ for r in rows:
     by[cfg][int(t)].append(r)
 threads = sorted({t for c in by.values() for t in c})
 print("| configuration | " + " | ".join(f"{t} thr" for t in threads)
-      + f" | {threads[-1]} ÷ 1 | spread at {threads[-1]} | aborted ÷ committed at {threads[-1]} | checker |")
-print("|---" * (len(threads) + 5) + "|")
+      + f" | {threads[-1]} ÷ 1 | spread at 1 | spread at {threads[-1]} | aborted ÷ committed at {threads[-1]} | checker |")
+print("|---" * (len(threads) + 6) + "|")
 for cfg in order:
     cells, best = [], {}
     for t in threads:
@@ -33,8 +33,13 @@ for cfg in order:
         cells.append(f"{b['tps'] / 1e3:,.0f}k")
     top = max(best) if best else None
     ratio = f"{best[top]['tps'] / best[1]['tps']:.2f}×" if top and 1 in best and top != 1 else "–"
-    rs = by[cfg].get(top, []) if top else []
-    spread = f"{max(r['tps'] for r in rs) / min(r['tps'] for r in rs):.2f}×" if len(rs) > 1 else "1 run"
+    def spread_of(t):
+        rs = by[cfg].get(t, [])
+        if len(rs) < 2:
+            return f"{len(rs)} run" if rs else "–"
+        return f"{max(r['tps'] for r in rs) / min(r['tps'] for r in rs):.2f}× ({len(rs)})"
+
+    spread = spread_of(1) + " | " + (spread_of(top) if top and top != 1 else "–")
     ab = f"{best[top]['aborted'] / max(best[top]['committed'], 1):.3f}" if top else "–"
     checks = sorted({r["checker"] for t in by[cfg] for r in by[cfg][t]})
     print(f"| {cfg} | " + " | ".join(cells) + f" | {ratio} | {spread} | {ab} | {','.join(checks)} |")
