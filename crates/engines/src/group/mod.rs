@@ -61,10 +61,14 @@ struct BatchOptions {
     close_at_lines: u64,
 }
 
+/// Slots of [`Shared::commit_marks`] (threads share a slot when there are more).
+const COMMIT_MARK_SLOTS: usize = 64;
+
 /// The open batch, under [`Shared::state`].
 struct BatchState {
     started: Instant,
-    /// Commits (tokens handed out) in the open batch.
+    /// Commits (tokens handed out) in the open batch, counted only with `batch_txns` (crash
+    /// tests' deterministic batches); otherwise [`Shared::commit_marks`] say whether any.
     commits: u64,
     close_requested: bool,
     stop: bool,
@@ -81,6 +85,13 @@ pub(crate) struct Shared {
     closer: Mutex<()>,
     state: Mutex<BatchState>,
     wake: Condvar,
+    /// Per thread slot (`pmem::thread_id()` modulo their number), the id of the last batch a
+    /// commit on that slot joined: the daemon closes a period without staged lines only if
+    /// some slot holds the open batch's id (its read-only commits wait for that batch). A
+    /// commit writes only its own slot, and only the first time in a batch: the count under
+    /// `state` that this replaces was a global mutex every commit took (on 16 cores, YCSB
+    /// read-heavy fell from 3.3M TPS at 8 threads to 1.1M at 16).
+    commit_marks: Box<[crossbeam_utils::CachePadded<AtomicU64>]>,
     /// Id of the open batch (tokens of commits in it); ids start at 1.
     open: AtomicU64,
     /// Highest batch id known durable.
@@ -156,6 +167,7 @@ impl Group {
                 stop: false,
             }),
             wake: Condvar::new(),
+            commit_marks: (0..COMMIT_MARK_SLOTS).map(|_| Default::default()).collect(),
             open: AtomicU64::new(1),
             durable: AtomicU64::new(0),
             durable_lock: Mutex::new(()),
@@ -338,6 +350,13 @@ impl Shared {
         }
     }
 
+    /// Whether a commit joined the open batch (read by the daemon, outside the gate: a commit
+    /// marked after this look is seen at the next period's end, the batch still open).
+    fn any_commit_marked(&self) -> bool {
+        let id = self.open.load(Ordering::Acquire);
+        self.commit_marks.iter().any(|m| m.load(Ordering::Relaxed) == id)
+    }
+
     /// The batch thread: closes a batch every period (a period with neither commits nor staged
     /// lines just restarts), or earlier on request, until stopped.
     fn daemon(&self) {
@@ -353,7 +372,7 @@ impl Shared {
                     }
                     let deadline = st.started + self.options.period;
                     if Instant::now() >= deadline {
-                        if st.commits > 0 || self.staged_lines() > 0 {
+                        if st.commits > 0 || self.staged_lines() > 0 || self.any_commit_marked() {
                             break;
                         }
                         st.started = Instant::now();
@@ -403,13 +422,20 @@ impl crate::gated::Gate for Shared {
         &self.gate
     }
 
-    /// The open batch's token; `true` when `batch_txns` commits filled the batch.
+    /// The open batch's token; `true` when `batch_txns` commits filled the batch. Without
+    /// `batch_txns`, writes only this thread's commit mark (no lock, no shared line).
     fn committed(&self) -> (CommitToken, bool) {
-        let token = CommitToken(self.open.load(Ordering::Acquire));
+        let id = self.open.load(Ordering::Acquire);
+        if self.options.batch_txns == 0 {
+            let mark = &self.commit_marks[pmem::thread_id() as usize % COMMIT_MARK_SLOTS];
+            if mark.load(Ordering::Relaxed) != id {
+                mark.store(id, Ordering::Relaxed);
+            }
+            return (CommitToken(id), false);
+        }
         let mut st = self.state.lock();
         st.commits += 1;
-        let full = self.options.batch_txns > 0 && st.commits >= self.options.batch_txns;
-        (token, full)
+        (CommitToken(id), st.commits >= self.options.batch_txns)
     }
 
     /// `batch_txns` reached: the committing worker closes the batch itself (deterministic
