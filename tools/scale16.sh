@@ -2,7 +2,8 @@
 # Issue 35's many-core table in one command: YCSB read-/write-heavy (100k rows), TPC-B (scale =
 # threads), the noop driver and the mem reference engine at 1, 2, 4, 8, 16 threads on inplace and
 # wal; group, cow and lsm read-heavy at 1, 8, 16; the distributed logs beside the central one at
-# 16 threads (Wang & Johnson's TATP Update-Location and TPC-B); PMDK pmemobj at one thread.
+# 16 threads (Wang & Johnson's TATP Update-Location and TPC-B); PMDK pmemobj at one thread; TPC-B
+# with its balances read for update, and at a fixed scale of 16.
 # Durable commits on `shm` (real clwb/clflushopt on a /dev/shm file), release build, 2 s after a
 # 0.5 s warm-up, every checker on. Repetition 1 of every row first, then repetition 2 of the
 # scaling rows and the logs while the time budget lasts, so a run cut short still has one whole
@@ -69,6 +70,11 @@ scaling() { # rep
     run "$1" "wal ycsb-write-heavy t=$t" wal ycsb "$t" --mix write-heavy --records 100000
     run "$1" "noop ycsb-read-heavy t=$t" noop ycsb "$t" --mix read-heavy --records 100000
     run "$1" "mem ycsb-read-heavy t=$t" mem ycsb "$t" --mix read-heavy --records 100000
+    # TPC-B's balances locked for update before they are read (hot-row aborts), and TPC-B at a
+    # fixed scale (the scale = threads rows also grow wal's checkpoint work with the threads).
+    run "$1" "inplace tpcb-for-update t=$t" inplace tpcb "$t" --scale "$t" --workload-opt for_update=true
+    run "$1" "inplace tpcb-scale16 t=$t" inplace tpcb "$t" --scale 16
+    run "$1" "wal tpcb-scale16 t=$t" wal tpcb "$t" --scale 16
   done
 }
 others() { # rep

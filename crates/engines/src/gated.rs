@@ -130,6 +130,10 @@ impl Txn for GatedTxn<'_> {
         self.op(|t| t.read(table, key, out))
     }
 
+    fn read_for_update(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        self.op(|t| t.read_for_update(table, key, out))
+    }
+
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         self.op(|t| t.insert(table, key, row))
     }

@@ -196,6 +196,14 @@ pub trait Txn {
     /// Reads a row into `out` (cleared first). Returns false if the key is absent.
     fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool>;
 
+    /// Reads a row the transaction is about to update (SQL's `SELECT ... FOR UPDATE`): an engine
+    /// with key locks takes the key's exclusive lock first, so two read-modify-writes of one
+    /// key queue on the lock (wait-die) instead of both reading, both trying to upgrade and
+    /// one or both aborting. The default is a plain [`Txn::read`].
+    fn read_for_update(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        self.read(table, key, out)
+    }
+
     /// Inserts a row; `Duplicate` if the key exists.
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()>;
 

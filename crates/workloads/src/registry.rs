@@ -56,6 +56,9 @@ pub struct WorkloadOptions {
     pub max_retries: Option<u32>,
     /// Mobibench: operations (single-record inserts, updates or deletes) per transaction.
     pub ops_per_txn: Option<u32>,
+    /// TPC-B: read each balance with `Txn::read_for_update` (locked exclusively, then read).
+    #[serde(deserialize_with = "bool_or_string")]
+    pub for_update: Option<bool>,
 }
 
 /// Accepts `skew = 0.1` as well as `skew = "low"` (command lines turn numbers into numbers).
@@ -70,6 +73,25 @@ fn string_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Str
         Either::S(s) => s,
         Either::N(n) => n.to_string(),
     }))
+}
+
+/// Accepts `for_update = true` as well as `for_update = "true"` (command lines pass strings).
+fn bool_or_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        B(bool),
+        S(String),
+    }
+    match Option::<Either>::deserialize(d)? {
+        None => Ok(None),
+        Some(Either::B(b)) => Ok(Some(b)),
+        Some(Either::S(s)) => match s.as_str() {
+            "true" | "on" | "1" => Ok(Some(true)),
+            "false" | "off" | "0" => Ok(Some(false)),
+            other => Err(serde::de::Error::custom(format!("`{other}` is not true or false"))),
+        },
+    }
 }
 
 impl WorkloadOptions {
@@ -92,6 +114,7 @@ impl WorkloadOptions {
             ("customers_per_district", self.customers_per_district.is_some()),
             ("max_retries", self.max_retries.is_some()),
             ("ops_per_txn", self.ops_per_txn.is_some()),
+            ("for_update", self.for_update.is_some()),
         ];
         flags.iter().filter(|(_, set)| *set).map(|(name, _)| *name).collect()
     }
@@ -266,7 +289,7 @@ fn mobibench(o: &WorkloadOptions) -> Result<Mobibench, String> {
 }
 
 fn tpcb(o: &WorkloadOptions) -> Result<Tpcb, String> {
-    o.only("tpcb", &["scale", "mix", "txn", "accounts_per_branch", "max_retries"])?;
+    o.only("tpcb", &["scale", "mix", "txn", "accounts_per_branch", "max_retries", "for_update"])?;
     standard_mix("tpcb", &o.mix)?;
     if let Some(t) = &o.txn {
         if t != "account-update" {
@@ -282,6 +305,9 @@ fn tpcb(o: &WorkloadOptions) -> Result<Tpcb, String> {
     }
     if let Some(n) = o.max_retries {
         cfg.max_retries = n;
+    }
+    if let Some(f) = o.for_update {
+        cfg.for_update = f;
     }
     Tpcb::new(cfg)
 }

@@ -109,7 +109,39 @@ pub(crate) fn read_row(
     out: &mut Vec<u8>,
     row_bytes: usize,
 ) -> Result<bool, DbError> {
-    if !txn.read(table, key, out)? {
+    checked_size(txn.read(table, key, out)?, table, key, out, row_bytes)
+}
+
+/// [`read_existing`], through [`Txn::read_for_update`] when `for_update` (the caller updates
+/// the row next: an engine with key locks locks it exclusively before reading, as a DBMS
+/// executes `UPDATE ... SET balance = balance + delta`).
+pub(crate) fn read_existing_to_update(
+    txn: &mut dyn Txn,
+    for_update: bool,
+    table: TableId,
+    key: u64,
+    out: &mut Vec<u8>,
+    row_bytes: usize,
+    what: &str,
+) -> Result<(), DbError> {
+    if !for_update {
+        return read_existing(txn, table, key, out, row_bytes, what);
+    }
+    if checked_size(txn.read_for_update(table, key, out)?, table, key, out, row_bytes)? {
+        Ok(())
+    } else {
+        Err(DbError::Corrupt(format!("{what} (table {table} key {key}) is missing")))
+    }
+}
+
+fn checked_size(
+    found: bool,
+    table: TableId,
+    key: u64,
+    out: &[u8],
+    row_bytes: usize,
+) -> Result<bool, DbError> {
+    if !found {
         return Ok(false);
     }
     if out.len() != row_bytes {

@@ -365,6 +365,10 @@ impl Txn for LoadTxn<'_> {
         self.inner.read(table, key, out)
     }
 
+    fn read_for_update(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        self.inner.read_for_update(table, key, out)
+    }
+
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         self.inner.insert(table, key, row)?;
         *self.inserted.entry(table).or_insert(0) += 1;

@@ -278,6 +278,13 @@ impl Txn for InPlaceTxn<'_> {
         })
     }
 
+    /// The key's exclusive lock first (waited for, wait-die), then the read under it.
+    fn read_for_update(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        self.db.table_rt(table)?;
+        self.lock(table, key, LockMode::Exclusive)?;
+        self.read(table, key, out)
+    }
+
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         let t = self.db.table_rt(table)?;
         check_row(table, &t.spec, row)?;

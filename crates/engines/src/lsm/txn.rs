@@ -103,6 +103,12 @@ impl Txn for LsmTxn<'_> {
         })
     }
 
+    /// The key's exclusive lock first (waited for, wait-die), then the read under it.
+    fn read_for_update(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        self.lock(table, key, LockMode::Exclusive)?;
+        self.read(table, key, out)
+    }
+
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         let spec = self.spec(table)?;
         check_row(table, &spec, row)?;

@@ -219,6 +219,10 @@ impl Txn for Recorder<'_, '_> {
         self.inner.read(table, key, out)
     }
 
+    fn read_for_update(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
+        self.inner.read_for_update(table, key, out)
+    }
+
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
         let Some(log) = self.log.as_deref_mut() else { return self.inner.insert(table, key, row) };
         log.check_room()?;
