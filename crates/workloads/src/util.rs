@@ -124,10 +124,9 @@ pub(crate) fn read_existing_to_update(
     row_bytes: usize,
     what: &str,
 ) -> Result<(), DbError> {
-    if !for_update {
-        return read_existing(txn, table, key, out, row_bytes, what);
-    }
-    if checked_size(txn.read_for_update(table, key, out)?, table, key, out, row_bytes)? {
+    let found =
+        if for_update { txn.read_for_update(table, key, out)? } else { txn.read(table, key, out)? };
+    if checked_size(found, table, key, out, row_bytes)? {
         Ok(())
     } else {
         Err(DbError::Corrupt(format!("{what} (table {table} key {key}) is missing")))
@@ -162,11 +161,7 @@ pub(crate) fn read_existing(
     row_bytes: usize,
     what: &str,
 ) -> Result<(), DbError> {
-    if read_row(txn, table, key, out, row_bytes)? {
-        Ok(())
-    } else {
-        Err(DbError::Corrupt(format!("{what} (table {table} key {key}) is missing")))
-    }
+    read_existing_to_update(txn, false, table, key, out, row_bytes, what)
 }
 
 /// Updates a row that a consistent database must hold.
