@@ -266,8 +266,8 @@ pub fn open_engine(
             open_region_engine(info, region, config)
         }
         EngineKind::Peer => match region.path.as_deref() {
-            Some(dir) => open_peer(info, dir, config),
-            None => open_peer_private(info, config),
+            Some(dir) => open_peer(info, dir, config, region.size_bytes),
+            None => open_peer_private(info, config, region.size_bytes),
         },
     }
 }
@@ -333,9 +333,18 @@ pub fn default_region_bytes(
 /// an `inplace` database: as much again for each time the engine stores rows less densely
 /// (its registry entry's room factor).
 pub fn workload_room(name: &str, estimate: u64) -> u64 {
-    let factor = RegionEngine::lookup(name).map_or(1, RegionEngine::room_factor);
+    let factor = match RegionEngine::lookup(name) {
+        Some(engine) => engine.room_factor(),
+        // PMDK's allocator keeps a header and rounds every object up, and the pool is fixed
+        // when it is created: YCSB's 1M rows (1.2 GiB estimated) need ~1.7 GiB.
+        None if name == "pmemobj" => PMEMOBJ_ROOM_FACTOR,
+        None => 1,
+    };
     estimate.saturating_mul(factor)
 }
+
+/// [`workload_room`]'s factor for `pmemobj`, whose pool is as large as the bench's region.
+const PMEMOBJ_ROOM_FACTOR: u64 = 2;
 
 /// Refuses a region size the engine cannot format with `config`, in one line naming the least
 /// it needs.
@@ -419,13 +428,18 @@ fn parse_opt<T: std::str::FromStr>(
     })
 }
 
+/// `region_bytes` is the size the caller asked of a region (`--size`, or the bench's default
+/// for the workload; 0: none): a new `pmemobj` pool is that large, or its default if larger,
+/// unless `pool_bytes` says otherwise.
 fn open_peer(
     info: &'static EngineInfo,
     dir: &std::path::Path,
     config: &EngineConfig,
+    region_bytes: u64,
 ) -> Result<Box<dyn Engine>, RegistryError> {
     reject_extra(info.name, config, PEER_OPTS)?;
     let mut o = peers::PeerOptions { workers: config.workers.max(1), ..Default::default() };
+    o.pmemobj_pool_bytes = o.pmemobj_pool_bytes.max(region_bytes);
     for (k, v) in &config.extra {
         match k.as_str() {
             "durability" => {
@@ -512,6 +526,7 @@ static PRIVATE_DIR_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::Atomic
 fn open_peer_private(
     info: &'static EngineInfo,
     config: &EngineConfig,
+    region_bytes: u64,
 ) -> Result<Box<dyn Engine>, RegistryError> {
     let n = PRIVATE_DIR_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // tmpfs, as the papers put Shore-MT's files on tmpfs.
@@ -528,7 +543,7 @@ fn open_peer_private(
             retryable: false,
         })
     })?;
-    match open_peer(info, &dir, config) {
+    match open_peer(info, &dir, config, region_bytes) {
         Ok(engine) => Ok(Box::new(PrivateDir { engine: Some(engine), dir })),
         Err(e) => {
             let _ = std::fs::remove_dir_all(&dir);

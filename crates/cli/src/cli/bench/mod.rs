@@ -405,6 +405,17 @@ fn explain_run_error(e: bench::BenchError, plan: &Plan) -> anyhow::Error {
             n => n,
         };
         let mut size = units::format_bytes(bytes);
+        let on_region =
+            registry::lookup(&plan.engine).is_some_and(|e| e.kind == registry::EngineKind::Region);
+        if !on_region {
+            // A peer's files are its own; only `pmemobj` takes its (fixed) pool size from --size.
+            return anyhow::anyhow!(
+                "the {} workload at this scale does not fit engine {}'s {size} ({e}); use a \
+                 larger --size or a smaller --scale/--records",
+                plan.workload.name,
+                plan.engine
+            );
+        }
         if plan.region.max_size_bytes > bytes {
             let max = units::format_bytes(plan.region.max_size_bytes);
             size = format!("{size} region, grown up to {max},");

@@ -18,7 +18,8 @@ pub(super) fn reject_unhonoured(
     let t = &region.timing;
     let given: [(&'static str, bool); 16] = [
         ("medium", args.medium.is_some()),
-        ("size", args.size.is_some()),
+        // `pmemobj`'s pool is as large as `--size` (it cannot grow: no `--max-size`).
+        ("size", args.size.is_some() && engine != "pmemobj"),
         ("max-size", args.max_size.is_some()),
         ("sync", args.sync != "cache"),
         ("persist-latency", t.persist_barrier_ns != 0),
