@@ -334,6 +334,10 @@ impl Txn for InPlaceTxn<'_> {
         };
         self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, lines);
         let _latch = self.page_latch(at);
+        // Under `wal`, the undo record and the row go to the log as one insert: both are this
+        // worker's alone until the latch and the row lock go (dropped after the latch guard
+        // above is taken, so before it is released; see `wal::capture`).
+        let _group = crate::wal::capture::StoreGroup::open();
         if self.fresh.contains(&rid) {
             self.write_update(rid, at, bytes, crc, false)?;
             return Ok(true);

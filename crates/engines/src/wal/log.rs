@@ -34,7 +34,7 @@
 //! tests.
 
 use super::carray::{ConsolidationArray, Group, Joined, GROUP_LIMIT_BYTES, NO_ROOM};
-use pmem::{Region, StoreObserver};
+use pmem::Region;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use storage::format::get_u64;
@@ -54,7 +54,7 @@ const TRAILER: u64 = 8;
 /// No record starts closer than this to the end of the area.
 const TAIL_SKIP: u64 = HEADER + TRAILER;
 /// Largest payload of one record (a store larger than this is split).
-const MAX_PAYLOAD: usize = 16 << 10;
+pub(crate) const MAX_PAYLOAD: usize = 16 << 10;
 /// Most bytes one `persist_wal` writes; a longer tail is forced in several. Bounds how far past
 /// the end of the log a crash can leave records whose trailers persisted (only the one force in
 /// flight), which recovery erases ([`erase_stale_tail`]) before the log grows again: otherwise a
@@ -72,7 +72,7 @@ thread_local! {
 /// Ids of logs, so a thread's end in one log never stands for another's.
 static NEXT_LOG_ID: AtomicU64 = AtomicU64::new(1);
 
-fn record_bytes(payload: usize) -> u64 {
+pub(crate) fn record_bytes(payload: usize) -> u64 {
     HEADER + (payload as u64).next_multiple_of(8) + TRAILER
 }
 
@@ -132,6 +132,27 @@ fn encode(kind: u32, res: &Reservation, offset: u64, payload: &[u8], crc: u32) -
     encode_into(&mut out, kind, res.record, offset, payload, crc);
     out
 }
+
+/// The bytes from `res.pad` to `res.end` for a batch: the pad record (if any), then each
+/// `(offset, payload, crc)` as a store record, back to back from `res.record`.
+fn encode_batch(res: &Reservation, records: &[(u64, &[u8], u32)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity((res.end - res.pad) as usize);
+    if res.record > res.pad {
+        let pad = vec![0u8; (res.record - res.pad - HEADER - TRAILER) as usize];
+        encode_into(&mut out, KIND_PAD, res.pad, 0, &pad, crc_of(0, &pad));
+    }
+    let mut lsn = res.record;
+    for &(offset, payload, crc) in records {
+        encode_into(&mut out, KIND_STORE, lsn, offset, payload, crc);
+        lsn += record_bytes(payload.len());
+    }
+    debug_assert_eq!(lsn, res.end);
+    out
+}
+
+/// Most bytes of records one [`Log::append_batch`] reserves at once (one record's worth: a
+/// consolidation group can take it).
+pub(crate) const BATCH_LIMIT_BYTES: u64 = MAX_PAYLOAD as u64 + HEADER + TRAILER;
 
 /// Where a GSN store's GSN comes from: called once the record's space is reserved and before
 /// its copy, outside the reservation lock (except with `log_insert=locked`, which copies under
@@ -401,12 +422,31 @@ impl Log {
     }
 
     /// Appends one store (split if large).
-    fn append(&self, offset: u64, bytes: &[u8]) {
+    pub(crate) fn append(&self, offset: u64, bytes: &[u8]) {
         let mut end = None;
         for (i, chunk) in bytes.chunks(MAX_PAYLOAD).enumerate() {
             let at = offset + (i * MAX_PAYLOAD) as u64;
             end = self.append_one(KIND_STORE, at, chunk).or(end);
         }
+        if let Some(end) = end {
+            THREAD_END.with(|t| t.set((self.id, end)));
+        }
+    }
+
+    /// Appends several stores as consecutive records in one reservation (one insert into the
+    /// log instead of one each, `wal/capture.rs`), in the order given, so that any prefix of
+    /// them that survives a crash is a prefix of the caller's stores. Every payload is at most
+    /// [`MAX_PAYLOAD`] and their records together at most [`BATCH_LIMIT_BYTES`].
+    pub(crate) fn append_batch(&self, records: &[(u64, &[u8])]) {
+        let with_crc: Vec<(u64, &[u8], u32)> =
+            records.iter().map(|&(offset, bytes)| (offset, bytes, crc_of(offset, bytes))).collect();
+        let size: u64 = records.iter().map(|(_, bytes)| record_bytes(bytes.len())).sum();
+        debug_assert!(size <= BATCH_LIMIT_BYTES);
+        let encode = |res: &Reservation, _gsn: u64| encode_batch(res, &with_crc);
+        let end = match &self.carray {
+            Some(carray) => self.append_consolidated(carray, size, &encode),
+            None => self.append_reserved(size, None, &encode).map(|(end, _)| end),
+        };
         if let Some(end) = end {
             THREAD_END.with(|t| t.set((self.id, end)));
         }
@@ -434,18 +474,39 @@ impl Log {
         kind: u32,
         offset: u64,
         payload: &[u8],
-        mut assign: Option<AssignGsn<'_>>,
+        assign: Option<AssignGsn<'_>>,
     ) -> Option<(u64, u64)> {
         let prefix = if assign.is_some() { GSN_BYTES } else { 0 };
         let size = record_bytes(payload.len() + prefix);
         // Checksummed before the reservation lock: it depends on neither LSN nor position (a
         // GSN store's checksum is finished once its GSN is known, after the lock).
         let crc = crc_of(offset, payload);
+        let encode = |res: &Reservation, gsn: u64| {
+            if prefix == 0 {
+                return encode(kind, res, offset, payload, crc);
+            }
+            let mut body = Vec::with_capacity(GSN_BYTES + payload.len());
+            body.extend_from_slice(&gsn.to_le_bytes());
+            body.extend_from_slice(payload);
+            encode(kind, res, offset, &body, crc_of(offset, &body))
+        };
         // A GSN store is reserved record by record: it does not join a group (a distributed
         // log's insert path is decoupled fill alone).
         if let (Some(carray), None) = (&self.carray, &assign) {
-            return self.append_consolidated(carray, kind, offset, payload, crc).map(|e| (e, 0));
+            return self.append_consolidated(carray, size, &encode).map(|e| (e, 0));
         }
+        self.append_reserved(size, assign, &encode)
+    }
+
+    /// `log_insert=aether|locked` (and GSN stores): reserves `size` bytes under the reservation
+    /// lock, then copies what `encode` makes of the reservation (given the GSN `assign` gives,
+    /// 0 without one) and releases it. Returns the end and the GSN (None if the log overflowed).
+    fn append_reserved(
+        &self,
+        size: u64,
+        mut assign: Option<AssignGsn<'_>>,
+        encode: &dyn Fn(&Reservation, u64) -> Vec<u8>,
+    ) -> Option<(u64, u64)> {
         let (guard, res) = loop {
             let mut r = self.lock_reserved();
             let Some(res) = self.reserve(r.end, size) else {
@@ -468,28 +529,17 @@ impl Log {
                 return None;
             }
         };
-        let encoded = |crc: u32, gsn: u64| {
-            if prefix == 0 {
-                return encode(kind, &res, offset, payload, crc);
-            }
-            let mut body = Vec::with_capacity(GSN_BYTES + payload.len());
-            body.extend_from_slice(&gsn.to_le_bytes());
-            body.extend_from_slice(payload);
-            encode(kind, &res, offset, &body, crc_of(offset, &body))
-        };
         if self.insert != LogInsert::Locked {
             drop(guard);
             // After the reservation, before the copy: in flight, so a force up to the reserved
             // end waits for this record, GSN included.
             let gsn = assign.as_mut().map_or(0, |f| f());
-            let record = encoded(crc, gsn);
-            self.fill(&res, &record);
+            self.fill(&res, &encode(&res, gsn));
             self.release(res.start, res.end);
             Some((res.end, gsn))
         } else {
             let gsn = assign.as_mut().map_or(0, |f| f());
-            let record = encoded(crc, gsn);
-            self.fill(&res, &record);
+            self.fill(&res, &encode(&res, gsn));
             drop(guard);
             // After the lock (a release may take it to wake a force): copies made under it
             // are released in any order, each over the earlier ones.
@@ -504,13 +554,10 @@ impl Log {
     fn append_consolidated(
         &self,
         carray: &ConsolidationArray,
-        kind: u32,
-        offset: u64,
-        payload: &[u8],
-        crc: u32,
+        size: u64,
+        encode: &dyn Fn(&Reservation, u64) -> Vec<u8>,
     ) -> Option<u64> {
-        let size = record_bytes(payload.len());
-        const _: () = assert!(MAX_PAYLOAD as u64 + HEADER + TRAILER + 8 <= GROUP_LIMIT_BYTES);
+        const _: () = assert!(BATCH_LIMIT_BYTES + 8 <= GROUP_LIMIT_BYTES);
         let joined = carray.join(size);
         let group = joined.leader.then(|| self.reserve_group(carray, &joined)).flatten();
         let base = carray.base(&joined);
@@ -523,7 +570,7 @@ impl Log {
             None => None,
         };
         if let Some(res) = &res {
-            self.fill(res, &encode(kind, res, offset, payload, crc));
+            self.fill(res, &encode(res, 0));
         }
         if let Some((key, end)) = carray.finish(&joined) {
             if base != NO_ROOM {
@@ -736,15 +783,6 @@ pub(crate) fn erase_stale_tail(nvram: &Region, area: u64, capacity: u64, redo_fr
         lsn += n;
     }
     nvram.fence();
-}
-
-/// The observer installed on the buffer pool: every store becomes a redo record.
-pub(crate) struct Capture(pub std::sync::Arc<Log>);
-
-impl StoreObserver for Capture {
-    fn on_store(&self, offset: u64, bytes: &[u8]) {
-        self.0.append(offset, bytes);
-    }
 }
 
 /// One redo record read back.

@@ -17,8 +17,9 @@
 //! for a page copy that holds its change; the redo point moves only in
 //! [`LogManager::advance_redo`], after the checkpoint's pages are durable.
 
+use super::capture::Capture;
 use super::dlog::{Cache, Dlog, DlogStat};
-use super::log::{Capture, Log};
+use super::log::Log;
 use super::pipeline::{LogForce, Pipeline};
 use super::{control, C_REDO};
 use crate::device::Device;

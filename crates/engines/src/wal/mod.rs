@@ -36,6 +36,7 @@
 //! 2010): a consolidation array inserts its records ([`carray`], §4-§5) and a log flush daemon
 //! forces it for the commits ([`pipeline`], §3).
 
+pub(crate) mod capture;
 pub(crate) mod carray;
 mod checkpoint;
 pub(crate) mod dlog;

@@ -225,7 +225,8 @@ impl Pipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wal::log::{Capture, LogInsert};
+    use crate::wal::capture::Capture;
+    use crate::wal::log::LogInsert;
     use pmem::{Medium, Region, RegionOptions, StoreObserver};
     use std::sync::Arc;
 
