@@ -294,6 +294,9 @@ impl Txn for InPlaceTxn<'_> {
             return Err(DbError::Duplicate { table, key });
         }
         let rid = self.take_slot(t)?;
+        // Under `wal`, the undo records and the new row go to the log as one insert: the undo
+        // log is this worker's, and the slot it took is its alone (`wal::capture`).
+        let group = crate::wal::capture::StoreGroup::open();
         let alloc_rec = logical(table, rid, 0);
         let index_rec = logical(table, key, rid);
         if let Err(e) = self.log(&[(REC_HEAP_ALLOC, &alloc_rec), (REC_INDEX_INSERT, &index_rec)]) {
@@ -312,6 +315,7 @@ impl Txn for InPlaceTxn<'_> {
             let _latch = self.page_latch(rid);
             self.write(rid, &slot)?;
         }
+        drop(group);
         let tree = db.tree(t);
         let inserted = self.system(|sys| tree.insert(sys, key, rid))?;
         if !inserted {
@@ -442,7 +446,9 @@ impl Txn for InPlaceTxn<'_> {
                 db.region.flush_ranges(&dirty);
                 db.region.fence();
             } else {
-                // The commit point: the data, then the 8-byte free mark (2 barriers).
+                // The commit point: the data, then the 8-byte free mark (2 barriers); one
+                // insert into `wal`'s log (the undo log is this worker's).
+                let _group = crate::wal::capture::StoreGroup::open();
                 self.logs.user.finish(&dirty);
             }
         } else {
