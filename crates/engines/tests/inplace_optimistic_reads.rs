@@ -126,3 +126,24 @@ fn wal_and_group_reads_are_optimistic_and_counted() {
         assert!(activity.contains_key("lock_waits"), "{name}: {activity:?}");
     }
 }
+
+/// A read of a key the transaction itself wrote is counted as `reads_own_lock`, not as the
+/// contention counter `reads_locked` (issue 35: the 16-core table read `reads_locked` as other
+/// transactions' writers in the way); a read that meets another transaction's write is.
+#[test]
+fn reading_its_own_write_is_not_counted_as_contention() {
+    let (db, t) = db();
+    let (locked, own) = (counter(&db, "reads_locked"), counter(&db, "reads_own_lock"));
+    let mut txn = db.begin(0).unwrap();
+    let mut row = Vec::new();
+    assert!(txn.update(t, 20, 0, &[7; 8]).unwrap());
+    assert!(txn.read(t, 20, &mut row).unwrap());
+    assert_eq!(&row[..8], &[7; 8]);
+    assert_eq!(counter(&db, "reads_own_lock") - own, 1);
+    assert_eq!(counter(&db, "reads_locked") - locked, 0);
+    let mut other = db.begin(1).unwrap();
+    assert!(other.read(t, 20, &mut row).is_err(), "another's write: no-wait conflict");
+    assert_eq!(counter(&db, "reads_locked") - locked, 1);
+    drop(other);
+    txn.commit().unwrap();
+}

@@ -45,7 +45,7 @@ const CENTRAL_FIGURES: [&str; 5] = [
 ];
 
 /// The lock table's counters (`storage::lock`), after the log's figures.
-const LOCK_FIGURES: [&str; 8] = [
+const LOCK_FIGURES: [&str; 9] = [
     "lock_requests",
     "lock_conflicts",
     "optimistic_reads",
@@ -54,6 +54,7 @@ const LOCK_FIGURES: [&str; 8] = [
     "lock_waits",
     "lock_fast",
     "read_waits",
+    "reads_own_lock",
 ];
 
 fn run_commits(log: LogLayout, commits: u64) -> Vec<(&'static str, u64)> {

@@ -115,7 +115,8 @@ enum Stat {
     Conflicts = 1,
     /// Reads done optimistically (no lock table access).
     OptimisticReads = 2,
-    /// Reads that met an exclusive holder or kept being overwritten and took a shared lock.
+    /// Reads that met another transaction's exclusive hold, or kept being overwritten, and
+    /// took a shared lock (contention; [`Stat::ReadsOwnLock`] counts this one's own holds).
     ReadsLocked = 3,
     /// Validations that failed: a read's key was written since.
     ValidationFailures = 4,
@@ -126,8 +127,11 @@ enum Stat {
     /// Reads that met an exclusive holder and waited for it to end before reading
     /// optimistically ([`LockSet::read_optimistic_or_wait`]).
     ReadWaits = 7,
+    /// Reads of a key whose stripe this transaction holds exclusively itself (its own write,
+    /// or another key of the stripe): locked, but no other transaction's doing.
+    ReadsOwnLock = 8,
 }
-const STATS: usize = 8;
+const STATS: usize = 9;
 
 thread_local! {
     /// Requests this thread made to any lock table (tests: a read-only transaction makes none).
@@ -450,6 +454,7 @@ impl LockManager {
             ("lock_waits", get(Stat::Waits)),
             ("lock_fast", get(Stat::Fast)),
             ("read_waits", get(Stat::ReadWaits)),
+            ("reads_own_lock", get(Stat::ReadsOwnLock)),
         ]
     }
 }
@@ -602,7 +607,9 @@ impl LockSet {
             }
             return Ok(value);
         }
-        mgr.stats.add(Stat::ReadsLocked as usize, 1);
+        let own = self.held.iter().any(|h| h.2 != Hold::Shared && stripe_of(h.0, h.1) == s);
+        let stat = if own { Stat::ReadsOwnLock } else { Stat::ReadsLocked };
+        mgr.stats.add(stat as usize, 1);
         self.lock_or_wait(mgr, txn, table, key, LockMode::Shared)?;
         read()
     }
