@@ -336,7 +336,8 @@ pub fn workload_room(name: &str, estimate: u64) -> u64 {
     let factor = match RegionEngine::lookup(name) {
         Some(engine) => engine.room_factor(),
         // PMDK's allocator keeps a header and rounds every object up, and the pool is fixed
-        // when it is created: YCSB's 1M rows (1.2 GiB estimated) need ~1.7 GiB.
+        // when it is created: YCSB's 1M rows (1.2 GiB estimated) overflowed the 1 GiB default
+        // pool (they ran in 2 GiB).
         None if name == "pmemobj" => PMEMOBJ_ROOM_FACTOR,
         None => 1,
     };
