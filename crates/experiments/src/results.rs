@@ -319,9 +319,30 @@ fn merge_rows(inputs: &[PathBuf], out: &Path, replace: bool) -> Result<MergeStat
     let mut stats = MergeStats { inputs: inputs.len(), ..MergeStats::default() };
     let mut rerun: std::collections::HashSet<String> = std::collections::HashSet::new();
     if replace {
+        // The input (not `out`) each run came from. A run in two inputs is two sittings of it,
+        // and which one replaces `out`'s is ambiguous: refused before anything is written (a
+        // rerun merged into a fresh `--out` beside the older directory as an input kept the
+        // older rows and dropped the rerun's as duplicates).
+        let mut from_input: HashMap<RunKey, &PathBuf> = HashMap::new();
         for dir in inputs.iter().filter(|d| !same_dir(d, out)) {
             let loaded = read_rows(&dir.join(RESULTS_FILE))?;
             rerun.extend(loaded.rows.iter().filter_map(|r| row_spec(r).map(str::to_owned)));
+            for row in &loaded.rows {
+                // One input may hold a run twice (a failed run and its `--retry-failed`).
+                let Some(first) = from_input.insert(row.key(), dir).filter(|f| *f != dir) else {
+                    continue;
+                };
+                let point = row.0.get("point").and_then(|v| v.as_str()).unwrap_or("?");
+                return Err(StoreError {
+                    path: dir.clone(),
+                    error: std::io::Error::other(format!(
+                        "--replace: point {point} (this repetition) is also in {}: two sittings \
+                         of one run, so which replaces the other is ambiguous; merge the rerun \
+                         into the directory it replaces (--out OLD OLD RERUN)",
+                        first.display()
+                    )),
+                });
+            }
         }
     }
     let mut order: Vec<RunKey> = Vec::new();
@@ -512,5 +533,49 @@ mod tests {
         assert_eq!(points, vec!["q1", "p1"], "spec t kept, spec s only from the rerun");
         let p1 = rows.iter().find(|r| r.0["point"] == "p1").unwrap();
         assert_eq!(p1.0["tps"], json!(10.0));
+    }
+
+    /// `nvmdb merge --replace --out FRESH OLD RERUN` kept OLD's rows and dropped RERUN's as
+    /// duplicates (replacing only drops `--out`'s rows): a run that two inputs hold is refused
+    /// with `--replace`, naming both; shards of one sweep (disjoint runs) still merge.
+    #[test]
+    fn regression_merge_replacing_refuses_a_run_in_two_inputs() {
+        let (old, rerun, fresh) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let mut stale = row("p1", 0, "ok");
+        stale.0.insert("tps".into(), json!(1.0));
+        Appender::open(old.path()).unwrap().append(&stale).unwrap();
+        Appender::open(rerun.path()).unwrap().append(&row("p1", 0, "ok")).unwrap();
+        let inputs = vec![old.path().to_path_buf(), rerun.path().to_path_buf()];
+        let err = merge_replacing(&inputs, fresh.path()).unwrap_err().to_string();
+        assert!(err.contains("p1") && err.contains("ambiguous"), "{err}");
+        // Shards: disjoint runs of one spec in two inputs merge.
+        let (a, b, out) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        Appender::open(a.path()).unwrap().append(&row("p1", 0, "ok")).unwrap();
+        Appender::open(b.path()).unwrap().append(&row("p2", 0, "ok")).unwrap();
+        let shards = vec![a.path().to_path_buf(), b.path().to_path_buf()];
+        assert_eq!(merge_replacing(&shards, out.path()).unwrap().rows_written, 2);
+        // One input holding a run twice (a failed run and its retry) is not two sittings.
+        let retried = tempfile::tempdir().unwrap();
+        let mut w = Appender::open(retried.path()).unwrap();
+        w.append(&row("p3", 0, "error")).unwrap();
+        w.append(&row("p3", 0, "ok")).unwrap();
+        let into = tempfile::tempdir().unwrap();
+        assert_eq!(
+            merge_replacing(&[retried.path().to_path_buf()], into.path()).unwrap().rows_written,
+            1
+        );
+        // The intended form: the rerun into the directory it replaces.
+        let stats =
+            merge_replacing(&[old.path().to_path_buf(), rerun.path().to_path_buf()], old.path())
+                .unwrap();
+        assert_eq!((stats.replaced, stats.rows_written), (1, 1));
     }
 }
