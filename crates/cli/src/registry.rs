@@ -41,6 +41,10 @@ pub struct EngineInfo {
     /// Whether the engine keeps what is written (false for `noop`: checkers cannot pass on it,
     /// so runs skip them).
     pub stores_data: bool,
+    /// `Some(factor)`: the engine is as large as the region it is given (`--size`, or the
+    /// bench's default), needing `factor` bytes per byte of an `inplace` database; `None`: it
+    /// sizes itself (a peer's files, a testing engine's memory) and `--size` is refused.
+    pub room_factor: Option<u64>,
 }
 
 /// The testing engines, before the region engines in `--help` and `--list`.
@@ -50,12 +54,14 @@ const TESTING: &[EngineInfo] = &[
         kind: EngineKind::Testing,
         about: "does nothing; measures the benchmark driver's own overhead",
         stores_data: false,
+        room_factor: None,
     },
     EngineInfo {
         name: "mem",
         kind: EngineKind::Testing,
         about: "volatile in-memory reference engine (key locks, undo), nothing persistent",
         stores_data: true,
+        room_factor: None,
     },
 ];
 
@@ -66,18 +72,21 @@ const PEERS: &[EngineInfo] = &[
         kind: EngineKind::Peer,
         about: "SQLite, WAL journal, synchronous=FULL: one writer, readers never wait",
         stores_data: true,
+        room_factor: None,
     },
     EngineInfo {
         name: "lmdb",
         kind: EngineKind::Peer,
         about: "LMDB (heed), synchronous commits: one writer, readers never wait",
         stores_data: true,
+        room_factor: None,
     },
     EngineInfo {
         name: "redb",
         kind: EngineKind::Peer,
         about: "redb, Durability::Immediate: one writer, readers never wait",
         stores_data: true,
+        room_factor: None,
     },
     #[cfg(feature = "pmemobj")]
     EngineInfo {
@@ -85,6 +94,10 @@ const PEERS: &[EngineInfo] = &[
         kind: EngineKind::Peer,
         about: "PMDK libpmemobj undo-log transactions on a B+tree: one writer, readers never wait",
         stores_data: true,
+        // Its pool is as large as the region (`open_peer`), fixed once made; PMDK's allocator
+        // keeps a header and rounds every object up: YCSB's 1M rows (1.2 GiB estimated)
+        // overflowed the 1 GiB default pool and ran in 2 GiB.
+        room_factor: Some(2),
     },
     #[cfg(feature = "rocksdb")]
     EngineInfo {
@@ -93,6 +106,7 @@ const PEERS: &[EngineInfo] = &[
         about:
             "RocksDB TransactionDB (system librocksdb), WAL sync=true: key locks without waiting",
         stores_data: true,
+        room_factor: None,
     },
 ];
 
@@ -127,7 +141,13 @@ impl RegionEngine {
             RegionEngine::Engines(e) => e.about,
             RegionEngine::Nvwal => sqlite_nvwal::ABOUT,
         };
-        EngineInfo { name: self.name(), kind: EngineKind::Region, about, stores_data: true }
+        EngineInfo {
+            name: self.name(),
+            kind: EngineKind::Region,
+            about,
+            stores_data: true,
+            room_factor: Some(self.room_factor()),
+        }
     }
 
     /// The `--engine-opt` keys it takes.
@@ -333,19 +353,9 @@ pub fn default_region_bytes(
 /// an `inplace` database: as much again for each time the engine stores rows less densely
 /// (its registry entry's room factor).
 pub fn workload_room(name: &str, estimate: u64) -> u64 {
-    let factor = match RegionEngine::lookup(name) {
-        Some(engine) => engine.room_factor(),
-        // PMDK's allocator keeps a header and rounds every object up, and the pool is fixed
-        // when it is created: YCSB's 1M rows (1.2 GiB estimated) overflowed the 1 GiB default
-        // pool (they ran in 2 GiB).
-        None if name == "pmemobj" => PMEMOBJ_ROOM_FACTOR,
-        None => 1,
-    };
+    let factor = lookup(name).and_then(|e| e.room_factor).unwrap_or(1);
     estimate.saturating_mul(factor)
 }
-
-/// [`workload_room`]'s factor for `pmemobj`, whose pool is as large as the bench's region.
-const PMEMOBJ_ROOM_FACTOR: u64 = 2;
 
 /// Refuses a region size the engine cannot format with `config`, in one line naming the least
 /// it needs.

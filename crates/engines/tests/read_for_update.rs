@@ -13,12 +13,7 @@ fn open(name: &str) -> Box<dyn Engine> {
     let options = EngineOptions { workers: 2, ..Default::default() };
     let bytes = engines::min_region_bytes(name, &options).unwrap() + (8 << 20);
     let region = Region::open(&RegionOptions::new(Medium::Dram, bytes)).expect("dram region");
-    match name {
-        "inplace" => Box::new(engines::inplace::InPlace::open(region, &options).unwrap()),
-        "wal" => Box::new(engines::wal::Wal::open(region, &options).unwrap()),
-        "group" => Box::new(engines::group::Group::open(region, &options).unwrap()),
-        _ => Box::new(engines::lsm::Lsm::open(region, &options).unwrap()),
-    }
+    engines::open(name, region, &options).unwrap()
 }
 
 #[test]

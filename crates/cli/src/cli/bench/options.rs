@@ -18,8 +18,8 @@ pub(super) fn reject_unhonoured(
     let t = &region.timing;
     let given: [(&'static str, bool); 16] = [
         ("medium", args.medium.is_some()),
-        // `pmemobj`'s pool is as large as `--size` (it cannot grow: no `--max-size`).
-        ("size", args.size.is_some() && engine != "pmemobj"),
+        // An engine sized by its region (`pmemobj`'s pool) takes `--size`, never `--max-size`.
+        ("size", args.size.is_some() && info.room_factor.is_none()),
         ("max-size", args.max_size.is_some()),
         ("sync", args.sync != "cache"),
         ("persist-latency", t.persist_barrier_ns != 0),
@@ -36,14 +36,22 @@ pub(super) fn reject_unhonoured(
         ("path", args.path.is_some() && info.kind == registry::EngineKind::Testing),
     ];
     match given.iter().find(|(_, set)| *set) {
-        Some((flag, _)) => Err(invalid(
-            flag,
-            format!(
-                "engine {engine} cannot honour it: it does not run on an nvmdb region (only \
-                 {} do)",
-                region_engines().join(", ")
-            ),
-        )),
+        Some((flag, _)) => {
+            let why = if *flag == "size" {
+                let sized: Vec<&str> = registry::engines()
+                    .iter()
+                    .filter(|e| e.room_factor.is_some())
+                    .map(|e| e.name)
+                    .collect();
+                format!("it sizes itself (only {} take a size)", sized.join(", "))
+            } else {
+                format!(
+                    "it does not run on an nvmdb region (only {} do)",
+                    region_engines().join(", ")
+                )
+            };
+            Err(invalid(flag, format!("engine {engine} cannot honour it: {why}")))
+        }
         None => Ok(()),
     }
 }
