@@ -141,6 +141,17 @@ fn a_redo_point_moved_past_dirty_pages_is_caught() {
     assert!(lost > 0, "{kinds}");
 }
 
+/// Guards store groups (issue 35, `wal/capture.rs`): an update's undo record and row are one
+/// insert into the central log; a group logged without its last store (the row or its
+/// checksum) leaves a committed update that redo cannot rebuild, and crashtest must see it.
+#[test]
+fn a_store_group_logged_without_its_last_store_is_caught() {
+    let kinds = caught("wal-group-drops-last-store", &["--crashes=100"]);
+    let lost =
+        kinds["durability"].as_u64().unwrap_or(0) + kinds["consistency"].as_u64().unwrap_or(0);
+    assert!(lost > 0, "{kinds}");
+}
+
 #[test]
 fn wal_through_the_file_system_survives_process_kills() {
     // N-Store's traditional InP: pwrite + fdatasync instead of load/store + fences.

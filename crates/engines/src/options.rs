@@ -105,6 +105,9 @@ faults! {
         "`wal`: move the checkpoint's redo point before the flushed pages are durable.";
     WalFlusherRedoPastDirty = "wal-flusher-redo-past-dirty", "wal",
         "`wal flusher=pelley`: move the redo point to the log's end, past pages still dirty.";
+    WalGroupDropsLastStore = "wal-group-drops-last-store", "wal",
+        "`wal`: a store group (an update's undo record and row, one log insert) is logged \
+         without its last store, so a crash loses it from the redo.";
     DlogAckOwnLogs = "dlog-ack-own-logs", "wal",
         "`wal log=txn|page`: acknowledge a commit once its own logs are forced, before the GSN \
          horizon covers it.";

@@ -231,6 +231,8 @@ pub(crate) struct Log {
     pub force_fences: AtomicU64,
     /// Forces that waited for an earlier appender to finish copying.
     pub copy_waits: AtomicU64,
+    /// Test fault `wal-group-drops-last-store`: a store group's last store is not logged.
+    drop_group_tail: bool,
 }
 
 impl Log {
@@ -270,7 +272,15 @@ impl Log {
             bytes_forced: AtomicU64::new(0),
             force_fences: AtomicU64::new(0),
             copy_waits: AtomicU64::new(0),
+            drop_group_tail: false,
         }
+    }
+
+    /// Test fault `wal-group-drops-last-store`: every store group of two or more stores is
+    /// appended without its last store (an update's row or checksum is never redone).
+    pub fn with_group_tails_dropped(mut self) -> Log {
+        self.drop_group_tail = true;
+        self
     }
 
     /// LSN below which every record is copied in (with operations quiesced: the end).
@@ -438,6 +448,10 @@ impl Log {
     /// them that survives a crash is a prefix of the caller's stores. Every payload is at most
     /// [`MAX_PAYLOAD`] and their records together at most [`BATCH_LIMIT_BYTES`].
     pub(crate) fn append_batch(&self, records: &[(u64, &[u8])]) {
+        let records = match records.len() {
+            n if n >= 2 && self.drop_group_tail => &records[..n - 1],
+            _ => records,
+        };
         let with_crc: Vec<(u64, &[u8], u32)> =
             records.iter().map(|&(offset, bytes)| (offset, bytes, crc_of(offset, bytes))).collect();
         let size: u64 = records.iter().map(|(_, bytes)| record_bytes(bytes.len())).sum();

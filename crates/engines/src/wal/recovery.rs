@@ -30,7 +30,10 @@ impl Recovering<'_> {
         ));
         log::erase_stale_tail(nvram, log_area, capacity, redo_from, end);
         let insert = self.options.wal.log_insert;
-        let log = Log::new(self.device.clone(), log_area, capacity, redo_from, end, insert);
+        let mut log = Log::new(self.device.clone(), log_area, capacity, redo_from, end, insert);
+        if self.options.fault == Some(Fault::WalGroupDropsLastStore) {
+            log = log.with_group_tails_dropped();
+        }
         let skip_barrier = self.options.fault == Some(Fault::WalSkipLogBarrier);
         let force = self.options.wal.log_force;
         Ok(Central::new(log, nvram.clone(), self.device.clone(), skip_barrier, force))
