@@ -1,8 +1,9 @@
 //! The `io` option of `wal`, `cow` and `lsm`: how an engine's writes reach the medium.
 //! `io=nvm`: load/store on the NVRAM region, flush + fence (Pelley's NVRAM Disk-Replacement,
 //! N-Store's NVM-aware engines, Arulraj et al. SIGMOD 2015 §4); `io=fs`: `pwrite` to the region's
-//! file and `fdatasync` as the barrier (N-Store's traditional engines, §3). Reads always go
-//! through the mapping (the page cache keeps it coherent with `pwrite`).
+//! file and `fdatasync` as the barrier (N-Store's traditional engines, §3). Reads go through the
+//! mapping (the page cache keeps it coherent with `pwrite`), except where an engine reads
+//! through the file on purpose ([`Device::read_into`]: `lsm io=fs` point reads of its runs).
 //!
 //! **The file-system sync cost** (issue 36). On tmpfs `fdatasync` is free, so the traditional
 //! engines would run without the cost of the paper's path to NVM through PMFS and the VFS
@@ -111,6 +112,33 @@ impl Device {
                 self.unsynced_bytes.fetch_add(len, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Reads `len` bytes at `offset` into `buf` (resized to `len`): `pread` of the file, or a
+    /// copy from the mapping. A file read's bytes are charged to the CPU-cache read model as
+    /// loads (the kernel's copy reads them from the device).
+    pub fn read_into(&self, offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<()> {
+        buf.resize(len, 0);
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|end| end > self.region.backed_len()) {
+            return Err(DbError::Corrupt(format!(
+                "engine {}: a read of {len} bytes at {offset} is past the region's end",
+                self.engine
+            )));
+        }
+        match &self.file {
+            None => buf.copy_from_slice(self.region.read(offset, len)),
+            Some(f) => {
+                f.read_exact_at(buf, offset).map_err(|e| {
+                    DbError::Invalid(format!(
+                        "engine {}: io=fs: reading {len} bytes at {offset}: {e}",
+                        self.engine
+                    ))
+                })?;
+                self.region.load(offset, len as u64);
+            }
+        }
+        Ok(())
     }
 
     pub fn write_u64(&self, offset: u64, value: u64) {

@@ -339,7 +339,7 @@ impl Lsm {
                 if i > 0 {
                     r.flags |= RUN_JOINS_PREVIOUS;
                 }
-                out.push(Run::open(&self.region, r, row_bytes)?);
+                out.push(Run::open_for(&self.region, r, row_bytes, self.areas.io_fs)?);
             }
             Ok(())
         });

@@ -7,6 +7,15 @@
 //! Invariant: a run is immutable once the manifest lists it; it is read only through a
 //! [`Run`] whose header, index and filter were checked against the manifest and their
 //! checksums when it was opened, and each entry's checksum is checked when the entry is read.
+//!
+//! **Point reads through the file** (`io=fs`, N-Store's Log engine, issue 36): the
+//! traditional engine reaches its SSTables through the filesystem interface, whose reads, like
+//! its writes, go through the kernel's VFS (Arulraj et al. §2.2). A run opened for `io=fs`
+//! keeps its filter and every entry's key in DRAM ([`FileMeta`]; LevelDB's table cache keeps
+//! a table's filter and index blocks), and a point read `pread`s the one entry it needs into a
+//! DRAM buffer ([`Run::get_from_file`]; on PMFS, which has no page cache, the copy reads the
+//! device, so the bytes are charged to the CPU-cache read model as loads). There is no block
+//! cache (LevelDB's is optional). Scans, merges and checks still read through the mapping.
 
 use super::layout::{RunRef, RUN_TOMBSTONES};
 use crate::device::Device;
@@ -218,6 +227,15 @@ pub(crate) struct Run {
     index_count: u64,
     filter_at: u64,
     filter_words: u64,
+    /// `io=fs`: what point reads keep in DRAM (module doc).
+    file: Option<std::sync::Arc<FileMeta>>,
+}
+
+/// A run's filter and keys in DRAM, for point reads through the file (`io=fs`).
+#[derive(Debug)]
+pub(crate) struct FileMeta {
+    filter: Box<[u64]>,
+    keys: Box<[u64]>,
 }
 
 /// One entry: key and value (`None`: tombstone).
@@ -252,7 +270,87 @@ impl Run {
         if get_u32(h, 24) != crc(meta) {
             return bad("index or filter checksum".into());
         }
-        Ok(Run { r, base, stride, row_bytes, index_at, index_count, filter_at, filter_words })
+        let file = None;
+        Ok(Run { r, base, stride, row_bytes, index_at, index_count, filter_at, filter_words, file })
+    }
+
+    /// [`Run::open`], and for `io=fs` the filter and keys point reads keep in DRAM, read once
+    /// here (from the mapping: opening is not the read path the model is about).
+    pub fn open_for(region: &Region, r: RunRef, row_bytes: u32, io_fs: bool) -> Result<Run> {
+        let mut run = Run::open(region, r, row_bytes)?;
+        if io_fs {
+            let filter = (0..run.filter_words)
+                .map(|w| region.read_u64(run.filter_at + w * 8))
+                .collect::<Vec<_>>()
+                .into_boxed_slice();
+            let mut keys = Vec::with_capacity(run.r.entries as usize);
+            for i in 0..run.r.entries {
+                let k = run.key_at(region, i);
+                if keys.last().is_some_and(|&l| l >= k) {
+                    return Err(DbError::Corrupt(format!(
+                        "lsm run at page {}: keys out of order at entry {i}",
+                        run.r.first_page
+                    )));
+                }
+                keys.push(k);
+            }
+            let keys = keys.into_boxed_slice();
+            run.file = Some(std::sync::Arc::new(FileMeta { filter, keys }));
+        }
+        Ok(run)
+    }
+
+    /// Bytes of one entry.
+    pub fn stride(&self) -> u64 {
+        self.stride
+    }
+
+    /// Whether this run was opened for point reads through the file.
+    pub fn reads_file(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// The entry for `key` read through the file (`io=fs`, module doc): its row into `out`
+    /// (`Some(true)`), a tombstone (`Some(false)`), or no entry (`None`). `buf` is the DRAM
+    /// buffer the entry is read into. Only for a run opened with `io_fs`.
+    pub fn get_from_file(
+        &self,
+        device: &Device,
+        key: u64,
+        out: &mut Vec<u8>,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<bool>> {
+        let Some(meta) = &self.file else {
+            return Err(DbError::Invalid(
+                "lsm: a point read through the file of a run opened \
+                                         without io=fs"
+                    .into(),
+            ));
+        };
+        let in_filter = filter_bits(key, self.filter_words).all(|bit| {
+            meta.filter.get((bit / 64) as usize).is_some_and(|w| w & (1 << (bit % 64)) != 0)
+        });
+        if !in_filter {
+            return Ok(None);
+        }
+        let i = meta.keys.partition_point(|&k| k < key);
+        if meta.keys.get(i) != Some(&key) {
+            return Ok(None);
+        }
+        let at = self.base + HEADER_BYTES + i as u64 * self.stride;
+        device.read_into(at, self.stride as usize, buf)?;
+        let (k, v) = self.decode(buf, i as u64)?;
+        if k != key {
+            return Err(DbError::Corrupt(format!(
+                "lsm run at page {}: entry {i} holds key {k}, its key in the run was {key}",
+                self.r.first_page
+            )));
+        }
+        out.clear();
+        if let Some(v) = v {
+            out.extend_from_slice(v);
+        }
+        Ok(Some(v.is_some()))
     }
 
     fn may_contain(&self, region: &Region, key: u64) -> bool {
@@ -265,6 +363,11 @@ impl Run {
     /// Entry `i` (checked).
     pub fn entry<'r>(&self, region: &'r Region, i: u64) -> Result<Entry<'r>> {
         let e = region.read(self.base + HEADER_BYTES + i * self.stride, self.stride as usize);
+        self.decode(e, i)
+    }
+
+    /// Entry `i` from its `stride` bytes `e` (checked).
+    fn decode<'e>(&self, e: &'e [u8], i: u64) -> Result<Entry<'e>> {
         let flags = get_u32(e, 8);
         let kind = if self.row_bytes == 0 { FLAG_TOMBSTONE } else { 0 };
         if get_u32(e, 12) != entry_crc(e) || flags != kind {

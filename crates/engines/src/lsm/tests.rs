@@ -241,3 +241,86 @@ fn a_layout_version_1_region_is_refused_with_a_format_error() {
         other => panic!("a version 1 region opened: {:?}", other.err()),
     }
 }
+
+/// A scratch region file in /dev/shm (`io=fs` needs a file), removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// An engine with `io`, small memtables, on a /dev/shm file; rows 0..600 inserted, 100..150
+/// deleted, so most rows and every tombstone sit in runs.
+fn loaded(io: Io, name: &str) -> (Lsm, TableId, Scratch) {
+    let path = std::path::PathBuf::from(format!(
+        "/dev/shm/nvmdb-lsm-file-reads-{}-{name}",
+        std::process::id()
+    ));
+    let scratch = Scratch(path.clone());
+    let mut ro = RegionOptions::new(Medium::Shm, 32 << 20);
+    ro.path = Some(path);
+    let region = Region::open(&ro).expect("region");
+    let e = Lsm::open(region, &EngineOptions { io, ..options() }).expect("open");
+    let spec = TableSpec { name: "t".into(), row_bytes: ROW, expected_rows: 1 };
+    let t = e.create_table(&spec).expect("table");
+    for k in (0..600).step_by(20) {
+        insert(&e, t, k..k + 20).expect("insert");
+    }
+    delete(&e, t, 100..150).expect("delete");
+    (e, t, scratch)
+}
+
+fn activity(e: &Lsm, name: &str) -> u64 {
+    e.activity().into_iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v)
+}
+
+/// Guards `io=fs` point reads through the file (issue 36, `run` module doc): every row and
+/// every delete reads back as it was written, the rows in runs by one `pread` of their entry
+/// each (and `io=nvm` by none). Would catch a file read at the wrong entry or offset, a
+/// tombstone read as a row, or reads that still go through the mapping.
+#[test]
+fn io_fs_point_reads_of_runs_pread_one_entry_each() {
+    for io in [Io::Fs, Io::Nvm] {
+        let (e, t, _scratch) = loaded(io, &format!("{io:?}"));
+        let in_runs = {
+            let st = e.read_state();
+            assert!(st.runs[t as usize].len() >= 2, "{io:?}: the rows reached runs");
+            assert!(st.runs[t as usize].iter().all(|r| r.reads_file() == (io == Io::Fs)));
+            st.runs[t as usize].iter().map(|r| r.r.entries).sum::<u64>()
+        };
+        let before = activity(&e, "file_reads");
+        for k in 0..600 {
+            assert_eq!(present(&e, t, k), !(100..150).contains(&k), "{io:?}: key {k}");
+        }
+        let reads = activity(&e, "file_reads") - before;
+        if io == Io::Fs {
+            // Each key found in a run costs one read (a key in the memtable none).
+            assert!(reads > 300 && reads <= 600, "{reads} file reads for {in_runs} entries");
+            let stride = run::stride_of(ROW);
+            assert_eq!(activity(&e, "file_read_bytes"), activity(&e, "file_reads") * stride);
+        } else {
+            assert_eq!(reads, 0, "io=nvm reads through the mapping");
+        }
+    }
+}
+
+/// A run entry damaged on the medium is `Corrupt` when a point read through the file meets it
+/// (its checksum is checked on the bytes read, not on the DRAM copy of its key).
+#[test]
+fn io_fs_point_read_of_a_damaged_entry_is_corrupt() {
+    let (e, t, _scratch) = loaded(Io::Fs, "damaged");
+    let (at, key) = {
+        let st = e.read_state();
+        let run = st.runs[t as usize].iter().find(|r| !r.r.tombstones()).expect("a row run");
+        (page_offset(run.r.first_page) + run::HEADER_BYTES + 20, run.key_at(&e.region, 0))
+    };
+    let byte = e.region.read(at, 1)[0];
+    e.region.write(at, &[byte ^ 0xff]);
+    let mut txn = e.begin(0).expect("begin");
+    match txn.read(t, key, &mut Vec::new()) {
+        Err(DbError::Corrupt(why)) => assert!(why.contains("checksum"), "{why}"),
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
+}
