@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 35's many-core table in one command: YCSB read-/write-heavy (100k rows), TPC-B (scale =
 # threads), the noop driver and the mem reference engine at 1, 2, 4, 8, 16 threads on inplace and
-# wal; group, cow and lsm read-heavy at 1, 8, 16; the distributed logs beside the central one at
+# wal; group, cow and lsm read-heavy at 1, 8, 16 (lsm with and without group commit, and
+# write-heavy); the distributed logs beside the central one at
 # 16 threads (Wang & Johnson's TATP Update-Location and TPC-B); PMDK pmemobj at one thread; TPC-B
 # with its balances read for update, and at a fixed scale of 16.
 # Durable commits on `shm` (real clwb/clflushopt on a /dev/shm file), release build, 2 s after a
@@ -82,6 +83,10 @@ others() { # rep
     for e in group cow lsm; do
       run "$1" "$e ycsb-read-heavy t=$t" "$e" ycsb "$t" --mix read-heavy --records 100000
     done
+    # lsm's group commit (off by default until a many-core run shows it pays).
+    run "$1" "lsm-group ycsb-read-heavy t=$t" lsm ycsb "$t" --mix read-heavy --records 100000 --engine-opt group_commit=on
+    run "$1" "lsm ycsb-write-heavy t=$t" lsm ycsb "$t" --mix write-heavy --records 100000
+    run "$1" "lsm-group ycsb-write-heavy t=$t" lsm ycsb "$t" --mix write-heavy --records 100000 --engine-opt group_commit=on
   done
 }
 logs() { # rep: Wang & Johnson's variants at the most threads, 4 logs

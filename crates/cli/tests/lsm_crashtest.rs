@@ -63,6 +63,23 @@ fn nvm_log_survives_crashes_with_two_threads() {
     ]);
 }
 
+/// Group commit (`group_commit=on`): a crash inside a group's commit keeps all of it or none,
+/// and no member is acknowledged before the group is durable.
+#[test]
+fn nvm_log_group_commit_survives_crashes_with_four_threads() {
+    clean(&[
+        "--workload=ycsb",
+        "--mix=a",
+        "--records=2000",
+        "--workload-opt=field_length=1",
+        "--engine-opt=memtable_bytes=16KiB",
+        "--engine-opt=group_commit=on",
+        "--txns=200",
+        "--threads=4",
+        "--crashes=30",
+    ]);
+}
+
 fn caught(fault: &str, extra: &[&str]) -> serde_json::Value {
     let fault = format!("--engine-opt=fault={fault}");
     let mut args = vec!["--workload=ycsb", "--mix=write-heavy", "--records=2000", &fault];

@@ -54,8 +54,21 @@
 //! fills the memtable (no background thread). Waits are counted (`state_reader_waits`,
 //! `state_exclusive`, `commit_latch_waits`, and the lock table's `lock_waits`).
 //!
-//! Deliberate differences from N-Store: commit persists before it returns (N-Store's
-//! NVM engines group commits and their allocator's `sync` is the only barrier); the skip list
+//! **Group commit** (`group_commit=on`; off by default): a committer that finds the commit
+//! latch held queues its write set and yields; whoever holds the latch applies the queued
+//! commits oldest first, as many as one commit may hold (`io=nvm`: one pointer record's rows;
+//! `io=fs`: a quarter of the log), as *one* commit — one sequence number, one log or pointer
+//! record, one set of barriers — then sets each one's outcome. The recovery invariant is
+//! unchanged (a group is durable whole or not at all, and no member returns before that); the
+//! keys of every member stay locked by their own transactions until their commits return. A
+//! group that fails is applied again one member at a time, so a member fails only for its own
+//! writes. Counted: `commit_groups`, `grouped_commits`. It is N-Store's grouping (its NVM
+//! engines group commits); whether it pays depends on commits overlapping, which 2 cores
+//! rarely show (issue 35: `tools/scale16.sh` runs it beside the default).
+//!
+//! Deliberate differences from N-Store: commit persists before it returns, one at a time by
+//! default (N-Store's NVM engines group commits, and their allocator's `sync` is the only
+//! barrier); the skip list
 //! replaces N-Store's STX B+tree memtable (same role: an ordered index with atomic updates).
 
 mod flush;
@@ -123,6 +136,22 @@ enum LsmFault {
 
 /// The writes of one transaction: the new row, or `None` for a delete.
 pub(crate) type WriteSet = BTreeMap<(TableId, u64), Option<Vec<u8>>>;
+/// The writes one commit applies (one transaction's, or a commit group's: module doc, **Group
+/// commit**), in key order; no key twice (each is under its writer's exclusive lock).
+pub(crate) type Writes<'a> = [(&'a (TableId, u64), &'a Option<Vec<u8>>)];
+
+/// How long a queued commit yields to the leader before it sleeps until its outcome is set.
+const GROUP_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// A transaction's writes waiting in the commit queue for a leader to apply them (module doc,
+/// **Group commit**).
+struct CommitJob {
+    writes: WriteSet,
+    grows: bool,
+    /// Set by the leader that applied (or failed to apply) the writes.
+    outcome: Mutex<Option<Result<()>>>,
+    done: parking_lot::Condvar,
+}
 /// One table's rows in key order (`None`: a tombstone), as a flush writes them.
 type TableRows = Vec<(u64, Option<Vec<u8>>)>;
 
@@ -159,6 +188,8 @@ struct LsmStats {
     waits: pmem::ThreadCounters<WAIT_STATS>,
     /// `io=fs` point reads of runs through the file, per thread: reads, bytes.
     file_reads: pmem::ThreadCounters<2>,
+    /// Commit groups of more than one commit applied, and the commits in them, per thread.
+    groups: pmem::ThreadCounters<2>,
 }
 
 /// Counters of writes to shared words on the transaction path, in [`LsmStats::shared`].
@@ -205,6 +236,10 @@ pub struct Lsm {
     /// committer holds its own reader word, not the others', across its persist barriers.
     /// Taken before the state's words by everyone who takes both.
     commit_latch: Mutex<()>,
+    /// Commits waiting for the latch's holder to apply them (**Group commit**).
+    commit_queue: Mutex<Vec<std::sync::Arc<CommitJob>>>,
+    /// `group_commit=on`: queued commits are applied in groups.
+    group_commit: bool,
     /// Per worker, its transactions begun (ids need no shared counter).
     begun: Box<[CachePadded<AtomicU64>]>,
     stats: LsmStats,
@@ -331,6 +366,8 @@ impl Lsm {
             locks: LockManager::default(),
             state: BrLock::new(state, options.workers as usize),
             commit_latch: Mutex::new(()),
+            commit_queue: Mutex::new(Vec::new()),
+            group_commit: options.lsm.group_commit,
             begun: (0..options.workers.max(1))
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
@@ -458,11 +495,125 @@ impl Lsm {
     }
 
     /// Applies a transaction's writes durably, as committer `worker` (module doc,
-    /// **Concurrency**): under the commit latch, holding only `worker`'s reader word across the
-    /// persist barriers. `grows`: it inserted or updated rows outside a `FreeingScope`, so it
-    /// must leave room for deletes ([`Lsm::make_room`]).
-    fn commit_writes(&self, worker: usize, writes: &WriteSet, grows: bool) -> Result<()> {
-        let _latch = self.commit_latch();
+    /// **Concurrency**, **Group commit**): under the commit latch, holding only `worker`'s reader
+    /// word across the persist barriers, alone (`group_commit=off`) or in a group with the
+    /// commits queued beside it. `grows`: it inserted or updated rows outside a
+    /// `FreeingScope`, so it must leave room for deletes ([`Lsm::make_room`]).
+    fn commit_writes(&self, worker: usize, writes: WriteSet, grows: bool) -> Result<()> {
+        if !self.group_commit {
+            let _latch = self.commit_latch();
+            return self.apply(worker, &Self::sorted(&[&writes]), grows);
+        }
+        let job = std::sync::Arc::new(CommitJob {
+            writes,
+            grows,
+            outcome: Mutex::new(None),
+            done: parking_lot::Condvar::new(),
+        });
+        self.commit_queue.lock().push(job.clone());
+        let mut waited = None;
+        loop {
+            if let Some(outcome) = job.outcome.lock().take() {
+                return outcome;
+            }
+            if let Some(latch) = self.commit_latch.try_lock() {
+                self.stats.shared.add(Shared::LockAcquires as usize, 1);
+                self.lead(worker, latch);
+                continue;
+            }
+            let since = *waited.get_or_insert_with(|| {
+                self.stats.waits.add(Wait::CommitLatchWaits as usize, 1);
+                Instant::now()
+            });
+            if since.elapsed() < GROUP_SPIN {
+                // A leader's commit takes microseconds: yield to it rather than sleep (a sleep
+                // and its wake-up cost more than the wait on shm).
+                std::thread::yield_now();
+                continue;
+            }
+            // The leader sets the outcome and signals; the timeout covers a job queued just
+            // after the leader's last look at the queue (it then takes the latch itself).
+            let mut outcome = job.outcome.lock();
+            if outcome.is_none() {
+                job.done.wait_for(&mut outcome, std::time::Duration::from_micros(100));
+            }
+            if let Some(outcome) = outcome.take() {
+                return outcome;
+            }
+        }
+    }
+
+    /// As the commit latch's holder, applies the queued commits in groups until the queue is
+    /// empty, setting each one's outcome. A group that fails is applied again one commit at a
+    /// time, so that each gets its own outcome (a failure leaves nothing applied: the checks
+    /// come before the first write, and a failed device fails every later commit anyway).
+    fn lead(&self, worker: usize, latch: MutexGuard<'_, ()>) {
+        loop {
+            let group = self.next_group();
+            if group.is_empty() {
+                break;
+            }
+            let sets: Vec<&WriteSet> = group.iter().map(|j| &j.writes).collect();
+            let grows = group.iter().any(|j| j.grows);
+            let outcomes = match self.apply(worker, &Self::sorted(&sets), grows) {
+                Ok(()) => {
+                    if group.len() > 1 {
+                        self.stats.groups.add2(0, 1, Some((1, group.len() as u64)));
+                    }
+                    group.iter().map(|_| Ok(())).collect()
+                }
+                Err(e) if group.len() == 1 => vec![Err(e)],
+                Err(_) => group
+                    .iter()
+                    .map(|j| self.apply(worker, &Self::sorted(&[&j.writes]), j.grows))
+                    .collect::<Vec<_>>(),
+            };
+            for (job, outcome) in group.iter().zip(outcomes) {
+                *job.outcome.lock() = Some(outcome);
+                job.done.notify_one();
+            }
+        }
+        drop(latch);
+    }
+
+    /// The queued commits the next group takes, oldest first: as many as one commit may hold
+    /// (`io=nvm`: [`MAX_TXN_WRITES`] rows, a pointer record's; `io=fs`: a quarter of the
+    /// log), and at least one.
+    fn next_group(&self) -> Vec<std::sync::Arc<CommitJob>> {
+        let mut queue = self.commit_queue.lock();
+        let (mut rows, mut bytes, mut take) = (0u64, REC_HEADER as u64, 0);
+        for job in queue.iter() {
+            rows += job.writes.len() as u64;
+            bytes += job
+                .writes
+                .values()
+                .map(|v| (REC_ENTRY_HEADER + v.as_ref().map_or(0, |v| v.len())) as u64)
+                .sum::<u64>();
+            let fits = if self.areas.io_fs {
+                bytes <= self.areas.log_bytes / 4
+            } else {
+                rows <= MAX_TXN_WRITES
+            };
+            if take > 0 && !fits {
+                break;
+            }
+            take += 1;
+        }
+        queue.drain(..take).collect()
+    }
+
+    /// One commit's writes from one or more write sets, in key order.
+    fn sorted<'a>(sets: &[&'a WriteSet]) -> Vec<(&'a (TableId, u64), &'a Option<Vec<u8>>)> {
+        let mut all: Vec<_> = sets.iter().flat_map(|w| w.iter()).collect();
+        if sets.len() > 1 {
+            all.sort_unstable_by_key(|&(k, _)| *k);
+        }
+        all
+    }
+
+    /// Applies `writes` durably as one commit (one sequence number), under the commit latch.
+    fn apply(&self, worker: usize, writes: &Writes<'_>, grows: bool) -> Result<()> {
+        debug_assert!(self.commit_latch.is_locked(), "a commit applied without the latch");
         self.device.check()?;
         if self.areas.io_fs {
             self.commit_fs(worker, writes, grows)
@@ -501,7 +652,7 @@ impl Lsm {
 
     /// `io=fs`: one log record with the rows, `pwrite` + `fdatasync` (readers not excluded:
     /// they never read the log), then the DRAM memtable, in a short exclusive section.
-    fn commit_fs(&self, worker: usize, writes: &WriteSet, grows: bool) -> Result<()> {
+    fn commit_fs(&self, worker: usize, writes: &Writes<'_>, grows: bool) -> Result<()> {
         let st = self.read_state_of(worker);
         let seq = st.committed_seq.load(Ordering::Relaxed) + 1;
         let rec = encode_log_record(seq, writes);
@@ -530,7 +681,7 @@ impl Lsm {
         // The commit is durable; publishing it to readers is DRAM work only.
         let mut st = self.write_state();
         let Mem::Dram(d) = &mut st.mem else { unreachable!("checked above") };
-        for (&(table, key), v) in writes {
+        for &(&(table, key), v) in writes {
             d.put(table, key, v.as_deref());
         }
         *st.log_end.get_mut() = log_end + rec_len;
@@ -543,14 +694,14 @@ impl Lsm {
     /// the list's reachable part until the links, each link is one 8-byte store (see
     /// [`memtable`]), and the keys stay locked by this transaction until after barrier 3, so an
     /// optimistic reader of one of them retries or waits.
-    fn commit_nvm(&self, worker: usize, writes: &WriteSet, grows: bool) -> Result<()> {
+    fn commit_nvm(&self, worker: usize, writes: &Writes<'_>, grows: bool) -> Result<()> {
         let n_writes = writes.len() as u64;
         let st = self.read_state_of(worker);
         let mut heights = Vec::with_capacity(writes.len());
         let mut need = 0;
         {
             let Mem::Nvm(m) = &st.mem else { unreachable!("nvm commit on a dram memtable") };
-            for v in writes.values() {
+            for &(_, v) in writes {
                 let h = m.random_height();
                 need += memtable::node_bytes(h, v.as_ref().map_or(0, |v| v.len()));
                 heights.push(h);
@@ -570,7 +721,7 @@ impl Lsm {
         let start = m.used();
         let mut end = start;
         let mut nodes = Vec::with_capacity(writes.len());
-        for ((&(table, key), v), &h) in writes.iter().zip(&heights) {
+        for (&(&(table, key), v), &h) in writes.iter().zip(&heights) {
             let off = m.base + end;
             let checksums = m.checksums;
             NvmMem::write_node(&self.region, off, table, key, seq, h, v.as_deref(), checksums);
@@ -767,6 +918,8 @@ impl Engine for Lsm {
             ("state_reader_waits", s.waits.get(Wait::ReaderWaits as usize)),
             ("state_exclusive", s.waits.get(Wait::StateExclusive as usize)),
             ("commit_latch_waits", s.waits.get(Wait::CommitLatchWaits as usize)),
+            ("commit_groups", s.groups.get(0)),
+            ("grouped_commits", s.groups.get(1)),
             ("file_reads", s.file_reads.get(0)),
             ("file_read_bytes", s.file_reads.get(1)),
         ]

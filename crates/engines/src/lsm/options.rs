@@ -15,5 +15,10 @@ storage::engine_options! {
         key memtable_bytes: u64 = 4 << 20 => Bytes,
             "bytes of the memtable (an NVRAM arena with io=nvm, two of them; DRAM with io=fs, \
              whose log is twice this); a full memtable is flushed into runs";
+        key group_commit: bool = false,
+            "commits that find another committing queue for it, and the committer applies them \
+             as one (one sequence number, one set of barriers; N-Store's NVM engines group \
+             commits); off (the default until a many-core run shows it pays): one commit at a time \
+             under the commit latch";
     }
 }

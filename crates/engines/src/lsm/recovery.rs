@@ -53,11 +53,11 @@ pub(super) fn free_extents(areas: &Areas, runs: &[RunRef]) -> BTreeMap<u64, u64>
 
 /// `io=fs` log record: `[len u32][crc u32][seq u64][count u32][pad u32]`, then per row
 /// `[table u32][flags u32][key u64][row]` (no row for a delete). The crc covers bytes 8..len.
-pub(super) fn encode_log_record(seq: u64, writes: &WriteSet) -> Vec<u8> {
+pub(super) fn encode_log_record(seq: u64, writes: &Writes<'_>) -> Vec<u8> {
     let mut b = vec![0u8; REC_HEADER];
     b[8..16].copy_from_slice(&seq.to_le_bytes());
     b[16..20].copy_from_slice(&(writes.len() as u32).to_le_bytes());
-    for (&(table, key), v) in writes {
+    for &(&(table, key), v) in writes {
         b.extend_from_slice(&table.to_le_bytes());
         b.extend_from_slice(&(v.is_none() as u32).to_le_bytes());
         b.extend_from_slice(&key.to_le_bytes());

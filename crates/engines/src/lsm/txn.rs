@@ -197,7 +197,8 @@ impl Txn for LsmTxn<'_> {
         // releases the locks; nothing was applied.
         self.locks.validate(&engine.locks)?;
         if !self.writes.is_empty() {
-            if let Err(e) = engine.commit_writes(self.worker, &self.writes, self.grows) {
+            let writes = std::mem::take(&mut self.writes);
+            if let Err(e) = engine.commit_writes(self.worker, writes, self.grows) {
                 // Conservatively new versions: a failed commit may have applied some rows.
                 self.release(true);
                 return Err(e);
