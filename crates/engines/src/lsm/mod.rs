@@ -138,7 +138,29 @@ enum LsmFault {
 pub(crate) type WriteSet = BTreeMap<(TableId, u64), Option<Vec<u8>>>;
 /// The writes one commit applies (one transaction's, or a commit group's: module doc, **Group
 /// commit**), in key order; no key twice (each is under its writer's exclusive lock).
-pub(crate) type Writes<'a> = [(&'a (TableId, u64), &'a Option<Vec<u8>>)];
+pub(crate) type Writes<'a> = [Write<'a>];
+/// One row of [`Writes`].
+pub(crate) type Write<'a> = (&'a (TableId, u64), &'a Option<Vec<u8>>);
+
+impl CommitJob {
+    fn answer(&self, outcome: Result<()>) {
+        *self.outcome.lock() = Some(outcome);
+        self.done.notify_one();
+    }
+}
+
+/// Answers a group with an error if its leader unwinds before it answers them.
+struct Unanswered<'a>(&'a [std::sync::Arc<CommitJob>]);
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        for job in self.0 {
+            job.answer(Err(DbError::Invalid(
+                "lsm: the commit that applied this one's group panicked".into(),
+            )));
+        }
+    }
+}
 
 /// How long a queued commit yields to the leader before it sleeps until its outcome is set.
 const GROUP_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
@@ -553,6 +575,8 @@ impl Lsm {
             if group.is_empty() {
                 break;
             }
+            // A leader that panics must not leave its group waiting forever.
+            let unwinding = Unanswered(&group);
             let sets: Vec<&WriteSet> = group.iter().map(|j| &j.writes).collect();
             let grows = group.iter().any(|j| j.grows);
             let outcomes = match self.apply(worker, &Self::sorted(&sets), grows) {
@@ -568,9 +592,9 @@ impl Lsm {
                     .map(|j| self.apply(worker, &Self::sorted(&[&j.writes]), j.grows))
                     .collect::<Vec<_>>(),
             };
+            std::mem::forget(unwinding);
             for (job, outcome) in group.iter().zip(outcomes) {
-                *job.outcome.lock() = Some(outcome);
-                job.done.notify_one();
+                job.answer(outcome);
             }
         }
         drop(latch);
@@ -603,7 +627,7 @@ impl Lsm {
     }
 
     /// One commit's writes from one or more write sets, in key order.
-    fn sorted<'a>(sets: &[&'a WriteSet]) -> Vec<(&'a (TableId, u64), &'a Option<Vec<u8>>)> {
+    fn sorted<'a>(sets: &[&'a WriteSet]) -> Vec<Write<'a>> {
         let mut all: Vec<_> = sets.iter().flat_map(|w| w.iter()).collect();
         if sets.len() > 1 {
             all.sort_unstable_by_key(|&(k, _)| *k);
