@@ -49,35 +49,31 @@ fn nvm_log_survives_crashes_on_ycsb_and_tpcc() {
     }
 }
 
-#[test]
-fn nvm_log_survives_crashes_with_two_threads() {
-    clean(&[
+/// YCSB-A on 2,000 one-byte rows and a 16 KiB memtable (flushes and merges every few
+/// commits), 200 transactions a crash point, with `extra`.
+fn small_ycsb(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
         "--workload=ycsb",
         "--mix=a",
         "--records=2000",
         "--workload-opt=field_length=1",
         "--engine-opt=memtable_bytes=16KiB",
         "--txns=200",
-        "--threads=2",
-        "--crashes=30",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    clean(&args)
+}
+
+#[test]
+fn nvm_log_survives_crashes_with_two_threads() {
+    small_ycsb(&["--threads=2", "--crashes=30"]);
 }
 
 /// Group commit (`group_commit=on`): a crash inside a group's commit keeps all of it or none,
 /// and no member is acknowledged before the group is durable.
 #[test]
 fn nvm_log_group_commit_survives_crashes_with_four_threads() {
-    clean(&[
-        "--workload=ycsb",
-        "--mix=a",
-        "--records=2000",
-        "--workload-opt=field_length=1",
-        "--engine-opt=memtable_bytes=16KiB",
-        "--engine-opt=group_commit=on",
-        "--txns=200",
-        "--threads=4",
-        "--crashes=30",
-    ]);
+    small_ycsb(&["--engine-opt=group_commit=on", "--threads=4", "--crashes=30"]);
 }
 
 fn caught(fault: &str, extra: &[&str]) -> serde_json::Value {

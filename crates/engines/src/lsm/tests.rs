@@ -251,20 +251,24 @@ impl Drop for Scratch {
     }
 }
 
-/// An engine with `io`, small memtables, on a /dev/shm file; rows 0..600 inserted, 100..150
-/// deleted, so most rows and every tombstone sit in runs.
-fn loaded(io: Io, name: &str) -> (Lsm, TableId, Scratch) {
-    let path = std::path::PathBuf::from(format!(
-        "/dev/shm/nvmdb-lsm-file-reads-{}-{name}",
-        std::process::id()
-    ));
+/// An engine with `opts` on a 32 MiB region file in /dev/shm named for `name`, and a table.
+fn on_file(name: &str, opts: EngineOptions) -> (Lsm, TableId, Scratch) {
+    let path =
+        std::path::PathBuf::from(format!("/dev/shm/nvmdb-lsm-{}-{name}", std::process::id()));
     let scratch = Scratch(path.clone());
     let mut ro = RegionOptions::new(Medium::Shm, 32 << 20);
     ro.path = Some(path);
     let region = Region::open(&ro).expect("region");
-    let e = Lsm::open(region, &EngineOptions { io, ..options() }).expect("open");
+    let e = Lsm::open(region, &opts).expect("open");
     let spec = TableSpec { name: "t".into(), row_bytes: ROW, expected_rows: 1 };
     let t = e.create_table(&spec).expect("table");
+    (e, t, scratch)
+}
+
+/// An engine with `io`, small memtables, on a /dev/shm file; rows 0..600 inserted, 100..150
+/// deleted, so most rows and every tombstone sit in runs.
+fn loaded(io: Io, name: &str) -> (Lsm, TableId, Scratch) {
+    let (e, t, scratch) = on_file(&format!("file-reads-{name}"), EngineOptions { io, ..options() });
     for k in (0..600).step_by(20) {
         insert(&e, t, k..k + 20).expect("insert");
     }
@@ -333,19 +337,9 @@ fn queued_commits(
     workers: u64,
     rows: u64,
 ) -> (Lsm, TableId, Vec<Result<()>>, u64, Scratch) {
-    let path = std::path::PathBuf::from(format!(
-        "/dev/shm/nvmdb-lsm-group-{}-{io:?}-{rows}",
-        std::process::id()
-    ));
-    let scratch = Scratch(path.clone());
-    let mut ro = RegionOptions::new(Medium::Shm, 32 << 20);
-    ro.path = Some(path);
-    let region = Region::open(&ro).expect("region");
     let mut opts = EngineOptions { io, workers: workers as u32, ..options() };
     opts.lsm.group_commit = true;
-    let e = Lsm::open(region, &opts).expect("open");
-    let spec = TableSpec { name: "t".into(), row_bytes: ROW, expected_rows: 1 };
-    let t = e.create_table(&spec).expect("table");
+    let (e, t, scratch) = on_file(&format!("group-{io:?}-{rows}"), opts);
     let seq_before = e.read_state().committed_seq.load(Ordering::Relaxed);
     let latch = e.commit_latch.lock();
     let outcomes = std::thread::scope(|s| {
