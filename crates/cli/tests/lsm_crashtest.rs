@@ -73,7 +73,9 @@ fn nvm_log_survives_crashes_with_two_threads() {
 /// and no member is acknowledged before the group is durable.
 #[test]
 fn nvm_log_group_commit_survives_crashes_with_four_threads() {
-    small_ycsb(&["--engine-opt=group_commit=on", "--threads=4", "--crashes=30"]);
+    // The leader waits 200 µs for others to queue, so that crashes land inside groups.
+    let delay = "--engine-opt=group_commit_delay_us=200";
+    small_ycsb(&["--engine-opt=group_commit=on", delay, "--threads=4", "--crashes=30"]);
 }
 
 fn caught(fault: &str, extra: &[&str]) -> serde_json::Value {
@@ -91,6 +93,16 @@ fn caught(fault: &str, extra: &[&str]) -> serde_json::Value {
 #[test]
 fn links_persisted_before_their_nodes_are_caught() {
     caught("lsm-skip-log-persist", &["--crashes=60", "--seed=3"]);
+}
+
+/// The same fault inside commit groups (four threads, the leader waiting for others to queue):
+/// a group's links made reachable before its nodes and pointer record are durable is caught.
+#[test]
+fn a_group_linked_before_its_nodes_are_persisted_is_caught() {
+    let group = ["--engine-opt=group_commit=on", "--engine-opt=group_commit_delay_us=200"];
+    let mut extra = vec!["--threads=4", "--crashes=60", "--seed=3"];
+    extra.extend(group);
+    caught("lsm-skip-log-persist", &extra);
 }
 
 #[test]

@@ -62,7 +62,9 @@
 //! unchanged (a group is durable whole or not at all, and no member returns before that); the
 //! keys of every member stay locked by their own transactions until their commits return. A
 //! group that fails is applied again one member at a time, so a member fails only for its own
-//! writes. Counted: `commit_groups`, `grouped_commits`. It is N-Store's grouping (its NVM
+//! writes. `group_commit_delay_us` makes the leader wait that long for others to queue before it
+//! takes a group (PostgreSQL's `commit_delay`; the crash tests use it so that groups form).
+//! Counted: `commit_groups`, `grouped_commits`. It is N-Store's grouping (its NVM
 //! engines group commits); whether it pays depends on commits overlapping, which 2 cores
 //! rarely show (issue 35: `tools/scale16.sh` runs it beside the default).
 //!
@@ -262,6 +264,8 @@ pub struct Lsm {
     commit_queue: Mutex<Vec<std::sync::Arc<CommitJob>>>,
     /// `group_commit=on`: queued commits are applied in groups.
     group_commit: bool,
+    /// `group_commit_delay_us`: how long a leader waits for others to queue before a group.
+    group_delay: std::time::Duration,
     /// Per worker, its transactions begun (ids need no shared counter).
     begun: Box<[CachePadded<AtomicU64>]>,
     stats: LsmStats,
@@ -390,6 +394,7 @@ impl Lsm {
             commit_latch: Mutex::new(()),
             commit_queue: Mutex::new(Vec::new()),
             group_commit: options.lsm.group_commit,
+            group_delay: std::time::Duration::from_micros(options.lsm.group_commit_delay_us),
             begun: (0..options.workers.max(1))
                 .map(|_| CachePadded::new(AtomicU64::new(0)))
                 .collect(),
@@ -571,6 +576,12 @@ impl Lsm {
     /// come before the first write, and a failed device fails every later commit anyway).
     fn lead(&self, worker: usize, latch: MutexGuard<'_, ()>) {
         loop {
+            if !self.group_delay.is_zero() {
+                let until = Instant::now() + self.group_delay;
+                while Instant::now() < until {
+                    std::thread::yield_now();
+                }
+            }
             let group = self.next_group();
             if group.is_empty() {
                 break;

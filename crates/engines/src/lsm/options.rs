@@ -20,5 +20,8 @@ storage::engine_options! {
              as one (one sequence number, one set of barriers; N-Store's NVM engines group \
              commits); off (the default until a many-core run shows it pays): one commit at a time \
              under the commit latch";
+        key group_commit_delay_us: u64 = 0,
+            "with group_commit=on, how long the committer that takes the latch waits (yielding) \
+             for others to queue before it applies a group (PostgreSQL's commit_delay); 0: none";
     }
 }
