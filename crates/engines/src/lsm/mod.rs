@@ -144,6 +144,19 @@ pub(crate) type Writes<'a> = [Write<'a>];
 /// One row of [`Writes`].
 pub(crate) type Write<'a> = (&'a (TableId, u64), &'a Option<Vec<u8>>);
 
+/// How long a queued commit yields to the leader before it sleeps until its outcome is set.
+const GROUP_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// A transaction's writes waiting in the commit queue for a leader to apply them (module doc,
+/// **Group commit**).
+struct CommitJob {
+    writes: WriteSet,
+    grows: bool,
+    /// Set by the leader that applied (or failed to apply) the writes.
+    outcome: Mutex<Option<Result<()>>>,
+    done: parking_lot::Condvar,
+}
+
 impl CommitJob {
     fn answer(&self, outcome: Result<()>) {
         *self.outcome.lock() = Some(outcome);
@@ -164,18 +177,6 @@ impl Drop for Unanswered<'_> {
     }
 }
 
-/// How long a queued commit yields to the leader before it sleeps until its outcome is set.
-const GROUP_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
-
-/// A transaction's writes waiting in the commit queue for a leader to apply them (module doc,
-/// **Group commit**).
-struct CommitJob {
-    writes: WriteSet,
-    grows: bool,
-    /// Set by the leader that applied (or failed to apply) the writes.
-    outcome: Mutex<Option<Result<()>>>,
-    done: parking_lot::Condvar,
-}
 /// One table's rows in key order (`None`: a tombstone), as a flush writes them.
 type TableRows = Vec<(u64, Option<Vec<u8>>)>;
 

@@ -322,9 +322,7 @@ impl Run {
     ) -> Result<Option<bool>> {
         let Some(meta) = &self.file else {
             return Err(DbError::Invalid(
-                "lsm: a point read through the file of a run opened \
-                                         without io=fs"
-                    .into(),
+                "lsm: a point read through the file of a run not opened for io=fs".into(),
             ));
         };
         let in_filter = filter_bits(key, self.filter_words).all(|bit| {
