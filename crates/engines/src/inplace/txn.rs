@@ -140,13 +140,15 @@ impl<'a> InPlaceTxn<'a> {
     }
 
     /// The checksum the row in `rid` will have once `bytes` are written at `offset` (`None`
-    /// in a region without row checksums), after checking the row as it is: an update never
-    /// launders damaged bytes into a row that verifies.
+    /// in a region without row checksums), from its stored checksum and the bytes replaced
+    /// (`heap::row_crc_updated`): the rest of the row is not read. An update never launders
+    /// damaged bytes into a row that verifies: the new checksum is the one the row should
+    /// have, so damage elsewhere in it (or in its stored checksum) still fails the next read
+    /// and `check`, as before the update.
     fn new_row_crc(
         &self,
         t: &TableRt,
         rid: u64,
-        key: u64,
         offset: usize,
         bytes: &[u8],
     ) -> Result<Option<u32>> {
@@ -154,10 +156,10 @@ impl<'a> InPlaceTxn<'a> {
         if !db.layout.row_checksums {
             return Ok(None);
         }
-        let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
-        db.verify_row(t, rid, key, db.region.read_u64(rid), &[row])?;
-        let tail = &row[offset + bytes.len()..];
-        Ok(Some(row_crc(rid, key, &[&row[..offset], bytes, tail])))
+        let stored = storage::heap::stored_crc(db.region.read_u64(rid));
+        let old = db.region.read(rid + SLOT_HEADER + offset as u64, bytes.len());
+        let row_len = t.spec.row_bytes as usize;
+        Ok(Some(storage::heap::row_crc_updated(stored, row_len, offset, old, bytes)))
     }
 
     /// Writes a row update and its new checksum (when the region has them). Pelley's protocol
@@ -224,6 +226,9 @@ impl<'a> InPlaceTxn<'a> {
     /// The rid the index holds for `key`, validated against the heap.
     fn find(&self, t: &TableRt, key: u64) -> Result<Option<u64>> {
         let Some(rid) = self.db.tree(t).get(key)? else { return Ok(None) };
+        // The page header and the slot header, checked next: their misses overlap.
+        self.db.region.prefetch(rid - rid % PAGE_SIZE_U64, 64);
+        self.db.region.prefetch(rid, SLOT_HEADER);
         self.db.check_row(t, rid, Some(key))?;
         Ok(Some(rid))
     }
@@ -334,12 +339,8 @@ impl Txn for InPlaceTxn<'_> {
         self.lock(table, key, LockMode::Exclusive)?;
         let Some(rid) = self.find(t, key)? else { return Ok(false) };
         let at = rid + SLOT_HEADER + offset as u64;
-        let crc = self.new_row_crc(t, rid, key, offset as usize, bytes)?;
-        let lines = match crc {
-            // The whole row was read to check and recompute its checksum.
-            Some(_) => row_lines(rid, 0, t.spec.row_bytes.into()),
-            None => row_lines(rid, offset.into(), bytes.len() as u64),
-        };
+        let crc = self.new_row_crc(t, rid, offset as usize, bytes)?;
+        let lines = row_lines(rid, offset.into(), bytes.len() as u64);
         self.db.store.touch_more(Heap, rid / PAGE_SIZE_U64, lines);
         let _latch = self.page_latch(at);
         // Under `wal`, the undo record and the row go to the log as one insert: both are this
