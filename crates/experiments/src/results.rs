@@ -300,7 +300,7 @@ pub struct MergeStats {
 /// (the best status wins, then the earliest), and every spec copy. Rows already in `out` take
 /// part, so merging twice changes nothing.
 pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeStats, StoreError> {
-    merge_rows(inputs, out, false)
+    merge_rows(inputs, out, Replace::Nothing)
 }
 
 /// [`merge`] for a rerun: every row `out` holds of a spec that the inputs hold rows of is dropped
@@ -308,17 +308,46 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<MergeStats, StoreError> {
 /// side by side in one sitting). Plain [`merge`] keeps `out`'s copy of a run it already holds, so a
 /// rerun merged into a directory that has the spec's points would add only its new points.
 pub fn merge_replacing(inputs: &[PathBuf], out: &Path) -> Result<MergeStats, StoreError> {
-    merge_rows(inputs, out, true)
+    merge_rows(inputs, out, Replace::Specs)
+}
+
+/// [`merge_replacing`] for a partial rerun: only the rows `out` holds of the *points* the inputs
+/// hold rows of (every repetition of each) are dropped, and the spec's other points are kept
+/// (`nvmdb merge --replace-points`). The spec's verdicts then mix two sittings, which a claim
+/// comparing a rerun point with a kept one must allow for; the report's provenance check still
+/// names rows of another build.
+pub fn merge_replacing_points(inputs: &[PathBuf], out: &Path) -> Result<MergeStats, StoreError> {
+    merge_rows(inputs, out, Replace::Points)
+}
+
+/// Which rows of `out` a merge's inputs replace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Replace {
+    Nothing,
+    /// Every row of a spec the inputs hold rows of.
+    Specs,
+    /// Every row of a (spec, point) the inputs hold rows of.
+    Points,
 }
 
 fn row_spec(row: &Row) -> Option<&str> {
     row.0.get("spec").and_then(|v| v.as_str())
 }
 
-fn merge_rows(inputs: &[PathBuf], out: &Path, replace: bool) -> Result<MergeStats, StoreError> {
+/// What a row is replaced by: its spec, or its spec and point.
+fn replaced_unit(row: &Row, replace: Replace) -> Option<(String, String)> {
+    let spec = row_spec(row)?.to_owned();
+    match replace {
+        Replace::Nothing => None,
+        Replace::Specs => Some((spec, String::new())),
+        Replace::Points => Some((spec, row.0.get("point")?.as_str()?.to_owned())),
+    }
+}
+
+fn merge_rows(inputs: &[PathBuf], out: &Path, replace: Replace) -> Result<MergeStats, StoreError> {
     let mut stats = MergeStats { inputs: inputs.len(), ..MergeStats::default() };
-    let mut rerun: std::collections::HashSet<String> = std::collections::HashSet::new();
-    if replace {
+    let mut rerun: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
+    if replace != Replace::Nothing {
         // The input (not `out`) each run came from. A run in two inputs is two sittings of it,
         // and which one replaces `out`'s is ambiguous: refused before anything is written (a
         // rerun merged into a fresh `--out` beside the older directory as an input kept the
@@ -326,7 +355,7 @@ fn merge_rows(inputs: &[PathBuf], out: &Path, replace: bool) -> Result<MergeStat
         let mut from_input: HashMap<RunKey, &PathBuf> = HashMap::new();
         for dir in inputs.iter().filter(|d| !same_dir(d, out)) {
             let loaded = read_rows(&dir.join(RESULTS_FILE))?;
-            rerun.extend(loaded.rows.iter().filter_map(|r| row_spec(r).map(str::to_owned)));
+            rerun.extend(loaded.rows.iter().filter_map(|r| replaced_unit(r, replace)));
             for row in &loaded.rows {
                 // One input may hold a run twice (a failed run and its `--retry-failed`).
                 let Some(first) = from_input.insert(row.key(), dir).filter(|f| *f != dir) else {
@@ -357,7 +386,7 @@ fn merge_rows(inputs: &[PathBuf], out: &Path, replace: bool) -> Result<MergeStat
             stats.rows_read += loaded.rows.len();
         }
         for row in loaded.rows {
-            if dir == out && row_spec(&row).is_some_and(|spec| rerun.contains(spec)) {
+            if dir == out && replaced_unit(&row, replace).is_some_and(|u| rerun.contains(&u)) {
                 stats.replaced += 1;
                 continue;
             }
@@ -533,6 +562,31 @@ mod tests {
         assert_eq!(points, vec!["q1", "p1"], "spec t kept, spec s only from the rerun");
         let p1 = rows.iter().find(|r| r.0["point"] == "p1").unwrap();
         assert_eq!(p1.0["tps"], json!(10.0));
+    }
+
+    /// `nvmdb merge --replace-points`: a partial rerun's rows replace every repetition `out`
+    /// holds of the points it ran, and only those: the spec's other points stay.
+    #[test]
+    fn merge_replacing_points_takes_a_reruns_points_and_keeps_the_specs_other_points() {
+        let out = tempfile::tempdir().unwrap();
+        let rerun = tempfile::tempdir().unwrap();
+        let mut wo = Appender::open(out.path()).unwrap();
+        for rep in 0..3 {
+            let mut old = row("p1", rep, "ok");
+            old.0.insert("tps".into(), json!(1.0));
+            wo.append(&old).unwrap();
+            wo.append(&row("p9", rep, "ok")).unwrap();
+        }
+        let mut wr = Appender::open(rerun.path()).unwrap();
+        wr.append(&row("p1", 0, "ok")).unwrap();
+        wr.append(&row("p1", 1, "ok")).unwrap();
+        let stats = merge_replacing_points(&[rerun.path().to_path_buf()], out.path()).unwrap();
+        assert_eq!(stats.replaced, 3, "the three repetitions of p1, not p9's");
+        let rows = read_rows(&out.path().join(RESULTS_FILE)).unwrap().rows;
+        let p1: Vec<&Row> = rows.iter().filter(|r| r.0["point"] == "p1").collect();
+        assert_eq!(p1.len(), 2, "only the rerun's repetitions of p1");
+        assert!(p1.iter().all(|r| r.0["tps"] == json!(10.0)));
+        assert_eq!(rows.iter().filter(|r| r.0["point"] == "p9").count(), 3);
     }
 
     /// `nvmdb merge --replace --out FRESH OLD RERUN` kept OLD's rows and dropped RERUN's as

@@ -16,8 +16,13 @@ pub struct Args {
     /// A rerun: drop every row the output directory holds of a spec the inputs hold rows of,
     /// so that spec's verdicts come from the inputs' sitting alone (without it, a run the output
     /// already holds is kept and the rerun's copy dropped as a duplicate).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "replace_points")]
     pub replace: bool,
+    /// A partial rerun: drop only the rows the output directory holds of the points (every
+    /// repetition) the inputs hold rows of, keeping the spec's other points (its verdicts then
+    /// mix two sittings).
+    #[arg(long)]
+    pub replace_points: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -31,6 +36,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let stats = if args.replace {
         experiments::results::merge_replacing(&args.dirs, &args.out)?
+    } else if args.replace_points {
+        experiments::results::merge_replacing_points(&args.dirs, &args.out)?
     } else {
         experiments::results::merge(&args.dirs, &args.out)?
     };
