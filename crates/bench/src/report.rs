@@ -231,7 +231,7 @@ impl Report {
             engine_activity_per_txn: result
                 .activity
                 .iter()
-                .filter(|_| result.committed > 0)
+                .filter(|(k, _)| result.committed > 0 && !crate::driver::is_gauge(k.as_str()))
                 .map(|(k, v)| (k.clone(), *v as f64 / result.committed as f64))
                 .collect(),
             footprint_bytes: result.footprint_bytes,
