@@ -210,11 +210,12 @@ fn binary_search(
 
 /// Child slot for `key` in an internal node: 0 = leftmost, i > 0 = value of entry i - 1.
 fn child_slot(n: &[u8], key: u64) -> usize {
-    child_slot_in(n, count(n), key)
+    child_slot_in(n, count(n), key, (None, None))
 }
 
-fn child_slot_in(n: &[u8], count: usize, key: u64) -> usize {
-    match search_in(n, count, key) {
+/// [`child_slot`] over the first `count` entries, with the node's fences ([`search_fenced`]).
+fn child_slot_in(n: &[u8], count: usize, key: u64, fences: (Option<u64>, Option<u64>)) -> usize {
+    match search_fenced(n, count, key, fences) {
         Ok(i) => i + 1,
         Err(i) => i,
     }
@@ -499,10 +500,7 @@ impl<'a> BTree<'a> {
                 return if store.validate(page, v) { Optimistic::Found(found) } else { Retry };
             }
             store.touch(PageClass::Index, page, search_lines_of(c));
-            let slot = match search_fenced(n, c, key, fences) {
-                Ok(i) => i + 1,
-                Err(i) => i,
-            };
+            let slot = child_slot_in(n, c, key, fences);
             // The separators around the child: lines the search just read.
             fences = (
                 if slot > 0 { Some(key_at(n, slot - 1)) } else { fences.0 },
