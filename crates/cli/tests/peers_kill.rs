@@ -30,6 +30,42 @@ fn kill(engine: &str, workload: &str) {
     assert_eq!(out.status.code(), Some(0), "{json}");
     assert_eq!((json["violations"].as_u64(), json["crashes"].as_u64()), (Some(0), Some(KILLS)));
     assert!(json["acks_verified"].as_u64() > Some(0), "the children acknowledged nothing");
+    assert!(
+        json["path"].as_str().is_some_and(|p| p.starts_with("/dev/shm/")),
+        "a peer's directory on the default medium (shm) is on tmpfs: {}",
+        json["path"]
+    );
+}
+
+/// Regression (CI, 2026-11-28): with the peer's directory in the temporary directory (a disk)
+/// PMDK msynced every flush to it at ~2 ms each, a child committed one TPC-C transaction in
+/// 300 ms, and a kill 41 ms after `ready` left `acks_verified` at 0. On shm the directory is on
+/// tmpfs, as `bench` puts it, and a 41 ms kill finds hundreds of acknowledged commits.
+#[cfg(feature = "pmemobj")]
+#[test]
+fn regression_peer_kill_campaign_on_shm_keeps_its_directory_on_tmpfs() {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvmdb"))
+        .args(["crashtest", "--kill", "--threads=1", "--kill-window=50ms", "--crashes=1"])
+        .args(["--engine=pmemobj", "--workload=tatp", "--json"])
+        .arg("--engine-opt=pool_bytes=67108864")
+        .output()
+        .expect("the nvmdb binary runs");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(out.status.code(), Some(0), "{json}");
+    let path = json["path"].as_str().expect("the campaign reports its path");
+    assert!(path.starts_with("/dev/shm/nvmdb-crashtest-"), "{path}");
+    assert!(!std::path::Path::new(path).exists(), "the campaign removes {path}");
+    // --medium file keeps the temporary directory.
+    let out = Command::new(env!("CARGO_BIN_EXE_nvmdb"))
+        .args(["crashtest", "--kill", "--medium=file", "--kill-window=50ms", "--crashes=1"])
+        .args(["--engine=pmemobj", "--workload=tatp", "--json"])
+        .arg("--engine-opt=pool_bytes=67108864")
+        .output()
+        .expect("the nvmdb binary runs");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(out.status.code(), Some(0), "{json}");
+    let tmp = std::env::temp_dir().display().to_string();
+    assert!(json["path"].as_str().is_some_and(|p| p.starts_with(&tmp)), "{json}");
 }
 
 #[cfg(feature = "pmemobj")]

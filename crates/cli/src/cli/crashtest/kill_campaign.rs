@@ -11,18 +11,26 @@ struct KillPaths {
     crashed: PathBuf,
 }
 
+/// Where a kill campaign's working region (or peer directory) lives: `given`, or a fresh name
+/// in /dev/shm for shm and in the temporary directory for file. A peer's directory on shm is on
+/// tmpfs too, as `bench` puts it: in the temporary directory (a disk) PMDK's msync and RocksDB's
+/// fsync cost milliseconds each, and a child could be killed before it acknowledged anything.
+pub(super) fn work_path(medium: Medium, given: Option<&Path>) -> PathBuf {
+    match given {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let dir = match medium {
+                Medium::Shm => PathBuf::from("/dev/shm"),
+                _ => std::env::temp_dir(),
+            };
+            dir.join(format!("nvmdb-crashtest-{}", std::process::id()))
+        }
+    }
+}
+
 impl KillPaths {
     fn new(plan: &Plan, medium: Medium, given: Option<&Path>) -> anyhow::Result<KillPaths> {
-        let work = match given {
-            Some(p) => p.to_path_buf(),
-            None => {
-                let dir = match (plan.engine.kind, medium) {
-                    (EngineKind::Region, Medium::Shm) => PathBuf::from("/dev/shm"),
-                    _ => std::env::temp_dir(),
-                };
-                dir.join(format!("nvmdb-crashtest-{}", std::process::id()))
-            }
-        };
+        let work = work_path(medium, given);
         let with = |suffix: &str| {
             let mut name = work.clone().into_os_string();
             name.push(suffix);

@@ -168,7 +168,7 @@ pub struct Args {
     #[arg(long)]
     pub medium: Option<String>,
     /// With --kill: the region file, or a peer's directory (default: a fresh name in /dev/shm
-    /// or the temporary directory). It and PATH.base must not exist.
+    /// for shm, in the temporary directory for file). It and PATH.base must not exist.
     #[arg(long)]
     pub path: Option<PathBuf>,
     /// With --kill: each kill comes at a random time up to this long after the child's

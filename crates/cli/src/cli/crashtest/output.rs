@@ -277,8 +277,10 @@ fn summary_json(plan: &Plan, s: &Summary) -> serde_json::Value {
                 "windows_with": s.windows_with,
             });
         }
-        Mode::Kill { options, medium, threads, .. } => {
+        Mode::Kill { options, medium, threads, path, .. } => {
             json["medium"] = medium.name().into();
+            let work = super::kill_campaign::work_path(*medium, path.as_deref());
+            json["path"] = work.display().to_string().into();
             json["threads"] = (*threads).into();
             json["kill_window_ms"] = (options.window.as_millis() as u64).into();
         }
