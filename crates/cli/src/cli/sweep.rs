@@ -112,10 +112,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.out.display()
         );
     }
+    let built = env!("NVMDB_GIT_COMMIT");
+    if let Some(warning) =
+        provenance_warning(built, experiments::provenance::code_commit(Some(built)))
+    {
+        eprintln!("warning: {warning}");
+    }
     let display = Display::new(args.verbose);
     let summary = sweep::run(&plan, &options, &display)?;
     print_summary(&summary, plan.done());
     Ok(if summary.has_failures() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// What a sweep says before it starts when its rows could not be attributed to the code that
+/// ran them: each row names the checkout's code commit (`named`) beside the binary's build
+/// commit (`built`), and the report leaves a row out where they differ (issue 38: four rows
+/// of a pelley-fig1 rerun named `-dirty`: the checkout was being edited when the sweep read
+/// it; `code_commit` is read once per process, here at the start). `None` outside a git
+/// checkout.
+fn provenance_warning(built: &str, named: Option<String>) -> Option<String> {
+    let named = named?;
+    let short = |c: &str| c.get(..12).unwrap_or(c).to_string();
+    if named.ends_with("-dirty") {
+        return Some(format!(
+            "the checkout has uncommitted changes to the code (crates/, Cargo.toml, Cargo.lock): \
+             every row will name {}-dirty and the report leaves such rows out; commit, build, \
+             and sweep from a clean checkout of the binary's commit",
+            short(&named)
+        ));
+    }
+    (named != built).then(|| {
+        format!(
+            "the binary was built from {} but the checkout's code is at {}: every row will say \
+             so and the report leaves such rows out; rebuild, or sweep from a checkout of {}",
+            short(built),
+            short(&named),
+            short(built)
+        )
+    })
 }
 
 /// A point whose flags the bench refuses (a peer engine given `--medium`, a size below the
@@ -245,5 +279,24 @@ impl Progress for Display {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::provenance_warning;
+
+    #[test]
+    fn a_sweep_warns_when_its_rows_will_not_name_the_code_that_ran() {
+        let a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        let b = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+        assert_eq!(provenance_warning(a, Some(a.to_string())), None);
+        assert_eq!(provenance_warning(a, None), None);
+        let dirty = provenance_warning(a, Some(format!("{a}-dirty"))).unwrap();
+        assert!(dirty.contains("aaaaaaaaaaaa-dirty") && dirty.contains("uncommitted"), "{dirty}");
+        let other = provenance_warning(a, Some(b.to_string())).unwrap();
+        assert!(other.contains("built from aaaaaaaaaaaa") && other.contains("bbbbbbbbbbbb"));
+        // A dirty binary in a clean checkout of its commit is also a mismatch.
+        assert!(provenance_warning(&format!("{a}-dirty"), Some(a.to_string())).is_some());
     }
 }
