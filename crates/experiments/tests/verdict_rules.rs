@@ -122,6 +122,36 @@ fn a_straddling_interval_is_inconclusive() {
     );
 }
 
+/// An inconclusive claim prints its measured reason and, where the spec has one, its `why`
+/// (what was found about the disagreement): before, the `why` of an inconclusive claim was
+/// dropped, so pelley-fig1's and product-real-hardware's explanations never reached the report.
+#[test]
+fn an_inconclusive_claim_prints_the_specs_why_beside_the_measured_reason() {
+    let slow = |e: &str, l: f64, rep: u32| {
+        if e == "inplace" && l == 0.0 && rep == 1 {
+            80.0
+        } else {
+            steady(e, l, rep)
+        }
+    };
+    let with_why = RATIO.replace(
+        "id = \"ratio\"\n",
+        "id = \"ratio\"\nwhy = \"repetition 1 ran in the slow state\"\n",
+    );
+    assert_ne!(with_why, RATIO);
+    let v = judge(&with_why, |s| rows(s, slow, no_waits));
+    assert!(matches!(v[0].verdict, Verdict::Inconclusive(_)), "{v:?}");
+    let cause = v[0].cause.as_deref().unwrap();
+    assert!(cause.contains("straddle") && cause.ends_with("ran in the slow state"), "{cause}");
+    // Without a why, the measured reason alone.
+    let v = judge(RATIO, |s| rows(s, slow, no_waits));
+    let cause = v[0].cause.as_deref().unwrap();
+    assert!(cause.contains("straddle") && !cause.contains("slow state"), "{cause}");
+    // A reproduced claim with a why prints no cause.
+    let v = judge(&with_why, |s| rows(s, steady, no_waits));
+    assert_eq!((&v[0].verdict, v[0].cause.as_deref()), (&Verdict::Reproduced, None), "{v:?}");
+}
+
 /// Guards issue 38's "invented tolerances counted as paper bounds": a claim whose bound is
 /// ours, and a claim that is not the paper's, are reported apart and never counted as
 /// reproduced, even when their numbers agree.

@@ -113,6 +113,15 @@ pub fn evaluate_with_repetitions(
     if verdict == Verdict::Differs && cause.is_none() {
         cause = Some(claim.why.clone().unwrap_or_else(|| CAUSE_UNKNOWN.into()));
     }
+    // An inconclusive verdict's measured reason says how the repetitions disagree; the spec's
+    // `why` says what was found about it (which repetition ran in which state, what would settle
+    // it), so both are printed.
+    if let (Verdict::Inconclusive(_), Some(why)) = (&verdict, &claim.why) {
+        cause = Some(match cause {
+            Some(auto) => format!("{auto} — {why}"),
+            None => why.clone(),
+        });
+    }
     let normalized = crate::latency_axis::normalized(claim, data);
     let normalized_text = crate::latency_axis::text(claim, &normalized);
     ClaimResult {
