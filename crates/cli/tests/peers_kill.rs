@@ -44,28 +44,28 @@ fn kill(engine: &str, workload: &str) {
 #[cfg(feature = "pmemobj")]
 #[test]
 fn regression_peer_kill_campaign_on_shm_keeps_its_directory_on_tmpfs() {
-    let out = Command::new(env!("CARGO_BIN_EXE_nvmdb"))
-        .args(["crashtest", "--kill", "--threads=1", "--kill-window=50ms", "--crashes=1"])
-        .args(["--engine=pmemobj", "--workload=tatp", "--json"])
-        .arg("--engine-opt=pool_bytes=67108864")
-        .output()
-        .expect("the nvmdb binary runs");
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(out.status.code(), Some(0), "{json}");
-    let path = json["path"].as_str().expect("the campaign reports its path");
+    let path = one_tatp_kill(&["--threads=1"]);
     assert!(path.starts_with("/dev/shm/nvmdb-crashtest-"), "{path}");
-    assert!(!std::path::Path::new(path).exists(), "the campaign removes {path}");
+    assert!(!std::path::Path::new(&path).exists(), "the campaign removes {path}");
     // --medium file keeps the temporary directory.
+    let path = one_tatp_kill(&["--medium=file"]);
+    let tmp = std::env::temp_dir().display().to_string();
+    assert!(path.starts_with(&tmp), "{path}");
+}
+
+/// One short PMDK kill on TATP with `extra` flags; returns the path the campaign reports.
+#[cfg(feature = "pmemobj")]
+fn one_tatp_kill(extra: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_nvmdb"))
-        .args(["crashtest", "--kill", "--medium=file", "--kill-window=50ms", "--crashes=1"])
+        .args(["crashtest", "--kill", "--kill-window=50ms", "--crashes=1"])
         .args(["--engine=pmemobj", "--workload=tatp", "--json"])
         .arg("--engine-opt=pool_bytes=67108864")
+        .args(extra)
         .output()
         .expect("the nvmdb binary runs");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(out.status.code(), Some(0), "{json}");
-    let tmp = std::env::temp_dir().display().to_string();
-    assert!(json["path"].as_str().is_some_and(|p| p.starts_with(&tmp)), "{json}");
+    json["path"].as_str().expect("the campaign reports its path").to_string()
 }
 
 #[cfg(feature = "pmemobj")]

@@ -65,6 +65,16 @@ fn judge(claims: &str, rows_of: impl Fn(&Spec) -> Vec<Row>) -> Vec<analysis::Cla
     spec.claims.iter().map(|c| analysis::evaluate(c, &data)).collect()
 }
 
+/// `steady`, except that repetition 1 of In-Place at 0 µs ran in a slow state of the VM: 0.8×
+/// on that repetition.
+fn slow_rep_1(e: &str, l: f64, rep: u32) -> f64 {
+    if e == "inplace" && l == 0.0 && rep == 1 {
+        80.0
+    } else {
+        steady(e, l, rep)
+    }
+}
+
 /// In-Place ÷ WAL at 0 µs, the paper's 1.5× ± 10%.
 const RATIO: &str = r#"
 [[claim]]
@@ -96,15 +106,7 @@ fn no_waits(_: &str, _: f64, _: u32) -> u64 {
 /// fastest run says, and prints the interval and the bound.
 #[test]
 fn a_straddling_interval_is_inconclusive() {
-    // Repetition 1 of In-Place at 0 µs is a slow state of the VM: 0.8× on that repetition.
-    let slow = |e: &str, l: f64, rep: u32| {
-        if e == "inplace" && l == 0.0 && rep == 1 {
-            80.0
-        } else {
-            steady(e, l, rep)
-        }
-    };
-    let v = judge(RATIO, |s| rows(s, slow, no_waits));
+    let v = judge(RATIO, |s| rows(s, slow_rep_1, no_waits));
     let Verdict::Inconclusive(why) = &v[0].verdict else { panic!("{v:?}") };
     assert!(why.contains("straddle") && why.contains("0.8–1.5×"), "{why}");
     assert!(why.contains("1.35–1.65×"), "{why}");
@@ -127,24 +129,17 @@ fn a_straddling_interval_is_inconclusive() {
 /// dropped, so pelley-fig1's and product-real-hardware's explanations never reached the report.
 #[test]
 fn an_inconclusive_claim_prints_the_specs_why_beside_the_measured_reason() {
-    let slow = |e: &str, l: f64, rep: u32| {
-        if e == "inplace" && l == 0.0 && rep == 1 {
-            80.0
-        } else {
-            steady(e, l, rep)
-        }
-    };
     let with_why = RATIO.replace(
         "id = \"ratio\"\n",
         "id = \"ratio\"\nwhy = \"repetition 1 ran in the slow state\"\n",
     );
     assert_ne!(with_why, RATIO);
-    let v = judge(&with_why, |s| rows(s, slow, no_waits));
+    let v = judge(&with_why, |s| rows(s, slow_rep_1, no_waits));
     assert!(matches!(v[0].verdict, Verdict::Inconclusive(_)), "{v:?}");
     let cause = v[0].cause.as_deref().unwrap();
     assert!(cause.contains("straddle") && cause.ends_with("ran in the slow state"), "{cause}");
     // Without a why, the measured reason alone.
-    let v = judge(RATIO, |s| rows(s, slow, no_waits));
+    let v = judge(RATIO, |s| rows(s, slow_rep_1, no_waits));
     let cause = v[0].cause.as_deref().unwrap();
     assert!(cause.contains("straddle") && !cause.contains("slow state"), "{cause}");
     // A reproduced claim with a why prints no cause.
