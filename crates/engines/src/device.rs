@@ -119,6 +119,13 @@ impl Device {
     /// loads (the kernel's copy reads them from the device).
     pub fn read_into(&self, offset: u64, len: usize, buf: &mut Vec<u8>) -> Result<()> {
         buf.resize(len, 0);
+        self.read_at(offset, buf)
+    }
+
+    /// Fills `buf` from `offset`: `pread` of the file, or a copy from the mapping (as
+    /// [`Self::read_into`]).
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
         let end = offset.checked_add(len as u64);
         if end.is_none_or(|end| end > self.region.backed_len()) {
             return Err(DbError::Corrupt(format!(

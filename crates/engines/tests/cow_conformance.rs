@@ -61,3 +61,34 @@ fn a_region_keeps_the_layout_it_was_formatted_with() {
     opts.cow.layout = TupleLayout::Auto;
     Cow::open(region, &opts).expect("auto takes the region's layout");
 }
+
+/// N-Store's CoW through the file system (`io=fs`): nodes written with `pwrite` + `fdatasync`
+/// and read through the file into each worker's page cache, here of 8 pages so that pages
+/// are evicted, freed and reused under the suite's readers (issue 36). On a fresh /dev/shm
+/// file, unlinked once open (the engine keeps its mapping and its descriptor).
+fn make_fs() -> Box<dyn Engine> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::path::PathBuf::from(format!(
+        "/dev/shm/nvmdb-cow-conformance-{}-{n}",
+        std::process::id()
+    ));
+    let mut ro = RegionOptions::new(Medium::Shm, 32 << 20);
+    ro.path = Some(path.clone());
+    let region = Region::open(&ro).expect("region");
+    let mut opts = EngineOptions {
+        workers: 4,
+        node_capacity: 4,
+        io: engines::device::Io::Fs,
+        ..Default::default()
+    };
+    opts.cow.fs_cache_pages = 8;
+    let engine = Cow::open(region, &opts);
+    let _ = std::fs::remove_file(&path);
+    Box::new(engine.expect("open"))
+}
+
+#[test]
+fn cow_io_fs_conformance_with_a_small_page_cache() {
+    run_all(&make_fs, Writers::One);
+}

@@ -109,10 +109,8 @@ fn lsm_io_fs_reads_of_its_file_are_charged_through_the_cpu_cache() {
     check("lsm", &[("io", "fs")]);
 }
 
-#[test]
-fn cow_io_fs_reads_of_its_file_are_charged_through_the_cpu_cache() {
-    check("cow", &[("io", "fs")]);
-}
+// `cow io=fs` reads whole pages through the file into a DRAM page cache (a pread charges the
+// page's lines, a hit nothing): `cow_io_fs_reads.rs` checks its charges.
 
 /// Guards against double charging: Pelley's page-cache model and N-Store's CPU cache are
 /// alternatives, so `inplace` refuses a region with a CPU cache when `cache_pages` is given.

@@ -46,7 +46,9 @@
 //!   master (leaves are not read), so nothing leaks across a crash and no free list is written
 //!   per commit (see `docs/storage.md`, "cow", for the choice and its measured cost).
 //! * **`io=fs`** (CoW): pages and the master are written with `pwrite` to the region's file and
-//!   `fdatasync` is the barrier; reads go through the mapping (the page cache keeps it coherent).
+//!   `fdatasync` is the barrier; a transaction reads a node through the file as N-Store's CoW
+//!   does: a lookup in its worker's DRAM page cache, `pread` of the page on a miss ([`fspages`],
+//!   issue 36). Opening, the integrity walk and layout `pointers`' tuples read the mapping.
 //! * **`layout`** (fixed at format; `auto`: `pages` for now, a region's own layout on reopen):
 //!   `pages` is §3.2's CoW, the rows inside the leaves, so an update copies a leaf of rows;
 //!   `pointers` is §4.2's NVM-CoW: tuples are allocated apart, in slots of tuple pages
@@ -59,6 +61,7 @@
 //!
 //! Test-only faults: `cow-skip-node-persist`, `cow-swap-before-nodes`, `cow-reuse-early`.
 
+mod fspages;
 mod layout;
 pub mod options;
 mod tuples;
@@ -178,6 +181,30 @@ struct Activity {
     shared: pmem::ThreadCounters<2>,
 }
 
+/// `io=fs`: how transactions read nodes through the file ([`fspages`]).
+struct FsReads {
+    /// One page cache per worker (locked only by that worker's transactions).
+    caches: Box<[CachePadded<Mutex<fspages::PageCache>>]>,
+    incarnations: fspages::Incarnations,
+    /// Per thread: `[0]` pages `pread`, `[1]` their bytes, `[2]` page-cache hits.
+    stats: pmem::ThreadCounters<3>,
+}
+
+/// A node page's bytes: borrowed from the mapping (`io=nvm`), or read through the file.
+pub(crate) enum PageBytes<'a> {
+    Mapped(&'a [u8]),
+    Read(Arc<[u8]>),
+}
+
+impl PageBytes<'_> {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            PageBytes::Mapped(b) => b,
+            PageBytes::Read(b) => b,
+        }
+    }
+}
+
 pub struct Cow {
     region: Region,
     layout: Layout,
@@ -199,6 +226,8 @@ pub struct Cow {
     epoch: Instant,
     counters: storage::counters::Counters,
     activity: Activity,
+    /// `io=fs`: node reads through the file.
+    fs: Option<FsReads>,
     report: RecoveryReport,
 }
 
@@ -300,6 +329,16 @@ impl Cow {
             group_deadline_ns: AtomicU64::new(u64::MAX),
             epoch: Instant::now(),
             activity: Activity::default(),
+            fs: (options.io == crate::device::Io::Fs).then(|| FsReads {
+                caches: (0..options.workers.max(1))
+                    .map(|_| {
+                        let pages = options.cow.fs_cache_pages as usize;
+                        CachePadded::new(Mutex::new(fspages::PageCache::new(pages)))
+                    })
+                    .collect(),
+                incarnations: fspages::Incarnations::new(layout.page_count),
+                stats: pmem::ThreadCounters::default(),
+            }),
             report,
         })
     }
@@ -361,10 +400,42 @@ impl Cow {
         Ok(self.region.borrow(page_offset(page), storage::format::PAGE_SIZE))
     }
 
-    /// The bytes `[at, at + len)` of page `page` are read (N-Store's read model charges the
-    /// lines its CPU cache misses; without it, nothing).
+    /// A committed node page for a transaction on `worker`: borrowed from the mapping, or
+    /// (`io=fs`) from the worker's page cache, `pread` from the file on a miss ([`fspages`]).
+    pub(crate) fn node_page(&self, worker: Option<usize>, page: PageId) -> Result<PageBytes<'_>> {
+        let mapped = self.page(page)?; // validates the id
+        let Some(fs) = &self.fs else { return Ok(PageBytes::Mapped(mapped)) };
+        let incarnation = fs.incarnations.get(page);
+        let mut uncached;
+        let mut guard;
+        let cache = match worker.and_then(|w| fs.caches.get(w)) {
+            Some(c) => {
+                guard = c.lock();
+                if let Some(b) = guard.get(page, incarnation) {
+                    fs.stats.add(2, 1);
+                    return Ok(PageBytes::Read(b));
+                }
+                &mut *guard
+            }
+            None => {
+                uncached = fspages::PageCache::new(0);
+                &mut uncached
+            }
+        };
+        let len = storage::format::PAGE_SIZE;
+        let bytes = cache
+            .fill(page, incarnation, len, |buf| self.device.read_at(page_offset(page), buf))?;
+        fs.stats.add2(0, 1, Some((1, len as u64)));
+        Ok(PageBytes::Read(bytes))
+    }
+
+    /// The bytes `[at, at + len)` of node page `page` are read (N-Store's read model charges the
+    /// lines its CPU cache misses; without it, nothing). `io=fs`: nothing, the transaction
+    /// reads its DRAM copy (the `pread` that made it was charged).
     pub(crate) fn load(&self, page: PageId, at: usize, len: usize) {
-        self.region.load(page_offset(page) + at as u64, len as u64);
+        if self.fs.is_none() {
+            self.region.load(page_offset(page) + at as u64, len as u64);
+        }
     }
 
     /// The engine-wide state (counted: every acquisition writes the mutex word).
@@ -441,6 +512,15 @@ impl Cow {
     }
 
     fn alloc_page(&self, s: &mut State) -> Result<PageId> {
+        let page = self.take_page(s)?;
+        if let Some(fs) = &self.fs {
+            // Cached copies of the page's earlier contents are stale from now on.
+            fs.incarnations.bump(page);
+        }
+        Ok(page)
+    }
+
+    fn take_page(&self, s: &mut State) -> Result<PageId> {
         // Layout `pointers`: a delete copies the pointer nodes on its path into new pages, so
         // the last free pages are kept for freeing work (the `nvmdb` layer's drops and trash
         // reclamation run in a `FreeingScope`), as `storage::alloc` keeps them for `inplace`;
@@ -519,8 +599,10 @@ impl Cow {
             )));
         };
         let bytes = self.page(page)?;
-        self.load(page, 0, tuples::HEADER);
-        self.load(page, (ptr % storage::format::PAGE_SIZE_U64) as usize, slot_bytes);
+        // Tuples are read through the mapping under `io=fs` too (their pages change in place).
+        self.region.load(page_offset(page), tuples::HEADER as u64);
+        let at = page_offset(page) + ptr % storage::format::PAGE_SIZE_U64;
+        self.region.load(at, slot_bytes as u64);
         tuples::check_page(bytes, page, shape)?;
         tuples::row(bytes, ptr, shape, key, newest, self.row_checksums())
     }
@@ -1065,7 +1147,7 @@ impl Engine for Cow {
     fn activity(&self) -> Vec<(&'static str, u64)> {
         let a = &self.activity;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        vec![
+        let mut v = vec![
             ("master_swaps", get(&a.master_swaps)),
             ("nodes_written", get(&a.nodes_written)),
             ("nodes_copied", get(&a.nodes_copied)),
@@ -1076,7 +1158,15 @@ impl Engine for Cow {
             ("device_barriers", get(&a.device_barriers)),
             ("shared_lock_acquires", a.shared.get(0)),
             ("shared_counter_rmws", a.shared.get(1)),
-        ]
+        ];
+        if let Some(fs) = &self.fs {
+            v.extend([
+                ("file_reads", fs.stats.get(0)),
+                ("file_read_bytes", fs.stats.get(1)),
+                ("page_cache_hits", fs.stats.get(2)),
+            ]);
+        }
+        v
     }
 
     fn footprint_bytes(&self) -> Option<u64> {

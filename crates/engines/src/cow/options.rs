@@ -57,5 +57,8 @@ storage::engine_options! {
             "tuples apart from the tree, its leaves holding non-volatile pointers (pointers: \
              NVM-CoW), or inside the leaf pages (pages: CoW); auto: pages, or the region's own \
              layout on reopen; fixed at format time";
+        key fs_cache_pages: u64 = 512,
+            "io=fs: node pages each worker keeps in a DRAM page cache in front of pread (N-Store's \
+             CoW keeps 1,024 pages of 4 KiB: 512 of ours); 0: every node read preads";
     }
 }

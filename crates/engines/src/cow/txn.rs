@@ -6,8 +6,9 @@
 //! the commit that replaces it is durable and no snapshot can reach it.
 
 use super::layout::{Node, NodeBuf, Shape, TableRoot, MAX_HEIGHT};
-use super::{check_written_before, tuples, Cow, Version};
+use super::{check_written_before, tuples, Cow, PageBytes, Version};
 use parking_lot::MutexGuard;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use storage::engine::{check_row, check_update};
@@ -44,12 +45,23 @@ pub(crate) struct CowTxn<'a> {
     read_any: bool,
     w: Option<Writer<'a>>,
     done: bool,
+    /// `io=fs`: the node pages read through the file that rows and nodes returned by
+    /// [`Self::node`] borrow from, kept until the transaction ends (see [`Self::hold`]).
+    held: RefCell<Vec<Arc<[u8]>>>,
 }
 
 impl<'a> CowTxn<'a> {
     pub fn new(db: &'a Cow, worker: usize) -> CowTxn<'a> {
         let snap = db.snapshot_of(worker);
-        CowTxn { db, snap, pinned_on: Some(worker), read_any: false, w: None, done: false }
+        CowTxn {
+            db,
+            snap,
+            pinned_on: Some(worker),
+            read_any: false,
+            w: None,
+            done: false,
+            held: RefCell::new(Vec::new()),
+        }
     }
 
     fn tables(&self) -> &[TableRoot] {
@@ -69,13 +81,41 @@ impl<'a> CowTxn<'a> {
         if let Some(n) = self.w.as_ref().and_then(|w| w.dirty.get(&page)) {
             return Ok(n.view());
         }
-        let node = Node::parse(self.db.page(page)?, page, shape, level)?;
+        let bytes = match self.db.node_page(self.pinned_on, page)? {
+            PageBytes::Mapped(b) => b,
+            PageBytes::Read(b) => self.hold(b),
+        };
+        self.committed_node(bytes, shape, page, level)
+    }
+
+    /// A committed node parsed from `bytes` (page `page`), validated against the snapshot.
+    fn committed_node<'b>(
+        &self,
+        bytes: &'b [u8],
+        shape: &Shape,
+        page: PageId,
+        level: u16,
+    ) -> Result<Node<'b>> {
+        let node = Node::parse(bytes, page, shape, level)?;
         // The header and a binary search's lines; which lines the search reads is not tracked,
         // so the page's first ones stand for them (as the page store's latch events do).
         let search_lines = (usize::BITS - node.count.leading_zeros()) as usize + 1;
         self.db.load(page, 0, (1 + search_lines) * pmem::CACHE_LINE as usize);
         check_written_before(&node, page, self.snap.number)?;
         Ok(node)
+    }
+
+    /// Keeps a page read through the file (`io=fs`) until the transaction ends and lends its
+    /// bytes for as long as the transaction.
+    fn hold(&self, bytes: Arc<[u8]>) -> &[u8] {
+        let ptr: *const [u8] = &*bytes;
+        self.held.borrow_mut().push(bytes);
+        // SAFETY: `ptr` points into the `Arc`'s heap allocation, which `held` keeps alive until
+        // the transaction is dropped (entries are only ever pushed; moving the `Arc` when the
+        // vector grows does not move the allocation), and nothing writes it while it is shared:
+        // a page cache reuses a buffer only through `Arc::try_unwrap`, which fails while this
+        // transaction holds a clone. The returned borrow is bounded by `&self`.
+        unsafe { &*ptr }
     }
 
     /// Row `i` of leaf `node` (at `page`), its checksum verified: a damaged row is an error
@@ -207,7 +247,8 @@ impl<'a> CowTxn<'a> {
         if self.writer().dirty.contains_key(&page) {
             return Ok(page);
         }
-        let node = Node::parse(db.page(page)?, page, shape, level)?;
+        let bytes = db.node_page(self.pinned_on, page)?;
+        let node = Node::parse(bytes.bytes(), page, shape, level)?;
         // The checksum and the copy read every byte in use.
         db.load(page, 0, node.used_bytes());
         if !node.crc_ok() {
@@ -374,7 +415,16 @@ impl<'a> CowTxn<'a> {
         range: (u64, u64),
         scan: &mut ScanState<'_>,
     ) -> Result<bool> {
-        let node = self.node(shape, page, level)?;
+        // A page read through the file is kept only while the scan is in it (rows go to the
+        // visitor at once), so a long scan does not hold every page it passed.
+        let read;
+        let node = match self.w.as_ref().and_then(|w| w.dirty.get(&page)) {
+            Some(n) => n.view(),
+            None => {
+                read = self.db.node_page(self.pinned_on, page)?;
+                self.committed_node(read.bytes(), shape, page, level)?
+            }
+        };
         let (low, high) = range;
         if level == 0 {
             let start = node.search(low).unwrap_or_else(|i| i);
