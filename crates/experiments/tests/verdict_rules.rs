@@ -463,6 +463,30 @@ fn a_missing_group_that_cannot_change_the_verdict_does_not_hide_it() {
     assert!(matches!(v[0].verdict, Verdict::NoData(_)), "{v:?}");
 }
 
+/// Guards issue 38 (thesis-fig5.7's perfect-leveling-1e6 read "differs" with its wal groups
+/// not yet run, although TPC-C In-Place was outside on one repetition of three): repetitions
+/// that miss a group still count for the groups they measured, so a group outside on its
+/// fastest run only, with another group missing, is inconclusive, not "differs".
+#[test]
+fn a_group_outside_on_one_repetition_is_inconclusive_while_another_group_is_missing() {
+    let capped = |e: &str, l: f64, _: u32| u64::from(e == "inplace" && l == 4.0);
+    let one_fast = |e: &str, l: f64, rep: u32| match (e, l as u32, rep) {
+        ("inplace", 0, 0) => 250.0,
+        ("inplace", _, _) => 150.0,
+        _ => 100.0,
+    };
+    let v = judge(&per_latency("all"), |s| rows(s, one_fast, capped));
+    let Verdict::Inconclusive(why) = &v[0].verdict else { panic!("{v:?}") };
+    assert!(why.contains("0 outside on 1 of 3"), "{why}");
+    // Outside on every repetition, it still decides the claim without the missing group.
+    let always = |e: &str, l: f64, rep: u32| match (e, l as u32) {
+        ("inplace", 0) => 250.0,
+        _ => one_fast(e, l, rep),
+    };
+    let v = judge(&per_latency("all"), |s| rows(s, always, capped));
+    assert_eq!(v[0].verdict, Verdict::Differs, "{v:?}");
+}
+
 /// Guards review 5's problem 2 (six specs' rows, run without `flusher=pelley` and with
 /// `max_pending` 4096, judged as the committed specs that give both): a point whose rows ran
 /// other settings than the spec it is judged under is marked "ran an older spec" with the

@@ -43,6 +43,7 @@ pub fn evaluate_with_repetitions(
     data: &Dataset,
     reps: &[Dataset],
 ) -> ClaimResult {
+    // A dataset's judgement, with the labels of the groups it has data for.
     let judged_on = |d: &Dataset| {
         let values: Vec<(String, Result<GroupValue, Missing>)> = groups(claim, d)
             .into_iter()
@@ -51,16 +52,17 @@ pub fn evaluate_with_repetitions(
                 (label, v)
             })
             .collect();
-        judge(claim, &values)
+        let present = values.iter().filter(|(_, v)| v.is_ok()).map(|(l, _)| l.clone()).collect();
+        (judge(claim, &values), present)
     };
-    let Judged { measured, value, mut verdict, mut cause, outside } = judged_on(data);
+    let (Judged { measured, value, mut verdict, mut cause, outside }, _) = judged_on(data);
     let mut repetitions = None;
     if reps.len() > 1 && verdict.judged() {
-        let per_rep: Vec<Judged> = reps.iter().map(judged_on).collect();
+        let per_rep: Vec<(Judged, Vec<String>)> = reps.iter().map(judged_on).collect();
         let verdicts: Vec<&Verdict> =
-            per_rep.iter().map(|j| &j.verdict).filter(|v| v.judged()).collect();
+            per_rep.iter().map(|(j, _)| &j.verdict).filter(|v| v.judged()).collect();
         let agree = verdicts.iter().filter(|v| ***v == Verdict::Reproduced).count();
-        let nums: Vec<f64> = per_rep.iter().filter_map(|j| j.value).collect();
+        let nums: Vec<f64> = per_rep.iter().filter_map(|(j, _)| j.value).collect();
         let n = verdicts.len();
         let interval = match (nums.len() == n && n > 0, &claim.unit) {
             (true, u) => {
@@ -592,25 +594,36 @@ struct Judged {
 fn no_group_robustly_outside(
     claim: &ClaimSpec,
     outside: &[String],
-    per_rep: &[Judged],
+    per_rep: &[(Judged, Vec<String>)],
 ) -> Option<String> {
     if claim.aggregate == Aggregate::Mean {
         return None;
     }
-    let judged: Vec<&Judged> = per_rep.iter().filter(|j| j.verdict.judged()).collect();
-    let n = judged.len();
-    if n < 2 {
+    // Per outside group: the repetitions that measured it, and those where it is outside. A
+    // repetition missing other groups still counts for the ones it measured (issue 38: with
+    // thesis-fig5.7's wal configurations not yet run, the repetitions of a claim over all
+    // configurations had no verdict, so one fast repetition outside decided it).
+    let counts: Vec<(usize, usize)> = outside
+        .iter()
+        .map(|g| {
+            let has = |(_, present): &&(Judged, Vec<String>)| present.contains(g);
+            let measured = per_rep.iter().filter(has).count();
+            let out = per_rep.iter().filter(has).filter(|(j, _)| j.outside.contains(g)).count();
+            (measured, out)
+        })
+        .collect();
+    if counts.iter().all(|&(measured, _)| measured < 2) {
         return None;
     }
-    let times = |g: &String| judged.iter().filter(|j| j.outside.contains(g)).count();
-    if outside.iter().any(|g| times(g) == n) {
+    if counts.iter().any(|&(measured, out)| measured > 0 && out == measured) {
         return None;
     }
     let each: Vec<String> = outside
         .iter()
-        .map(|g| {
+        .zip(&counts)
+        .map(|(g, (measured, out))| {
             let g_text = if g.is_empty() { "the claim".to_string() } else { g.clone() };
-            format!("{g_text} outside on {} of {n}", times(g))
+            format!("{g_text} outside on {out} of {measured}")
         })
         .collect();
     Some(format!(
