@@ -8,7 +8,6 @@
 use super::layout::{Node, NodeBuf, Shape, TableRoot, MAX_HEIGHT};
 use super::{check_written_before, tuples, Cow, PageBytes, Version};
 use parking_lot::MutexGuard;
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use storage::engine::{check_row, check_update};
@@ -45,23 +44,12 @@ pub(crate) struct CowTxn<'a> {
     read_any: bool,
     w: Option<Writer<'a>>,
     done: bool,
-    /// `io=fs`: the node pages read through the file that rows and nodes returned by
-    /// [`Self::node`] borrow from, kept until the transaction ends (see [`Self::hold`]).
-    held: RefCell<Vec<Arc<[u8]>>>,
 }
 
 impl<'a> CowTxn<'a> {
     pub fn new(db: &'a Cow, worker: usize) -> CowTxn<'a> {
         let snap = db.snapshot_of(worker);
-        CowTxn {
-            db,
-            snap,
-            pinned_on: Some(worker),
-            read_any: false,
-            w: None,
-            done: false,
-            held: RefCell::new(Vec::new()),
-        }
+        CowTxn { db, snap, pinned_on: Some(worker), read_any: false, w: None, done: false }
     }
 
     fn tables(&self) -> &[TableRoot] {
@@ -76,16 +64,21 @@ impl<'a> CowTxn<'a> {
         Ok((t, self.db.shape(table, &t.spec)))
     }
 
-    /// A node of the transaction's view: its own new page, or a committed one (validated).
-    fn node(&self, shape: &Shape, page: PageId, level: u16) -> Result<Node<'_>> {
+    /// A node of the transaction's view: its own new page, or a committed one (validated),
+    /// whose bytes (`io=fs`: read through the file) `read` keeps for as long as the node is
+    /// used, so a transaction holds no page it has finished with.
+    fn node<'b>(
+        &'b self,
+        read: &'b mut Option<PageBytes<'b>>,
+        shape: &Shape,
+        page: PageId,
+        level: u16,
+    ) -> Result<Node<'b>> {
         if let Some(n) = self.w.as_ref().and_then(|w| w.dirty.get(&page)) {
             return Ok(n.view());
         }
-        let bytes = match self.db.node_page(self.pinned_on, page)? {
-            PageBytes::Mapped(b) => b,
-            PageBytes::Read(b) => self.hold(b),
-        };
-        self.committed_node(bytes, shape, page, level)
+        let bytes = read.insert(self.db.node_page(self.pinned_on, page)?);
+        self.committed_node(bytes.bytes(), shape, page, level)
     }
 
     /// A committed node parsed from `bytes` (page `page`), validated against the snapshot.
@@ -103,19 +96,6 @@ impl<'a> CowTxn<'a> {
         self.db.load(page, 0, (1 + search_lines) * pmem::CACHE_LINE as usize);
         check_written_before(&node, page, self.snap.number)?;
         Ok(node)
-    }
-
-    /// Keeps a page read through the file (`io=fs`) until the transaction ends and lends its
-    /// bytes for as long as the transaction.
-    fn hold(&self, bytes: Arc<[u8]>) -> &[u8] {
-        let ptr: *const [u8] = &*bytes;
-        self.held.borrow_mut().push(bytes);
-        // SAFETY: `ptr` points into the `Arc`'s heap allocation, which `held` keeps alive until
-        // the transaction is dropped (entries are only ever pushed; moving the `Arc` when the
-        // vector grows does not move the allocation), and nothing writes it while it is shared:
-        // a page cache reuses a buffer only through `Arc::try_unwrap`, which fails while this
-        // transaction holds a clone. The returned borrow is bounded by `&self`.
-        unsafe { &*ptr }
     }
 
     /// Row `i` of leaf `node` (at `page`), its checksum verified: a damaged row is an error
@@ -166,7 +146,8 @@ impl<'a> CowTxn<'a> {
         }
         let (mut page, mut level) = (t.root, t.height as u16 - 1);
         loop {
-            let node = self.node(&shape, page, level)?;
+            let mut read = None;
+            let node = self.node(&mut read, &shape, page, level)?;
             if level == 0 {
                 return Ok(node.search(key).ok().map(|i| (page, i)));
             }
@@ -417,14 +398,8 @@ impl<'a> CowTxn<'a> {
     ) -> Result<bool> {
         // A page read through the file is kept only while the scan is in it (rows go to the
         // visitor at once), so a long scan does not hold every page it passed.
-        let read;
-        let node = match self.w.as_ref().and_then(|w| w.dirty.get(&page)) {
-            Some(n) => n.view(),
-            None => {
-                read = self.db.node_page(self.pinned_on, page)?;
-                self.committed_node(read.bytes(), shape, page, level)?
-            }
-        };
+        let mut read = None;
+        let node = self.node(&mut read, shape, page, level)?;
         let (low, high) = range;
         if level == 0 {
             let start = node.search(low).unwrap_or_else(|i| i);
@@ -491,7 +466,8 @@ impl Txn for CowTxn<'_> {
         self.read_any = true;
         let Some((leaf, i)) = self.find(table, key)? else { return Ok(false) };
         let (_, shape) = self.table(table)?;
-        let node = self.node(&shape, leaf, 0)?;
+        let mut read = None;
+        let node = self.node(&mut read, &shape, leaf, 0)?;
         out.extend_from_slice(self.checked_row(&shape, &node, leaf, i)?);
         Ok(true)
     }
