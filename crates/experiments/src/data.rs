@@ -54,9 +54,12 @@ pub struct PointData {
     /// Every successful repetition, in repetition order: the spread a point's fastest run is
     /// drawn from, and what a claim's per-repetition interval is computed on.
     pub all_ok: Vec<Row>,
-    /// Successful runs left out because they hit a harness limit (the driver's pending-commit
-    /// cap: `pending_full_waits > 0`), so the harness, not the method, shaped their numbers.
+    /// Successful runs left out because they hit a harness limit ([`harness_limit`]: the
+    /// driver's pending-commit cap, or a Pelley flusher far behind its dirty-page budget), so
+    /// the harness, not the method, shaped their numbers.
     pub harness_limited: usize,
+    /// The first such run's limit, in words.
+    pub harness_why: Option<String>,
     /// Successful runs refused because their binary was built from another commit than the
     /// code their sweep ran (`provenance::commit_mismatch`).
     pub wrong_build: usize,
@@ -185,9 +188,9 @@ impl PointData {
         }
         if self.harness_limited > 0 && self.failed == 0 {
             return Missing::NoData(format!(
-                "{HARNESS_LIMIT}: every run of {} hit the driver's pending-commit cap \
-                 (pending_full_waits > 0) and is excluded",
-                self.id
+                "{HARNESS_LIMIT}: every run of {} is excluded; the first {}",
+                self.id,
+                self.harness_why.as_deref().unwrap_or("hit a limit of the harness")
             ));
         }
         Missing::NoData("its runs failed".into())
@@ -233,10 +236,46 @@ pub fn settings_diff(row: &Row, expected: &crate::spec::Flags) -> Vec<String> {
 /// How the report names a run excluded because it hit a limit of the harness.
 pub const HARNESS_LIMIT: &str = "harness limit";
 
-/// Whether a row's run hit the driver's pending-commit cap: its commits waited for room in the
-/// queue, so its throughput and latency are the harness's, not the method's.
+/// How far a Pelley flusher (`flusher=pelley`) may fall behind its `max_dirty_pages` budget
+/// before its run no longer is the configuration the budget names. pelley-fig1's runs peak up
+/// to ~5,300 pages over theirs (a budget of 1,000 at ~40,000 tps); thesis-fig5.7's
+/// `wal-instant` (a budget of 10) peaked at 122,155 under byte-granular wear tracking, which
+/// slows each page flush ~10x, so "instant recovery" never ran (issue 38).
+pub const FLUSHER_SLACK_PAGES: f64 = 10_000.0;
+
+/// Why a row's run hit a limit of the harness, if it did: the driver's pending-commit cap (its
+/// commits waited for room in the queue, so its throughput and latency are the harness's), or
+/// a Pelley flusher more than [`FLUSHER_SLACK_PAGES`] behind its dirty-page budget (the run is
+/// not the configuration it names; review of issue 38: "no harness limit ... may decide a
+/// result").
+pub fn harness_limit(row: &Row) -> Option<String> {
+    if row.number("pending_full_waits").is_some_and(|w| w > 0.0) {
+        return Some("hit the driver's pending-commit cap (pending_full_waits > 0)".into());
+    }
+    let opts: Vec<&str> = row
+        .0
+        .get(crate::results::keys::FLAGS)
+        .and_then(|f| f.get("engine_opt"))
+        .and_then(serde_json::Value::as_array)
+        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    if !opts.contains(&"flusher=pelley") {
+        return None;
+    }
+    let budget: f64 = opts.iter().find_map(|o| o.strip_prefix("max_dirty_pages=")?.parse().ok())?;
+    let peak = row.number("engine_activity.dirty_pages_peak")?;
+    (peak > budget + FLUSHER_SLACK_PAGES).then(|| {
+        format!(
+            "never held its dirty-page budget: dirty_pages_peak {peak} against \
+             max_dirty_pages={budget}, more than {FLUSHER_SLACK_PAGES} pages behind (its page \
+             flusher could not keep up, so the run is not the configuration it names)"
+        )
+    })
+}
+
+/// Whether a row's run hit a limit of the harness ([`harness_limit`]).
 pub fn hit_harness_limit(row: &Row) -> bool {
-    row.number("pending_full_waits").is_some_and(|w| w > 0.0)
+    harness_limit(row).is_some()
 }
 
 /// Why a number could not be computed.
@@ -348,6 +387,7 @@ impl Dataset {
                     repetitions: ok.len(),
                     all_ok: ok,
                     harness_limited: p.harness_limited,
+                    harness_why: p.harness_why.clone(),
                     wrong_build: p.wrong_build,
                     check_failed: p.check_failed,
                     failed: p.failed,
@@ -424,7 +464,12 @@ impl Dataset {
                 {
                     point.wrong_build += 1
                 }
-                Status::Ok if hit_harness_limit(r) => point.harness_limited += 1,
+                Status::Ok if hit_harness_limit(r) => {
+                    point.harness_limited += 1;
+                    if point.harness_why.is_none() {
+                        point.harness_why = harness_limit(r);
+                    }
+                }
                 Status::Ok => point.ok.push(r.clone()),
                 Status::CheckFailed => point.check_failed += 1,
                 Status::Unsupported => {
@@ -492,6 +537,28 @@ mod tests {
             serde_json::Value::Object(m) => Row(m),
             _ => unreachable!(),
         }
+    }
+
+    /// Guards issue 38 (thesis-fig5.7's wal-instant: a budget of 10 dirty pages, a peak of
+    /// 122,155 under byte-granular wear tracking): a Pelley flusher far behind its budget is a
+    /// harness limit; pelley-fig1's overshoots (441 over 10, 6,326 over 1,000) are not, nor is a
+    /// checkpointing flusher's (no budget to hold).
+    #[test]
+    fn a_pelley_flusher_far_behind_its_budget_is_a_harness_limit() {
+        let run = |opts: &[&str], peak: u64| {
+            row(json!({"status": "ok", "pending_full_waits": 0, "flags": {"engine_opt": opts},
+                       "engine_activity": {"dirty_pages_peak": peak}}))
+        };
+        let instant = ["flusher=pelley", "page_flush=paper", "max_dirty_pages=10"];
+        let why = harness_limit(&run(&instant, 122_155)).expect("a harness limit");
+        assert!(why.contains("dirty_pages_peak 122155 against max_dirty_pages=10"), "{why}");
+        assert!(!hit_harness_limit(&run(&instant, 441)));
+        let fig1 = ["flusher=pelley", "max_dirty_pages=1000"];
+        assert!(!hit_harness_limit(&run(&fig1, 6_326)));
+        let ours = ["flusher=checkpoint", "max_dirty_pages=10"];
+        assert!(!hit_harness_limit(&run(&ours, 122_155)));
+        let capped = row(json!({"status": "ok", "pending_full_waits": 3}));
+        assert!(harness_limit(&capped).is_some_and(|w| w.contains("pending-commit cap")));
     }
 
     #[test]

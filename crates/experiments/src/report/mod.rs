@@ -266,8 +266,11 @@ fn spec_report(
         let shown: Vec<&str> = limited_points.iter().take(4).copied().collect();
         let more = if n > 4 { format!(", … {} more", n - 4) } else { String::new() };
         notes.push(format!(
-            "{HARNESS_LIMIT}: {limited} run(s) at {n} point(s) hit the driver's pending-commit \
-             cap (pending_full_waits > 0) and are excluded from the figures and verdicts: {}{more}",
+            "{HARNESS_LIMIT}: {limited} run(s) at {n} point(s) hit a limit of the harness (the \
+             driver's pending-commit cap, pending_full_waits > 0, or a page flusher more than \
+             {} pages behind its dirty-page budget) and are excluded from the figures and \
+             verdicts: {}{more}",
+            crate::data::FLUSHER_SLACK_PAGES,
             shown.join("; ")
         ));
     }

@@ -173,8 +173,9 @@ pub const RULES: &[&str] = &[
      absolute µs and print throughput only in figures, so theirs are not normalised.",
     "Aggregates show every group's value and its own verdict (✓ within, ✗ outside, ? \
      inconclusive); a claim about every workload or the worst case requires every group.",
-    "Runs that hit a harness limit (the driver's pending-commit cap, pending_full_waits > 0) \
-     are flagged and excluded from figures and verdicts.",
+    "Runs that hit a harness limit (the driver's pending-commit cap, pending_full_waits > 0; \
+     a Pelley page flusher more than 10,000 pages behind its dirty-page budget) are flagged \
+     and excluded from figures and verdicts.",
 ];
 
 /// What the page says at the top of a report with quick runs in it.
