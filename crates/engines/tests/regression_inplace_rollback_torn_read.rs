@@ -32,6 +32,14 @@ fn a_read_overlapping_a_rolled_back_update_never_sees_a_torn_row() {
     let stop = AtomicBool::new(false);
     let (reads, rollbacks) = (AtomicU64::new(0), AtomicU64::new(0));
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1500);
+    // On a loaded machine the readers may not overlap the writers often enough in 1.5 s: they
+    // go on until each side has done 101, up to this cap (the test hung for 20 minutes when no
+    // read had succeeded by the deadline: the readers stopped and the main thread waited for
+    // one forever).
+    let cap = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let enough = |reads: &AtomicU64, rollbacks: &AtomicU64| {
+        reads.load(Ordering::Relaxed) > 100 && rollbacks.load(Ordering::Relaxed) > 100
+    };
     std::thread::scope(|s| {
         // Two writers that always roll back: the committed row is [7; ROW] throughout.
         for (w, byte) in [(0usize, 0xA5u8), (1, 0x5A)] {
@@ -49,10 +57,14 @@ fn a_read_overlapping_a_rolled_back_update_never_sees_a_torn_row() {
             });
         }
         for r in 0..READERS {
-            let (db, reads) = (&db, &reads);
+            let (db, reads, rollbacks, enough) = (&db, &reads, &rollbacks, &enough);
             s.spawn(move || {
                 let mut row = Vec::new();
-                while std::time::Instant::now() < deadline {
+                loop {
+                    let now = std::time::Instant::now();
+                    if now >= cap || (now >= deadline && enough(reads, rollbacks)) {
+                        break;
+                    }
                     let mut txn = db.begin(2 + r).unwrap();
                     match txn.read(t, 1, &mut row) {
                         Ok(found) => {
@@ -72,9 +84,9 @@ fn a_read_overlapping_a_rolled_back_update_never_sees_a_torn_row() {
                 }
             });
         }
-        std::thread::sleep(deadline - std::time::Instant::now());
-        while reads.load(Ordering::Relaxed) == 0 {
-            std::thread::yield_now();
+        std::thread::sleep(deadline.saturating_duration_since(std::time::Instant::now()));
+        while !enough(&reads, &rollbacks) && std::time::Instant::now() < cap {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         stop.store(true, Ordering::Relaxed);
     });
