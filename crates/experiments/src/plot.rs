@@ -402,9 +402,12 @@ fn draw_references<'a, DB: DrawingBackend + 'a>(
     let line = ShapeStyle::from(&PAPER_COLOR).stroke_width(2);
     let band = ShapeStyle::from(&PAPER_COLOR.mix(0.12)).filled();
     let clip = |v: f64, lo: f64, hi: f64| if v.is_nan() { lo } else { v.clamp(lo, hi) };
-    // Labels already drawn, by where they sit: two claims on one point (or one claim's groups)
-    // would print `≈ 1.5×≈ 1.5×`; the same text is drawn once, another one row lower.
+    // Labels already drawn: where they sit (plot coordinates, to skip a repeat of the same text
+    // at the same point: two claims on one point, or one claim's groups, would print
+    // `≈ 1.5×≈ 1.5×`) and the pixels they cover (a label that would overlap one already drawn,
+    // at this point or a neighbouring one, moves down a row until it overlaps none).
     let mut drawn: Vec<(f64, f64, String)> = Vec::new();
+    let mut boxes: Vec<[i32; 4]> = Vec::new();
     let near = (y1 - y0) * 0.04;
     for r in &panel.references {
         match r {
@@ -439,7 +442,6 @@ fn draw_references<'a, DB: DrawingBackend + 'a>(
                 if drawn.iter().filter(here).any(|d| d.2 == *short) {
                     continue;
                 }
-                let row = drawn.iter().filter(here).count() as i32;
                 drawn.push((*x, top, short.clone()));
                 let right_half = *x > (x0 + x1) / 2.0;
                 let (h, dx) = if right_half {
@@ -451,6 +453,21 @@ fn draw_references<'a, DB: DrawingBackend + 'a>(
                     .into_font()
                     .color(&PAPER_COLOR)
                     .pos(text_anchor::Pos::new(h, text_anchor::VPos::Bottom));
+                let (w, tall) =
+                    chart.plotting_area().estimate_text_size(short, &font).map_err(e)?;
+                let (px, py) = chart.backend_coord(&(*x, top));
+                let (w, tall) = (w as i32, tall as i32);
+                let left = if right_half { px + dx - w } else { px + dx };
+                let at_row = |row: i32| {
+                    let bottom = py - 4 + row * (LABEL_SIZE as i32 + 2);
+                    [left, bottom - tall, left + w, bottom]
+                };
+                let overlaps = |b: &[i32; 4], o: &[i32; 4]| {
+                    b[0] < o[2] && o[0] < b[2] && b[1] < o[3] && o[1] < b[3]
+                };
+                let row =
+                    (0..16).find(|&r| !boxes.iter().any(|o| overlaps(&at_row(r), o))).unwrap_or(16);
+                boxes.push(at_row(row));
                 let dy = -4 + row * (LABEL_SIZE as i32 + 2);
                 let text = EmptyElement::at((*x, top)) + Text::new(short.clone(), (dx, dy), font);
                 chart.draw_series(std::iter::once(text)).map_err(e)?;
@@ -556,6 +573,53 @@ mod tests {
         let ((_, x1), (_, y1)) = bounds(&fig, &panel);
         assert!(x1 > 15.0 && y1 > 40.0, "{x1} {y1}");
         assert_eq!(legend(&panel).len(), 3);
+    }
+
+    /// thesis-fig5.7 printed `≥ 1.00e8 writes≥ 1.00e8 writes`: the labels of two neighbouring
+    /// configurations' markers, one left of the middle (label to its right) and one right of it
+    /// (label to its left), covered the same pixels.
+    #[test]
+    fn labels_of_neighbouring_paper_markers_do_not_overlap() {
+        let dir = tempfile::tempdir().unwrap();
+        let point = |x: f64| Reference::Point {
+            x,
+            ys: vec![5.0],
+            label: format!("claim at {x}"),
+            short: "≥ 1.00e8 writes".into(),
+        };
+        let fig = Figure {
+            panels: vec![Panel {
+                series: vec![Series {
+                    name: "s".into(),
+                    points: vec![
+                        XY { x: 0.0, y: 1.0, y_lo: 1.0, y_hi: 1.0 },
+                        XY { x: 1.0, y: 1.0, y_lo: 1.0, y_hi: 1.0 },
+                    ],
+                }],
+                references: vec![point(0.45), point(0.55), point(0.0)],
+                ..Panel::default()
+            }],
+            ..Figure::default()
+        };
+        let (svg, png) = (dir.path().join("f.svg"), dir.path().join("f.png"));
+        render(&fig, &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        // `<text x=".." y=".." ...>` then the label on the next line.
+        let lines: Vec<&str> = text.lines().collect();
+        let attr = |l: &str, name: &str| -> i32 {
+            let at = l.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            l[at..].split('"').next().unwrap().parse().unwrap()
+        };
+        let labels: Vec<(i32, i32)> = lines
+            .windows(2)
+            .filter(|w| w[1] == "≥ 1.00e8 writes")
+            .map(|w| (attr(w[0], "x"), attr(w[0], "y")))
+            .collect();
+        assert_eq!(labels.len(), 3, "{labels:?}");
+        // The two middle labels would overlap on one row: they sit on two.
+        assert_ne!(labels[0].1, labels[1].1, "{labels:?}");
+        // A label that overlaps nothing keeps its row.
+        assert_eq!(labels[2].1, labels[0].1, "{labels:?}");
     }
 
     #[test]
