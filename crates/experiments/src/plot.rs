@@ -62,6 +62,9 @@ pub struct Figure {
     pub title: String,
     /// A smaller line under the title: what was run where and when (host, date, commit).
     pub subtitle: String,
+    /// A line under the subtitle, in the paper's black: what the figure would otherwise let a
+    /// reader misread (empty: none, and no room taken).
+    pub note: String,
     pub x_label: String,
     pub y_label: String,
     pub log_x: bool,
@@ -79,6 +82,12 @@ pub struct Figure {
 const PANEL_SIZE: (u32, u32) = (560, 420);
 /// Room above the panels for the title and the subtitle.
 const HEADER_HEIGHT: u32 = 64;
+/// ... and for a note under them.
+const NOTE_HEIGHT: u32 = 26;
+
+fn header_height(fig: &Figure) -> u32 {
+    HEADER_HEIGHT + if fig.note.is_empty() { 0 } else { NOTE_HEIGHT }
+}
 /// Text sizes in plotters units (the font's pixel height; SVG shows them at size / 1.24 px).
 /// Chosen so that text is at least 12 px at the figure's native size.
 const TITLE_SIZE: f64 = 26.0;
@@ -127,7 +136,7 @@ pub fn size(fig: &Figure) -> (u32, u32) {
     let rows = n.max(1).div_ceil(cols);
     let legend_rows = fig.panels.iter().map(|p| legend(p).len()).max().unwrap_or(0);
     let width = (PANEL_SIZE.0 * cols as u32).max(MIN_WIDTH);
-    (width, panel_height(legend_rows) * rows as u32 + HEADER_HEIGHT)
+    (width, panel_height(legend_rows) * rows as u32 + header_height(fig))
 }
 
 /// The largest size up to `size` at which `text` fits in `width` pixels (SVG fonts run up to
@@ -157,7 +166,7 @@ pub fn render(fig: &Figure, svg: &Path, png: &Path) -> Result<(), String> {
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &Figure) -> Result<(), String> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let (header, root) = root.split_vertically(HEADER_HEIGHT);
+    let (header, root) = root.split_vertically(header_height(fig));
     let width = header.dim_in_pixel().0 as i32;
     let centred = |size: f64, color: &'static RGBColor| {
         TextStyle::from(("sans-serif", size).into_font())
@@ -170,6 +179,10 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, fig: &Figure) -> Resul
     );
     header.draw_text(&fig.title, &title, (width / 2, 8)).map_err(e)?;
     header.draw_text(&fig.subtitle, &subtitle, (width / 2, 38)).map_err(e)?;
+    if !fig.note.is_empty() {
+        let note = centred(fitting(&fig.note, SUBTITLE_SIZE, width as u32), &PAPER_COLOR);
+        header.draw_text(&fig.note, &note, (width / 2, 38 + NOTE_HEIGHT as i32)).map_err(e)?;
+    }
     let cols = fig.panels.len().clamp(1, MAX_COLUMNS);
     let rows = fig.panels.len().max(1).div_ceil(cols);
     let areas = root.split_evenly((rows, cols));
@@ -620,6 +633,19 @@ mod tests {
         assert_ne!(labels[0].1, labels[1].1, "{labels:?}");
         // A label that overlaps nothing keeps its row.
         assert_eq!(labels[2].1, labels[0].1, "{labels:?}");
+    }
+
+    #[test]
+    fn a_note_is_drawn_under_the_subtitle_and_takes_room_only_when_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fig = Figure { panels: vec![Panel::default()], ..Figure::default() };
+        let plain = size(&fig).1;
+        fig.note = "Above 1x: no slowdown measured".into();
+        assert_eq!(size(&fig).1, plain + NOTE_HEIGHT);
+        let (svg, png) = (dir.path().join("f.svg"), dir.path().join("f.png"));
+        render(&fig, &svg, &png).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("\nAbove 1x: no slowdown measured\n"), "{text}");
     }
 
     #[test]

@@ -492,9 +492,14 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
         ));
     }
     let title = plot.title.clone().unwrap_or_else(|| spec.title.clone());
+    let note = plot.note.clone().unwrap_or_default();
+    if !note.is_empty() {
+        notes.push(format!("{title}: {note}"));
+    }
     let fig = Figure {
         title,
         subtitle: String::new(),
+        note,
         x_label: axis_label(spec, &plot.x_label, &plot.x, plot.x_scale),
         y_label: axis_label(spec, &plot.y_label, &plot.y, plot.y_scale),
         log_x: plot.log_x,

@@ -260,6 +260,10 @@ pub struct PlotSpec {
     pub normalize: Option<Normalize>,
     #[serde(default)]
     pub error: ErrorBars,
+    /// One line drawn on the figure under its subtitle (and listed in the report's notes): what
+    /// a reader would otherwise misread at a glance, e.g. a point above its own normalisation.
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// What a claim computes from the measurements.
