@@ -84,6 +84,10 @@ pub struct PerTxn {
     /// Cache lines charged the read latency (issue 36): misses of Pelley's page cache or of
     /// N-Store's CPU cache (`config.cpu_cache_bytes`), whichever model the run had.
     pub lines_read_charged: Option<f64>,
+    /// Time the CPU-cache read model spent simulating, and the part no charged stall absorbed
+    /// (`pmem::Stats::cpu_cache_unabsorbed_ns`): the instrument's own cost in the run.
+    pub cpu_cache_model_ns: Option<f64>,
+    pub cpu_cache_unabsorbed_ns: Option<f64>,
 }
 
 impl PerTxn {
@@ -100,6 +104,8 @@ impl PerTxn {
             stores: per(d.stores),
             fs_syncs: per(d.fs_syncs_charged),
             lines_read_charged: per(d.lines_read_charged),
+            cpu_cache_model_ns: per(d.cpu_cache_model_ns),
+            cpu_cache_unabsorbed_ns: per(d.cpu_cache_unabsorbed_ns),
         }
     }
 }
@@ -113,6 +119,10 @@ pub struct Report {
     pub committed: u64,
     pub aborted: u64,
     pub tps: f64,
+    /// Throughput with the CPU-cache read model's unabsorbed time (its own cost, not the stall
+    /// it models: `per_txn.cpu_cache_unabsorbed_ns`) taken out of each worker's measured time;
+    /// equal to `tps` when the model is off or absorbed all of it. `null` without device stats.
+    pub tps_net: Option<f64>,
     pub latency_us: LatencySummary,
     pub per_txn: PerTxn,
     pub checker: Checker,
@@ -206,6 +216,20 @@ fn lines_per_latch(activity: &BTreeMap<String, u64>) -> Option<BTreeMap<String, 
     Some(out)
 }
 
+/// [`Report::tps_net`]: the workers' measured time less the model's unabsorbed time (spread
+/// over the workers), never below a tenth of it.
+fn tps_net(result: &RunResult) -> Option<f64> {
+    let d = result.device.as_ref()?;
+    let measured = result.measured.as_secs_f64();
+    let threads = result.options.threads.max(1) as f64;
+    let unabsorbed = d.cpu_cache_unabsorbed_ns as f64 * 1e-9 / threads;
+    if measured <= 0.0 || result.committed == 0 {
+        return Some(result.tps);
+    }
+    let net = (measured - unabsorbed).max(measured / 10.0);
+    Some(result.tps * measured / net)
+}
+
 impl Report {
     pub fn new(result: &RunResult, recovery_ms: Option<f64>, config: serde_json::Value) -> Report {
         Report {
@@ -215,6 +239,7 @@ impl Report {
             committed: result.committed,
             aborted: result.aborted,
             tps: result.tps,
+            tps_net: tps_net(result),
             latency_us: LatencySummary::from_ns(&result.latency_ns),
             per_txn: PerTxn::new(result.device.as_ref(), result.committed),
             checker: result.checker.clone(),

@@ -25,12 +25,19 @@ fn a_row_records_the_cpu_cache_and_its_charged_lines() {
         assert_eq!(row["config"]["cpu_cache_bytes"], 64 << 10, "{engine}: {row}");
         let lines = row["per_txn"]["lines_read_charged"].as_f64().unwrap();
         assert!(lines > 0.5, "{engine}: {lines} lines a read-only txn over 2 MB of rows");
+        // The model's own time is in the row, and the net throughput takes it out.
+        let model = row["per_txn"]["cpu_cache_model_ns"].as_f64().unwrap();
+        let unabsorbed = row["per_txn"]["cpu_cache_unabsorbed_ns"].as_f64().unwrap();
+        assert!(model > 0.0 && unabsorbed <= model, "{engine}: {row}");
+        let (tps, net) = (row["tps"].as_f64().unwrap(), row["tps_net"].as_f64().unwrap());
+        assert!(net >= tps, "{engine}: net {net} below {tps}");
         let mut args = YCSB.to_vec();
         args.extend([engine, "--read-latency=10ns"]);
         let (code, off) = bench(&args);
         assert_eq!(code, Some(0), "{off}");
         assert_eq!(off["config"]["cpu_cache_bytes"], 0, "{engine}: {off}");
         assert_eq!(off["per_txn"]["lines_read_charged"], 0.0, "{engine}: {off}");
+        assert_eq!(off["tps_net"], off["tps"], "{engine}: {off}");
     }
 }
 

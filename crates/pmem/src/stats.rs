@@ -39,6 +39,10 @@ pub struct Stats {
     /// the bytes written through the file that they charged for.
     pub fs_syncs_charged: u64,
     pub fs_bytes_charged: u64,
+    /// Time the CPU-cache read model spent simulating (issue 36), and the part of it that no
+    /// charged read stall absorbed: the model's own cost left in the measured time.
+    pub cpu_cache_model_ns: u64,
+    pub cpu_cache_unabsorbed_ns: u64,
 }
 
 impl Stats {
@@ -54,6 +58,10 @@ impl Stats {
             reservations: self.reservations.wrapping_sub(earlier.reservations),
             fs_syncs_charged: self.fs_syncs_charged.wrapping_sub(earlier.fs_syncs_charged),
             fs_bytes_charged: self.fs_bytes_charged.wrapping_sub(earlier.fs_bytes_charged),
+            cpu_cache_model_ns: self.cpu_cache_model_ns.wrapping_sub(earlier.cpu_cache_model_ns),
+            cpu_cache_unabsorbed_ns: self
+                .cpu_cache_unabsorbed_ns
+                .wrapping_sub(earlier.cpu_cache_unabsorbed_ns),
         }
     }
 }

@@ -602,6 +602,36 @@ impl TimingModel {
         self.tsc.ticks_to_ns(self.tsc.spin_until(deadline) - start)
     }
 
+    /// Whether reads are charged at all (a read latency above zero).
+    #[inline]
+    pub fn charges_reads(&self) -> bool {
+        self.read_line_ticks > 0
+    }
+
+    /// TSC ticks as nanoseconds on this model's clock.
+    #[inline]
+    pub fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        self.tsc.ticks_to_ns(ticks)
+    }
+
+    /// Charges the read latency of `lines` missed lines when the caller has already spent
+    /// `credit` ticks simulating reads (the CPU-cache model's own time, issue 36): that time
+    /// counts toward the stall, and only the rest is spun. Returns the delay charged (the full
+    /// latency of the lines, in ns) and the ticks of `credit` the stall did not absorb.
+    #[inline]
+    pub fn charge_read_after(&self, lines: u64, credit: u64) -> (u64, u64) {
+        let owed = self.read_line_ticks * lines;
+        if owed == 0 {
+            return (0, credit);
+        }
+        let absorbed = owed.min(credit);
+        if owed > absorbed {
+            let start = rdtsc();
+            self.tsc.spin_until(self.tsc.deadline(start, owed - absorbed));
+        }
+        (self.tsc.ticks_to_ns(owed), credit - absorbed)
+    }
+
     /// Charges the read latency of `lines` cache lines; returns the delay in nanoseconds.
     #[inline]
     pub fn charge_read(&self, lines: u64) -> u64 {

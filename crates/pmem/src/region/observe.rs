@@ -234,6 +234,21 @@ enum Charged {
     Reservations = 2,
     FsSyncs = 3,
     FsBytes = 4,
+    /// Time the CPU-cache model spent simulating loads and stores.
+    ModelNs = 5,
+    /// ... of which a charged read stall absorbed.
+    AbsorbedNs = 6,
+}
+
+/// The most simulation time a thread carries toward its next charged stall: enough to cover
+/// the hits between two misses, never a warm-up's worth (a stall must be paid in the window
+/// that owes it). Time beyond it is the model's unabsorbed cost, counted.
+const MODEL_CREDIT_CAP_NS: u64 = 20_000;
+
+thread_local! {
+    /// Ticks this thread spent in a CPU-cache model and no stall has absorbed yet, and the
+    /// model (its address) they belong to.
+    static MODEL_CREDIT: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// The timing model as an observer: a flush reserves device bandwidth, a completed fence waits
@@ -244,8 +259,10 @@ enum Charged {
 pub(super) struct TimingCharge {
     pub(super) model: TimingModel,
     on: AtomicBool,
-    counters: ThreadCounters<5>,
+    counters: ThreadCounters<7>,
     cpu_cache: Option<CpuCache>,
+    /// [`MODEL_CREDIT_CAP_NS`] in ticks.
+    credit_cap: u64,
 }
 
 impl TimingCharge {
@@ -256,6 +273,7 @@ impl TimingCharge {
             on: AtomicBool::new(true),
             counters: ThreadCounters::default(),
             cpu_cache: (bytes > 0).then(|| CpuCache::new(bytes)),
+            credit_cap: crate::timing::Tsc::get().ns_to_ticks(MODEL_CREDIT_CAP_NS),
         }
     }
 
@@ -264,16 +282,53 @@ impl TimingCharge {
         self.cpu_cache.is_some()
     }
 
+    /// The cache, when it is to simulate an access: on, enabled and charging reads. At a read
+    /// latency of zero nothing is charged, so nothing is simulated either (the model's own time
+    /// would be all it added).
+    #[inline]
+    fn simulating(&self) -> Option<&CpuCache> {
+        match &self.cpu_cache {
+            Some(cache) if self.enabled() && self.model.charges_reads() => Some(cache),
+            _ => None,
+        }
+    }
+
     /// The lines of `[offset, offset + len)` are loaded: those the CPU cache misses are charged
-    /// the read latency (no cache: nothing).
+    /// the read latency (no cache: nothing). The time the simulation took counts toward that
+    /// stall (module doc of [`crate::cpucache`]).
     #[inline]
     pub(super) fn load(&self, offset: u64, len: u64) {
-        if let (Some(cache), true) = (&self.cpu_cache, self.enabled()) {
-            let missed = cache.access_range(offset, len);
-            if missed > 0 {
-                self.charge_read(missed);
+        if let Some(cache) = self.simulating() {
+            if cache.recent(offset, len) {
+                return;
             }
+            let start = crate::timing::rdtsc();
+            let missed = cache.access_range(offset, len);
+            self.credit(crate::timing::rdtsc().saturating_sub(start), missed);
         }
+    }
+
+    /// Adds `spent` ticks of simulation to this thread's credit and charges `missed` lines
+    /// against it.
+    #[inline]
+    fn credit(&self, spent: u64, missed: u64) {
+        let me = self as *const TimingCharge as usize;
+        let carried = MODEL_CREDIT.with(|c| match c.get() {
+            (model, ticks) if model == me => ticks,
+            _ => 0,
+        });
+        let credit = carried + spent;
+        let mut left = credit;
+        if missed > 0 {
+            let (ns, rest) = self.model.charge_read_after(missed, credit);
+            left = rest;
+            self.counters.add2(Charged::LinesRead as usize, missed, None);
+            self.counters.add(Charged::DelayNs as usize, ns);
+            let absorbed = self.model.ticks_to_ns(credit - rest);
+            self.counters.add(Charged::AbsorbedNs as usize, absorbed);
+        }
+        self.counters.add(Charged::ModelNs as usize, self.model.ticks_to_ns(spent));
+        MODEL_CREDIT.with(|c| c.set((me, left.min(self.credit_cap))));
     }
 
     pub(super) fn set_enabled(&self, on: bool) {
@@ -314,6 +369,10 @@ impl TimingCharge {
         stats.reservations += self.counters.get(Charged::Reservations as usize);
         stats.fs_syncs_charged += self.counters.get(Charged::FsSyncs as usize);
         stats.fs_bytes_charged += self.counters.get(Charged::FsBytes as usize);
+        let model = self.counters.get(Charged::ModelNs as usize);
+        stats.cpu_cache_model_ns += model;
+        stats.cpu_cache_unabsorbed_ns +=
+            model.saturating_sub(self.counters.get(Charged::AbsorbedNs as usize));
     }
 }
 
@@ -331,8 +390,13 @@ impl StoreObserver for TimingCharge {
 
     /// Write-allocate: a store brings its lines into the cache, uncharged.
     fn on_stored(&self, offset: u64, len: u64) {
-        if let (Some(cache), true) = (&self.cpu_cache, self.enabled()) {
+        if let Some(cache) = self.simulating() {
+            if cache.recent(offset, len) {
+                return;
+            }
+            let start = crate::timing::rdtsc();
             cache.access_range(offset, len);
+            self.credit(crate::timing::rdtsc().saturating_sub(start), 0);
         }
     }
 
