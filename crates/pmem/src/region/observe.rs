@@ -234,10 +234,11 @@ enum Charged {
     Reservations = 2,
     FsSyncs = 3,
     FsBytes = 4,
-    /// Time the CPU-cache model spent simulating loads and stores.
-    ModelNs = 5,
+    /// Time (TSC ticks, converted once when read) the CPU-cache model spent simulating loads
+    /// and stores.
+    ModelTicks = 5,
     /// ... of which a charged read stall absorbed.
-    AbsorbedNs = 6,
+    AbsorbedTicks = 6,
 }
 
 /// The most simulation time a thread carries toward its next charged stall: enough to cover
@@ -324,10 +325,9 @@ impl TimingCharge {
             left = rest;
             self.counters.add2(Charged::LinesRead as usize, missed, None);
             self.counters.add(Charged::DelayNs as usize, ns);
-            let absorbed = self.model.ticks_to_ns(credit - rest);
-            self.counters.add(Charged::AbsorbedNs as usize, absorbed);
+            self.counters.add(Charged::AbsorbedTicks as usize, credit - rest);
         }
-        self.counters.add(Charged::ModelNs as usize, self.model.ticks_to_ns(spent));
+        self.counters.add(Charged::ModelTicks as usize, spent);
         MODEL_CREDIT.with(|c| c.set((me, left.min(self.credit_cap))));
     }
 
@@ -369,10 +369,10 @@ impl TimingCharge {
         stats.reservations += self.counters.get(Charged::Reservations as usize);
         stats.fs_syncs_charged += self.counters.get(Charged::FsSyncs as usize);
         stats.fs_bytes_charged += self.counters.get(Charged::FsBytes as usize);
-        let model = self.counters.get(Charged::ModelNs as usize);
-        stats.cpu_cache_model_ns += model;
-        stats.cpu_cache_unabsorbed_ns +=
-            model.saturating_sub(self.counters.get(Charged::AbsorbedNs as usize));
+        let model = self.counters.get(Charged::ModelTicks as usize);
+        let absorbed = self.counters.get(Charged::AbsorbedTicks as usize);
+        stats.cpu_cache_model_ns += self.model.ticks_to_ns(model);
+        stats.cpu_cache_unabsorbed_ns += self.model.ticks_to_ns(model.saturating_sub(absorbed));
     }
 }
 
