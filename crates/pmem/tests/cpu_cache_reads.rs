@@ -190,3 +190,72 @@ fn the_models_own_time_counts_toward_the_stall_and_the_rest_is_counted() {
     let o = off.stats();
     assert_eq!((o.lines_read_charged, o.cpu_cache_model_ns, o.delay_ns), (0, 0, 0), "{o:?}");
 }
+
+/// Another region's reads charged to a device's model (`wal`'s `pool_reads=nvm`, issue 36): they
+/// are counted in the device's statistics, miss and hit in the device's one cache at addresses
+/// of their own (a pool line never hits a device line of the same offset), follow the device's
+/// on/off switch, and a store to the pool installs its line uncharged. Would catch: charges
+/// counted where no row reads them, pool and device offsets aliasing in the cache, or a pool
+/// charging during the load.
+#[test]
+fn another_regions_reads_are_charged_through_the_devices_cache() {
+    let device = region(CACHE_BYTES, 1);
+    let pool = Region::open(&RegionOptions::new(Medium::Dram, 1 << 20)).expect("pool");
+    assert!(!pool.cpu_cache_on());
+    assert!(pool.charge_reads_to(&device));
+    assert!(pool.cpu_cache_on());
+    assert!(!pool.charge_reads_to(&device), "a second model accepted");
+    device.read(0, 640);
+    assert_eq!(
+        charged(&device, |_| {
+            let _ = pool.read(0, 640);
+        }),
+        10,
+        "pool lines 0-9 are not the device's"
+    );
+    assert_eq!(
+        charged(&device, |_| {
+            let _ = pool.read(0, 640);
+        }),
+        0,
+        "now cached"
+    );
+    assert_eq!(
+        charged(&device, |_| {
+            let _ = device.read(0, 640);
+        }),
+        0,
+        "the device's own lines stay"
+    );
+    assert_eq!(pool.stats().lines_read_charged, 0, "counted on the device only");
+    assert_eq!(charged(&device, |_| pool.load(8192, 128)), 2, "a borrow's loaded lines");
+    assert_eq!(charged(&device, |_| pool.write(16384, &[7; 64])), 0, "a store charges nothing");
+    assert_eq!(
+        charged(&device, |_| {
+            let _ = pool.read(16384, 64);
+        }),
+        0,
+        "and installs its line"
+    );
+    device.set_timing_enabled(false);
+    assert_eq!(
+        charged(&device, |_| {
+            let _ = pool.read(32768, 64);
+        }),
+        0,
+        "the device's switch is off"
+    );
+    device.set_timing_enabled(true);
+    assert_eq!(
+        charged(&device, |_| {
+            let _ = pool.read(32768, 64);
+        }),
+        1
+    );
+
+    let plain = Region::open(&RegionOptions::new(Medium::Dram, 1 << 20)).expect("plain");
+    let other = Region::open(&RegionOptions::new(Medium::Dram, 1 << 20)).expect("other");
+    assert!(!other.charge_reads_to(&plain), "a device without a CPU cache charges nothing");
+    assert!(!other.cpu_cache_on());
+    assert!(!device.charge_reads_to(&device), "a region with its own model");
+}

@@ -112,6 +112,31 @@ impl PageFlush {
     }
 }
 
+/// What a read of the buffer pool costs (`pool_reads=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PoolReads {
+    /// The pool is DRAM and its reads are free (Pelley: the buffer pool is DRAM, NVRAM only
+    /// what the log and the page flusher write).
+    #[default]
+    Dram,
+    /// The pool's reads are charged as reads of the NVRAM device, through the device's CPU-cache
+    /// read model ([`pmem::Region::charge_reads_to`]): N-Store's testbed (Arulraj et al. §2.2)
+    /// makes all memory NVM, its InP engine's tuples and indexes included. Without a CPU cache
+    /// on the device nothing is charged, as for every other read.
+    Nvm,
+}
+
+impl PoolReads {
+    pub fn parse(s: &str) -> Option<PoolReads> {
+        match s {
+            "dram" => Some(PoolReads::Dram),
+            "nvm" => Some(PoolReads::Nvm),
+            _ => None,
+        }
+    }
+}
+
 /// How the page flusher keeps the dirty pages of the buffer pool bounded (`flusher=`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -293,6 +318,10 @@ impl Wal {
             dlog::read_control(&nvram, control(0), capacity, options.wal.log, options.wal.cache)?;
         // Analysis + redo into the buffer pool, by the log manager the region was formatted with.
         let staging = crate::staging::copy_of(&nvram, base, image_bytes, formatted)?;
+        if options.wal.pool_reads == PoolReads::Nvm {
+            // False only where the device has no CPU cache: then no read is charged anywhere.
+            staging.charge_reads_to(&nvram);
+        }
         let device = Arc::new(Device::open(&nvram, options.io, ENGINE_NAME)?);
         let from = Recovering { nvram: &nvram, staging: &staging, device: &device, dc, options };
         let log: Arc<dyn LogManager> = match dc.layout {

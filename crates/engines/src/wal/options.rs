@@ -3,7 +3,7 @@
 //! `max_dirty_pages`), Aether (Johnson et al. VLDB 2010, `log_insert`, `log_force`), Wang &
 //! Johnson VLDB 2014 (`log`, `cache`).
 
-use super::{Cache, Flusher, LogForce, LogInsert, LogLayout, PageFlush};
+use super::{Cache, Flusher, LogForce, LogInsert, LogLayout, PageFlush, PoolReads};
 use crate::EngineOptions;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -40,6 +40,9 @@ storage::engine_options! {
             "one central log, or N logs partitioned by transaction or page (Wang & Johnson)";
         key cache: Cache = Cache::Volatile,
             "distributed logs: volatile caches (passive group commit) or durable (eADR)";
+        key pool_reads: PoolReads = PoolReads::Dram,
+            "buffer-pool reads: free (dram, Pelley's), or charged as NVM reads through the \
+             device's CPU-cache model (nvm, N-Store's all-NVM testbed)";
     }
 }
 
@@ -60,6 +63,19 @@ impl OptionValue for PageFlush {
         Some(match self {
             PageFlush::Paper => "paper".into(),
             PageFlush::Direct => "direct".into(),
+        })
+    }
+}
+
+impl OptionValue for PoolReads {
+    const ACCEPTS: &'static str = "dram or nvm";
+    fn parse_option(text: &str) -> Option<Self> {
+        PoolReads::parse(text)
+    }
+    fn show_option(&self) -> Option<String> {
+        Some(match self {
+            PoolReads::Dram => "dram".into(),
+            PoolReads::Nvm => "nvm".into(),
         })
     }
 }

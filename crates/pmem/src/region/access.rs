@@ -121,6 +121,9 @@ impl Region {
         if let Some(timing) = &self.inner.timing {
             self.check(offset, len);
             timing.load(offset, len);
+        } else if let Some(charged) = self.inner.charged_reads.get() {
+            self.check(offset, len);
+            charged.model.load(charged.base + offset, len);
         }
     }
 
@@ -128,6 +131,7 @@ impl Region {
     /// ([`crate::cpucache`]): then [`Region::borrow`]s must be followed by [`Region::load`]s.
     pub fn cpu_cache_on(&self) -> bool {
         self.inner.timing.as_ref().is_some_and(|t| t.cpu_cache_on())
+            || self.inner.charged_reads.get().is_some()
     }
 
     /// Reads an aligned `u64` atomically.

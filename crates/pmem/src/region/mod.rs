@@ -37,9 +37,9 @@ use crate::timing::{TimingModel, TimingOptions};
 use crate::trace::{TraceEvent, Tracer};
 use access::WriteBack;
 use mapping::{Grower, Mapping, Opened};
-use observe::{Observers, TimingCharge};
+use observe::{ChargedReads, Observers, TimingCharge};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 struct Inner {
     map: Mapping,
@@ -56,6 +56,9 @@ struct Inner {
     /// The `sim` medium's persistence domain (not an observer: see `observe.rs`).
     sim: Option<Sim>,
     timing: Option<Arc<TimingCharge>>,
+    /// Another region's CPU-cache read model charges this one's reads
+    /// ([`Region::charge_reads_to`]).
+    charged_reads: OnceLock<Arc<ChargedReads>>,
     /// An `fdatasync` of this region's file is charged by the timing model (see
     /// [`Region::fs_sync_modelled`]).
     fs_sync_modelled: bool,
@@ -104,7 +107,7 @@ impl Region {
         let dirty = options.track_dirty.then(|| Arc::new(DirtyLines::new(len)));
         let (nvm_timed, fs_timed) = (!options.timing.is_off(), !options.timing.fs_is_off());
         let timing = (nvm_timed || fs_timed)
-            .then(|| Arc::new(TimingCharge::new(TimingModel::new(options.timing))));
+            .then(|| Arc::new(TimingCharge::new(TimingModel::new(options.timing), len)));
         let fs_sync_modelled = timing.is_some() && sync_is_free(options.medium, path.as_deref());
         // A model of the file-system sync alone watches no store, flush or fence: the NVM path
         // of a region stays exactly as fast as with no model at all.
@@ -131,6 +134,7 @@ impl Region {
                 observers,
                 sim,
                 timing,
+                charged_reads: OnceLock::new(),
                 fs_sync_modelled,
                 wear,
                 tracer,
@@ -207,6 +211,31 @@ impl Region {
         if let Some(timing) = &self.inner.timing {
             timing.set_enabled(on);
         }
+    }
+
+    /// Charges this region's reads to `device`'s CPU-cache read model ([`crate::cpucache`]), as
+    /// reads of memory of the same device at addresses of their own, through the one simulated
+    /// cache: N-Store's testbed makes all memory NVM (Arulraj et al. SIGMOD 2015 §2.2), so a
+    /// traditional engine's buffer pool (`wal`'s `pool_reads=nvm`) pays the read latency its
+    /// NVM-aware counterpart pays. The charges, and the model's on/off switch, are `device`'s
+    /// ([`Region::stats`], [`Region::set_timing_enabled`]); this region's stores install their
+    /// lines uncharged, its flushes and fences stay free. False, and nothing changes, when
+    /// `device` has no CPU cache or this region has a timing model of its own or already
+    /// charges its reads elsewhere. Call it before an engine opens on this region (a page
+    /// store asks [`Region::cpu_cache_on`] once).
+    pub fn charge_reads_to(&self, device: &Region) -> bool {
+        let Some(model) = device.inner.timing.as_ref().filter(|t| t.cpu_cache_on()) else {
+            return false;
+        };
+        if self.inner.timing.is_some() || self.inner.charged_reads.get().is_some() {
+            return false;
+        }
+        let base = model.reserve_addresses(self.inner.map.len);
+        let charged = Arc::new(ChargedReads { model: model.clone(), base });
+        if self.inner.charged_reads.set(charged.clone()).is_err() {
+            return false;
+        }
+        self.inner.observers.add(charged)
     }
 
     /// Whether an `fdatasync` of this region's file is charged by the timing model

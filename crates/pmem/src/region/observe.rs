@@ -21,7 +21,7 @@ use crate::flush::LineSpan;
 use crate::stats::{Stats, ThreadCounters, WearMap};
 use crate::timing::TimingModel;
 use crate::trace::{TraceKind, Tracer};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The events of the access path an observer may ask for (a set: combine with `|`).
@@ -264,10 +264,14 @@ pub(super) struct TimingCharge {
     cpu_cache: Option<CpuCache>,
     /// [`MODEL_CREDIT_CAP_NS`] in ticks.
     credit_cap: u64,
+    /// The next address of the simulated cache's address space not taken by the region or by
+    /// a region charged through [`ChargedReads`].
+    next_address: AtomicU64,
 }
 
 impl TimingCharge {
-    pub(super) fn new(model: TimingModel) -> TimingCharge {
+    /// The model of a region of `region_len` bytes.
+    pub(super) fn new(model: TimingModel, region_len: u64) -> TimingCharge {
         let bytes = model.options.cpu_cache_bytes;
         TimingCharge {
             model,
@@ -275,6 +279,7 @@ impl TimingCharge {
             counters: ThreadCounters::default(),
             cpu_cache: (bytes > 0).then(|| CpuCache::new(bytes)),
             credit_cap: crate::timing::Tsc::get().ns_to_ticks(MODEL_CREDIT_CAP_NS),
+            next_address: AtomicU64::new(region_len.next_multiple_of(crate::CACHE_LINE)),
         }
     }
 
@@ -307,6 +312,28 @@ impl TimingCharge {
             let missed = cache.access_range(offset, len);
             self.credit(crate::timing::rdtsc().saturating_sub(start), missed);
         }
+    }
+
+    /// The lines of `[offset, offset + len)` were stored: write-allocate, they enter the cache
+    /// uncharged (a store's cost is the persist latency).
+    #[inline]
+    pub(super) fn stored(&self, offset: u64, len: u64) {
+        if let Some(cache) = self.simulating() {
+            if cache.recent(offset, len) {
+                return;
+            }
+            let start = crate::timing::rdtsc();
+            cache.access_range(offset, len);
+            self.credit(crate::timing::rdtsc().saturating_sub(start), 0);
+        }
+    }
+
+    /// Reserves `len` bytes of the cache's address space beyond the region's own (and beyond
+    /// every earlier reservation) for the memory of another region whose reads this model
+    /// charges ([`ChargedReads`]); returns where they start.
+    pub(super) fn reserve_addresses(&self, len: u64) -> u64 {
+        let len = len.next_multiple_of(crate::CACHE_LINE);
+        self.next_address.fetch_add(len, Ordering::Relaxed)
     }
 
     /// Adds `spent` ticks of simulation to this thread's credit and charges `missed` lines
@@ -390,14 +417,7 @@ impl StoreObserver for TimingCharge {
 
     /// Write-allocate: a store brings its lines into the cache, uncharged.
     fn on_stored(&self, offset: u64, len: u64) {
-        if let Some(cache) = self.simulating() {
-            if cache.recent(offset, len) {
-                return;
-            }
-            let start = crate::timing::rdtsc();
-            cache.access_range(offset, len);
-            self.credit(crate::timing::rdtsc().saturating_sub(start), 0);
-        }
+        self.stored(offset, len);
     }
 
     fn on_flush(&self, _offset: u64, _len: u64, span: LineSpan) {
@@ -419,6 +439,31 @@ impl StoreObserver for TimingCharge {
                 self.counters.add(Charged::Reservations as usize, reserved);
             }
         }
+    }
+}
+
+/// Another region's reads charged by a region's CPU-cache read model, as reads of the same
+/// device (N-Store §2.2: its emulator makes all of the DBMS's memory NVM, so a traditional
+/// engine's buffer pool pays the read latency too): a load misses or hits the one simulated
+/// cache the device's own reads go through, at addresses of its own (`base` and up, beyond the
+/// device's), and a store installs its lines. Flushes and fences are the other region's own
+/// business (it is volatile; its persistence is the engine's log and page writes).
+pub(super) struct ChargedReads {
+    pub(super) model: Arc<TimingCharge>,
+    pub(super) base: u64,
+}
+
+impl StoreObserver for ChargedReads {
+    fn events(&self) -> Events {
+        Events::LOAD | Events::STORED
+    }
+
+    fn on_load(&self, offset: u64, len: u64) {
+        self.model.load(self.base + offset, len);
+    }
+
+    fn on_stored(&self, offset: u64, len: u64) {
+        self.model.stored(self.base + offset, len);
     }
 }
 
