@@ -37,3 +37,20 @@ fn conformance_with_pelleys_protocol() {
         Writers::KeyLocks,
     );
 }
+
+/// With slot hints (`index_hints=on`), every read first tries a slot a worker found before.
+/// Would catch: a stale hint's row returned after a delete, re-insert, rollback or slot reuse.
+#[test]
+fn conformance_with_slot_hints() {
+    for medium in [Medium::Dram, Medium::Sim] {
+        run_all(
+            &|| {
+                let region = Region::open(&RegionOptions::new(medium, 16 << 20)).expect("region");
+                let mut opts = EngineOptions { workers: 4, node_capacity: 8, ..Default::default() };
+                opts.inplace.index_hints = true;
+                Box::new(InPlace::open(region, &opts).expect("open")) as Box<dyn Engine>
+            },
+            Writers::KeyLocks,
+        );
+    }
+}

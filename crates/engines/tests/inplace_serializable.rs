@@ -39,6 +39,17 @@ fn transfers_and_audits_are_serializable() {
     transfers_and_audits(&db, Audit::PointReads);
 }
 
+/// The same with slot hints: transfers' writes and audits' reads go through hinted slots.
+#[test]
+fn transfers_and_audits_are_serializable_with_slot_hints() {
+    let region = Region::open(&RegionOptions::new(Medium::Shm, 16 << 20)).unwrap();
+    let mut opts = EngineOptions { workers: 3, ..Default::default() };
+    opts.inplace.index_hints = true;
+    let db = InPlace::open(region, &opts).unwrap();
+    transfers_and_audits(&db, Audit::PointReads);
+    transfers_and_audits(&db, Audit::Scan);
+}
+
 /// `lsm`'s reads are optimistic (issue 35): audits by point reads, validated at commit, must
 /// see the invariant total as its scans (shared locks) do.
 #[test]

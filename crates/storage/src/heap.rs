@@ -58,38 +58,84 @@ pub fn row_crc(rid: u64, key: u64, row: &[&[u8]]) -> u32 {
 
 /// The checksum ([`row_crc`]) of a `row_len`-byte row once `new` replaces `old` at `offset`,
 /// from the row's checksum before (`crc`), reading only the changed bytes. CRC-32C is affine
-/// over GF(2): for messages of one length, crc(a ^ b) = crc(a) ^ crc(b) ^ crc(zeros), so
-/// crc(row') = crc(row) ^ crc(delta) ^ crc(zeros), where delta is zero but for `old ^ new` at
-/// `offset`. A blind update of one YCSB field (100 of 1,000 bytes) then reads 2 lines of the
-/// row instead of 16, each a cache miss. Damage elsewhere in the row is not laundered: the
-/// result is the checksum of the row as it should be, which damaged bytes still fail.
+/// over GF(2): for messages of one length, crc(a) ^ crc(b) is the linear CRC (register
+/// starting at 0, no final inversion) of a ^ b, which is zero but for `old ^ new` at `offset`.
+/// Leading zeros leave that register at 0, and the `tail` zeros after the change multiply it by
+/// x^(8·tail) modulo the polynomial ([`shift_zeros`], one table lookup and one carry-less
+/// multiply), so the cost is the changed bytes' CRC, not the row's. A blind update of one YCSB
+/// field (100 of 1,000 bytes) then reads 2 lines of the row instead of 16, each a cache miss.
+/// Damage elsewhere in the row is not laundered: the result is the checksum of the row as it
+/// should be, which damaged bytes still fail.
 pub fn row_crc_updated(crc: u32, row_len: usize, offset: usize, old: &[u8], new: &[u8]) -> u32 {
     debug_assert_eq!(old.len(), new.len());
     debug_assert!(offset + old.len() <= row_len);
-    let head = 16 + offset; // the rid and key before the row
     let tail = row_len - offset - old.len();
     let mut delta = [0u8; 256];
-    let mut d = append_zeros(crc32c::crc32c(&[]), head);
+    let mut reg = 0u32;
     for (o, n) in old.chunks(delta.len()).zip(new.chunks(delta.len())) {
         for ((x, a), b) in delta.iter_mut().zip(o).zip(n) {
             *x = a ^ b;
         }
-        d = crc32c::crc32c_append(d, &delta[..o.len()]);
+        reg = linear_append(reg, &delta[..o.len()]);
     }
-    d = append_zeros(d, tail);
-    let zeros = append_zeros(crc32c::crc32c(&[]), 16 + row_len);
-    crc ^ d ^ zeros
+    crc ^ shift_zeros(reg, tail)
 }
 
-/// `crc` extended by `n` zero bytes.
-fn append_zeros(mut crc: u32, mut n: usize) -> u32 {
+/// The linear CRC-32C register after `data`, from register `reg` (the crate's CRC inverts
+/// the register before and after).
+fn linear_append(reg: u32, data: &[u8]) -> u32 {
+    !crc32c::crc32c_append(!reg, data)
+}
+
+/// The reflected CRC-32C polynomial.
+const POLY: u32 = 0x82F6_3B78;
+
+/// a · b modulo the CRC-32C polynomial, both reflected (x^0 is the top bit): zlib's
+/// `multmodp`, without branches on the data.
+const fn mult_mod_p(a: u32, mut b: u32) -> u32 {
+    let mut p = 0u32;
+    let mut i = 0;
+    while i < 32 {
+        p ^= b & 0u32.wrapping_sub((a >> (31 - i)) & 1);
+        b = (b >> 1) ^ (POLY & 0u32.wrapping_sub(b & 1));
+        i += 1;
+    }
+    p
+}
+
+/// Zero bytes [`shift_zeros`] applies by table: a row and the 16 bytes before it fit in a
+/// page.
+const SHIFT_TABLE_LEN: usize = PAGE_SIZE + 17;
+
+/// `SHIFT[n]` = x^(8n) modulo the polynomial (reflected), built at compile time.
+static SHIFT: [u32; SHIFT_TABLE_LEN] = {
+    let mut t = [0u32; SHIFT_TABLE_LEN];
+    t[0] = 1 << 31; // x^0
+    let mut n = 1;
+    while n < SHIFT_TABLE_LEN {
+        t[n] = mult_mod_p(1 << 23, t[n - 1]); // · x^8
+        n += 1;
+    }
+    t
+};
+
+/// The linear CRC-32C register `reg` after `n` zero bytes.
+fn shift_zeros(reg: u32, n: usize) -> u32 {
+    match SHIFT.get(n) {
+        Some(&x) => mult_mod_p(x, reg),
+        None => linear_append_zeros(reg, n),
+    }
+}
+
+/// [`shift_zeros`] byte by byte (lengths past the table, and the tests' reference).
+fn linear_append_zeros(mut reg: u32, mut n: usize) -> u32 {
     static ZEROS: [u8; 1024] = [0; 1024];
     while n > 0 {
         let k = n.min(ZEROS.len());
-        crc = crc32c::crc32c_append(crc, &ZEROS[..k]);
+        reg = linear_append(reg, &ZEROS[..k]);
         n -= k;
     }
-    crc
+    reg
 }
 
 pub fn slots_per_page(slot_bytes: u32) -> usize {
@@ -217,6 +263,40 @@ mod tests {
             damaged[(offset + len + 1) % 1000] ^= 0x40;
             if len < 1000 {
                 assert_ne!(derived, row_crc(rid, key, &[&damaged]), "offset {offset} len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn shifting_by_table_equals_appending_zero_bytes() {
+        let mut reg = 0x1234_5678u32;
+        for n in (0..40)
+            .chain([63, 64, 65, 1000, 1023, 1024, 1025, 4097, 8192, 8208, 8209])
+            .chain([SHIFT_TABLE_LEN - 1, SHIFT_TABLE_LEN, SHIFT_TABLE_LEN + 5, 20_000])
+        {
+            assert_eq!(shift_zeros(reg, n), linear_append_zeros(reg, n), "{n} zero bytes");
+            assert_eq!(shift_zeros(0, n), 0);
+            reg = reg.rotate_left(7) ^ 0x9E37_79B9 ^ n as u32;
+        }
+        // x^0 is the identity; the table's last entry is still the reference's.
+        assert_eq!(mult_mod_p(1 << 31, 0xDEAD_BEEF), 0xDEAD_BEEF);
+    }
+
+    #[test]
+    fn row_crc_updated_agrees_at_every_row_length_a_page_holds() {
+        for row_len in [1usize, 8, 100, 1000, 4000, PAGE_SIZE - HEAP_HEADER - 16] {
+            let row: Vec<u8> = (0..row_len).map(|i| (i * 13 + 1) as u8).collect();
+            let (rid, key) = (8192 * 3 + 64, 7);
+            let before = row_crc(rid, key, &[&row]);
+            for (offset, len) in
+                [(0, row_len), (row_len - 1, 1), (0, 1), (row_len / 2, row_len / 3)]
+            {
+                let new: Vec<u8> = (0..len).map(|i| (i * 29 + 11) as u8).collect();
+                let mut changed = row.clone();
+                changed[offset..offset + len].copy_from_slice(&new);
+                let derived =
+                    row_crc_updated(before, row_len, offset, &row[offset..offset + len], &new);
+                assert_eq!(derived, row_crc(rid, key, &[&changed]), "{row_len} {offset} {len}");
             }
         }
     }

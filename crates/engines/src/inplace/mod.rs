@@ -83,6 +83,63 @@ pub enum Protocol {
     Pelley,
 }
 
+/// A worker's hints of where keys' rows are: a 4-way set-associative table of (key tag, slot
+/// address) pairs, one 64-byte line a set (`2^HINT_SET_BITS` sets, 2 MiB, allocated at the
+/// worker's first point read; `--engine-opt index_hints=on`, off by default), private to the worker (it is held with the worker's logs), so
+/// filling it writes nothing another thread reads. A hint is only ever a guess: a read uses it
+/// only after checking that the slot is a used slot of the table's heap holding the key, inside
+/// the same optimistic read (the key's stripe word loaded before and after) as a tree search,
+/// so a slot freed or reused since can only fail the check (the B+tree is searched then) or
+/// fail the stripe check (the read is repeated). Two used slots hold one key only inside a
+/// transaction that deleted and re-inserted it, under the key's exclusive lock: other readers
+/// wait for its end (when the old slot is free), and its own worker forgets the hint when it
+/// deletes or inserts the key. Hints are volatile: recovery starts with none.
+pub(crate) struct SlotHints {
+    sets: Box<[[(u64, u64); 4]]>,
+    /// The next way replaced in a full set (a worker-private clock).
+    clock: usize,
+}
+
+const HINT_SET_BITS: u32 = 15;
+
+impl SlotHints {
+    fn new() -> SlotHints {
+        SlotHints { sets: vec![[(0, 0); 4]; 1 << HINT_SET_BITS].into_boxed_slice(), clock: 0 }
+    }
+
+    /// The key's tag (never 0, the empty way's) and set.
+    fn place(table: TableId, key: u64) -> (u64, usize) {
+        let h = (key ^ u64::from(table).rotate_left(40)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h | 1, (h >> (64 - HINT_SET_BITS)) as usize)
+    }
+
+    /// The hinted slot of `key` (0: none; no slot is at offset 0, the superblock's).
+    pub(crate) fn get(&self, table: TableId, key: u64) -> u64 {
+        let (tag, set) = Self::place(table, key);
+        self.sets[set].iter().find(|w| w.0 == tag).map_or(0, |w| w.1)
+    }
+
+    pub(crate) fn put(&mut self, table: TableId, key: u64, rid: u64) {
+        let (tag, set) = Self::place(table, key);
+        let ways = &mut self.sets[set];
+        let way = match ways.iter().position(|w| w.0 == tag || w.0 == 0) {
+            Some(i) => i,
+            None => {
+                self.clock = self.clock.wrapping_add(1);
+                self.clock % ways.len()
+            }
+        };
+        ways[way] = (tag, rid);
+    }
+
+    pub(crate) fn forget(&mut self, table: TableId, key: u64) {
+        let (tag, set) = Self::place(table, key);
+        for w in self.sets[set].iter_mut().filter(|w| w.0 == tag) {
+            *w = (0, 0);
+        }
+    }
+}
+
 impl Protocol {
     pub fn parse(s: &str) -> Option<Protocol> {
         match s {
@@ -250,6 +307,16 @@ pub(crate) struct WorkerLogs {
     /// Transactions this worker has begun: with the worker's index, a transaction id that no
     /// other worker can issue, so `begin` writes no word another worker reads.
     pub begun: u64,
+    /// Where this worker found keys' rows (`None` until its first point read, and always
+    /// when the engine's hints are off).
+    pub hints: Option<SlotHints>,
+}
+
+impl WorkerLogs {
+    /// The worker's hints, allocated at first use.
+    pub(crate) fn hints(&mut self) -> &mut SlotHints {
+        self.hints.get_or_insert_with(SlotHints::new)
+    }
 }
 
 /// The tables of an open engine by id. A table, once created, stays while the engine is open,
@@ -298,6 +365,8 @@ pub struct InPlace {
     pub(crate) report: RecoveryReport,
     pub(crate) fault: Option<Fault>,
     pub(crate) protocol: Protocol,
+    /// Whether point reads use the workers' [`SlotHints`].
+    pub(crate) hints: bool,
     /// Set when a transaction was dropped during a panic without rolling back: its undo log
     /// is still active, so the handle refuses further work (reopening recovers).
     pub(crate) poisoned: AtomicBool,
@@ -672,6 +741,22 @@ impl InPlace {
 
     /// Validates a rid read from an index or an undo record and the slot it names: in use and
     /// holding `key` (when given). Returns the slot's state word (0 without a key).
+    /// The state word of slot `rid` if it is a used slot of `t`'s heap holding `key` (a
+    /// [`SlotHints`] guess checked, as [`InPlace::check_row`] checks what the index names):
+    /// `None`, never an error, for any other address, 0 included.
+    pub(crate) fn hinted_row(&self, t: &TableRt, rid: u64, key: u64) -> Option<u64> {
+        if rid == 0 {
+            return None;
+        }
+        let page = storage::heap::check_rid(&self.store, t.id, t.slot_bytes, rid).ok()?;
+        let (word, k) = (self.region.read_u64(rid), self.region.read_u64(rid + 8));
+        if storage::heap::slot_state(word) != storage::heap::SLOT_USED || k != key {
+            return None;
+        }
+        self.store.touch_more(Heap, page, pmem::line_span(rid, storage::heap::SLOT_HEADER).count);
+        Some(word)
+    }
+
     pub(crate) fn check_row(&self, t: &TableRt, rid: u64, key: Option<u64>) -> Result<u64> {
         let page = storage::heap::check_rid(&self.store, t.id, t.slot_bytes, rid)?;
         let Some(key) = key else { return Ok(0) };

@@ -16,6 +16,8 @@ storage::engine_options! {
     pub struct Options {
         key protocol: Protocol = Protocol::Lean,
             "how page updates persist: ours (lean), or Pelley's persist_wal + persist_page";
+        key index_hints: bool = false,
+            "ours: point reads and writes try a per-worker DRAM hint of the key's slot (checked against the slot) before the B+tree; off (the default) searches the index on every access, as the papers' engines do";
     }
 }
 

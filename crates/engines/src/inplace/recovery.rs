@@ -118,6 +118,7 @@ fn attach_logs(region: &Region, layout: &Layout) -> Result<Vec<WorkerLogs>> {
                 user: UndoLog::attach(region, page_offset(layout.undo_log_page(w)), user_cap)?,
                 sys: UndoLog::attach(region, page_offset(layout.sys_undo_log_page(w)), sys_cap)?,
                 begun: 0,
+                hints: None,
             })
         })
         .collect()
@@ -211,6 +212,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
         report: RecoveryReport::default(),
         fault: options.fault,
         protocol: options.inplace.protocol,
+        hints: options.inplace.index_hints,
         poisoned: AtomicBool::new(false),
     };
     // 3. In-flight user transactions: roll back; committed ones: finish their frees. Slots

@@ -30,7 +30,49 @@ pub(crate) struct InPlaceTxn<'a> {
     to_free: Vec<(TableId, u64)>,
     /// Keys this transaction deleted: pending in their tables' `deleted` sets until it ends.
     deleted: Vec<(TableId, u64)>,
+    /// Where this transaction last found a few keys' rows ([`Located`]).
+    located: Located,
     finished: bool,
+}
+
+/// The slots of the last few keys a transaction read or wrote, so that a write of a row it has
+/// just read (YCSB's update reads the row, then writes two ranges of it; TPC-B reads each row
+/// for update, then writes it) does not search the index again. An entry is used only once
+/// the key's exclusive lock is held: taking it validated the read that found the slot (the
+/// key's stripe word unchanged since, `LockSet::became_exclusive`), or the slot was found under
+/// it; either way no other transaction can have moved the row since, and while the lock is held
+/// none can. This transaction's own delete or insert of the key forgets the entry. The slot's
+/// header is still checked on every use (`InPlace::check_row`). Fixed size, no allocation.
+#[derive(Default)]
+struct Located {
+    entries: [(TableId, u64, u64); 4],
+    len: usize,
+    next: usize,
+}
+
+impl Located {
+    fn get(&self, table: TableId, key: u64) -> Option<u64> {
+        self.entries[..self.len].iter().find(|e| (e.0, e.1) == (table, key)).map(|e| e.2)
+    }
+
+    fn put(&mut self, table: TableId, key: u64, rid: u64) {
+        if let Some(e) = self.entries[..self.len].iter_mut().find(|e| (e.0, e.1) == (table, key)) {
+            e.2 = rid;
+        } else if self.len < self.entries.len() {
+            self.entries[self.len] = (table, key, rid);
+            self.len += 1;
+        } else {
+            self.entries[self.next] = (table, key, rid);
+            self.next = (self.next + 1) % self.entries.len();
+        }
+    }
+
+    fn forget(&mut self, table: TableId, key: u64) {
+        if let Some(i) = self.entries[..self.len].iter().position(|e| (e.0, e.1) == (table, key)) {
+            self.entries.swap(i, self.len - 1);
+            self.len -= 1;
+        }
+    }
 }
 
 /// `[u32 table][u64 a][u64 b]`, the payload of logical records.
@@ -60,6 +102,7 @@ impl<'a> InPlaceTxn<'a> {
             fresh: Vec::new(),
             to_free: Vec::new(),
             deleted: Vec::new(),
+            located: Located::default(),
             finished: false,
         }
     }
@@ -223,9 +266,36 @@ impl<'a> InPlaceTxn<'a> {
         Ok(true)
     }
 
-    /// The rid the index holds for `key`, validated against the heap.
-    fn find(&self, t: &TableRt, key: u64) -> Result<Option<u64>> {
+    /// Forgets where `key`'s row was (this transaction deletes or inserts it): its old slot
+    /// still holds the key until the commit frees it.
+    fn forget(&mut self, table: TableId, key: u64) {
+        self.located.forget(table, key);
+        if let Some(h) = self.logs.hints.as_mut() {
+            h.forget(table, key);
+        }
+    }
+
+    /// The rid the index holds for `key`, validated against the heap. The caller holds the
+    /// key's exclusive lock: a slot this transaction found for the key before is still its row
+    /// ([`Located`]) and the index is not searched again.
+    fn find(&mut self, t: &TableRt, key: u64) -> Result<Option<u64>> {
+        if let Some(rid) = self.located.get(t.id, key) {
+            self.db.check_row(t, rid, Some(key))?;
+            return Ok(Some(rid));
+        }
+        if self.db.hints {
+            // Under the key's exclusive lock no other transaction moves its row.
+            let hinted = self.logs.hints().get(t.id, key);
+            if self.db.hinted_row(t, hinted, key).is_some() {
+                self.located.put(t.id, key, hinted);
+                return Ok(Some(hinted));
+            }
+        }
         let Some(rid) = self.db.tree(t).get(key)? else { return Ok(None) };
+        self.located.put(t.id, key, rid);
+        if self.db.hints {
+            self.logs.hints().put(t.id, key, rid);
+        }
         // The page header and the slot header, checked next: their misses overlap.
         self.db.region.prefetch(rid - rid % PAGE_SIZE_U64, 64);
         self.db.region.prefetch(rid, SLOT_HEADER);
@@ -271,20 +341,41 @@ impl Txn for InPlaceTxn<'_> {
     fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
         let db = self.db;
         let t = db.table_rt(table)?;
-        self.locks.read_optimistic(&db.locks, self.id, table, key, || {
+        let mut hints = db.hints.then(|| self.logs.hints());
+        let found = self.locks.read_optimistic(&db.locks, self.id, table, key, || {
             out.clear();
-            let Some(rid) = db.tree(t).get(key)? else { return Ok(false) };
             // The page header (checked first), the slot header and the row: misses that
-            // overlap instead of following one another (a hint; `rid` is checked next).
-            db.region.prefetch(rid - rid % PAGE_SIZE_U64, 64);
-            db.region.prefetch(rid, SLOT_HEADER + u64::from(t.spec.row_bytes));
-            let word = db.check_row(t, rid, Some(key))?;
+            // overlap instead of following one another (a prefetch; `rid` is checked next).
+            let prefetch = |rid: u64| {
+                db.region.prefetch(rid - rid % PAGE_SIZE_U64, 64);
+                db.region.prefetch(rid, SLOT_HEADER + u64::from(t.spec.row_bytes));
+            };
+            let hinted = hints.as_ref().map_or(0, |h| h.get(table, key));
+            if hinted != 0 {
+                prefetch(hinted);
+            }
+            let (rid, word) = match db.hinted_row(t, hinted, key) {
+                Some(word) => (hinted, word),
+                None => {
+                    let Some(rid) = db.tree(t).get(key)? else { return Ok(None) };
+                    prefetch(rid);
+                    if let Some(h) = hints.as_mut() {
+                        h.put(table, key, rid);
+                    }
+                    (rid, db.check_row(t, rid, Some(key))?)
+                }
+            };
             let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
             db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
             db.verify_row(t, rid, key, word, &[row])?;
             out.extend_from_slice(row);
-            Ok(true)
-        })
+            Ok(Some(rid))
+        })?;
+        // Usable by a later write of the key only once its exclusive lock validates this read.
+        if let Some(rid) = found {
+            self.located.put(table, key, rid);
+        }
+        Ok(found.is_some())
     }
 
     /// The key's exclusive lock first (waited for, wait-die), then the read under it.
@@ -298,6 +389,7 @@ impl Txn for InPlaceTxn<'_> {
         let t = self.db.table_rt(table)?;
         check_row(table, &t.spec, row)?;
         self.lock(table, key, LockMode::Exclusive)?;
+        self.forget(table, key);
         let db = self.db;
         if db.tree(t).get(key)?.is_some() {
             return Err(DbError::Duplicate { table, key });
@@ -373,6 +465,7 @@ impl Txn for InPlaceTxn<'_> {
         self.lock(table, key, LockMode::Exclusive)?;
         let db = self.db;
         let Some(rid) = self.find(t, key)? else { return Ok(false) };
+        self.forget(table, key);
         self.log(&[
             (REC_INDEX_DELETE, &logical(table, key, rid)),
             (REC_FREE_SLOT, &logical(table, rid, 0)),
