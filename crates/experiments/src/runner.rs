@@ -306,7 +306,7 @@ pub fn run_point(
             let mut args = point.args();
             let region = needs_region_file(point).then(|| {
                 scratch.join(format!(
-                    "nvmdb-sweep-{}-{}-{rep}.region",
+                    "{SWEEP_REGION_PREFIX}{}-{}-{rep}.region",
                     std::process::id(),
                     point.hash
                 ))
@@ -325,7 +325,7 @@ pub fn run_point(
         }
         Mode::CrashRecover { crash_after } => {
             let region = scratch.join(format!(
-                "nvmdb-sweep-{}-{}-{rep}.region",
+                "{SWEEP_REGION_PREFIX}{}-{}-{rep}.region",
                 std::process::id(),
                 point.hash
             ));
@@ -334,6 +334,41 @@ pub fn run_point(
             outcome
         }
     }
+}
+
+/// The prefix of the region files a sweep's runs make in their scratch directory
+/// (`nvmdb-sweep-<sweep pid>-<point hash>-<rep>.region`).
+const SWEEP_REGION_PREFIX: &str = "nvmdb-sweep-";
+
+/// Removes the region files that sweeps no longer running left in `dir` (a sweep killed
+/// mid-run cannot remove its run's file: a region left in `/dev/shm` holds memory, up to the
+/// region's size, until someone deletes it — an 8 GiB one made a later sweep's run die of
+/// memory). A file is stale when the process id in its name is not a live process. Returns
+/// each removed file and its size in bytes.
+pub fn remove_stale_regions(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return removed };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(SWEEP_REGION_PREFIX))
+            .filter(|rest| rest.ends_with(".region"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let bytes = entry.metadata().map_or(0, |m| m.len());
+        if std::fs::remove_file(&path).is_ok() {
+            removed.push((path, bytes));
+        }
+    }
+    removed
 }
 
 /// Whether a `Mode::Run` point needs a region file the spec does not name: an `io=fs` engine
@@ -452,6 +487,27 @@ fn crash_recover(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stale_sweep_regions_go_and_live_sweeps_and_other_files_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        // No process has pid 2^22 + 1 (above Linux's pid_max limit, 2^22).
+        let dead = format!("{SWEEP_REGION_PREFIX}4194305-abc-0.region");
+        let ours = format!("{SWEEP_REGION_PREFIX}{}-abc-1.region", std::process::id());
+        let live = format!("{SWEEP_REGION_PREFIX}1-abc-0.region"); // init: always alive
+        let kept = [ours, live, "nvmdb-sweep-x-abc-0.region".into(), "nvmdb-4194305.region".into()];
+        std::fs::write(dir.path().join(&dead), [0u8; 10]).unwrap();
+        for name in &kept {
+            std::fs::write(dir.path().join(name), b"x").unwrap();
+        }
+        let removed = remove_stale_regions(dir.path());
+        assert_eq!(removed, vec![(dir.path().join(&dead), 10)]);
+        assert!(!dir.path().join(&dead).exists());
+        for name in &kept {
+            assert!(dir.path().join(name).exists(), "{name}");
+        }
+        assert!(remove_stale_regions(&dir.path().join("missing")).is_empty());
+    }
 
     #[test]
     fn reads_unknown_engine() {

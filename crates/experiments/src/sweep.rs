@@ -266,6 +266,18 @@ pub fn run(
     if let Some(dir) = options.images.as_ref().filter(|_| !last_use.is_empty()) {
         std::fs::create_dir_all(dir).map_err(|error| StoreError { path: dir.clone(), error })?;
     }
+    // Region files of sweeps that were killed: each scratch directory this sweep uses.
+    let scratch: BTreeSet<PathBuf> =
+        plan.specs.iter().flat_map(|p| p.points.iter()).map(|p| scratch_dir(options, p)).collect();
+    for dir in &scratch {
+        for (path, bytes) in runner::remove_stale_regions(dir) {
+            eprintln!(
+                "sweep: removed {} ({:.1} MiB), left by a sweep that is no longer running",
+                path.display(),
+                bytes as f64 / (1 << 20) as f64
+            );
+        }
+    }
     let mut n = 0;
     for planned in &plan.specs {
         let spec = &planned.spec;
