@@ -85,8 +85,9 @@ pub enum Protocol {
 
 /// A worker's hints of where keys' rows are: a 4-way set-associative table of (key tag, slot
 /// address) pairs, one 64-byte line a set (`2^HINT_SET_BITS` sets, 2 MiB, allocated at the
-/// worker's first point read; `--engine-opt index_hints=on`, off by default), private to the worker (it is held with the worker's logs), so
-/// filling it writes nothing another thread reads. A hint is only ever a guess: a read uses it
+/// worker's first point access; `--engine-opt index_hints=on`, off by default), private to the
+/// worker (it is held with the worker's logs), so filling it writes nothing another thread
+/// reads. A hint is only ever a guess: a read uses it
 /// only after checking that the slot is a used slot of the table's heap holding the key, inside
 /// the same optimistic read (the key's stripe word loaded before and after) as a tree search,
 /// so a slot freed or reused since can only fail the check (the B+tree is searched then) or
@@ -741,33 +742,36 @@ impl InPlace {
 
     /// Validates a rid read from an index or an undo record and the slot it names: in use and
     /// holding `key` (when given). Returns the slot's state word (0 without a key).
+    pub(crate) fn check_row(&self, t: &TableRt, rid: u64, key: Option<u64>) -> Result<u64> {
+        let page = storage::heap::check_rid(&self.store, t.id, t.slot_bytes, rid)?;
+        let Some(key) = key else { return Ok(0) };
+        self.slot_word(page, rid, key).map_err(|(state, k)| {
+            DbError::Corrupt(format!(
+                "table {}: index key {key} names slot {rid} holding state {state} key {k}",
+                t.spec.name
+            ))
+        })
+    }
+
     /// The state word of slot `rid` if it is a used slot of `t`'s heap holding `key` (a
-    /// [`SlotHints`] guess checked, as [`InPlace::check_row`] checks what the index names):
+    /// [`SlotHints`] guess checked as [`InPlace::check_row`] checks what the index names):
     /// `None`, never an error, for any other address, 0 included.
     pub(crate) fn hinted_row(&self, t: &TableRt, rid: u64, key: u64) -> Option<u64> {
         if rid == 0 {
             return None;
         }
         let page = storage::heap::check_rid(&self.store, t.id, t.slot_bytes, rid).ok()?;
-        let (word, k) = (self.region.read_u64(rid), self.region.read_u64(rid + 8));
-        if storage::heap::slot_state(word) != storage::heap::SLOT_USED || k != key {
-            return None;
-        }
-        self.store.touch_more(Heap, page, pmem::line_span(rid, storage::heap::SLOT_HEADER).count);
-        Some(word)
+        self.slot_word(page, rid, key).ok()
     }
 
-    pub(crate) fn check_row(&self, t: &TableRt, rid: u64, key: Option<u64>) -> Result<u64> {
-        let page = storage::heap::check_rid(&self.store, t.id, t.slot_bytes, rid)?;
-        let Some(key) = key else { return Ok(0) };
+    /// The state word of the slot `rid` on heap page `page` (checked by `heap::check_rid`) if
+    /// it is used and holds `key`; otherwise its state and key.
+    fn slot_word(&self, page: PageId, rid: u64, key: u64) -> std::result::Result<u64, (u64, u64)> {
         self.store.touch_more(Heap, page, pmem::line_span(rid, storage::heap::SLOT_HEADER).count);
         let (word, k) = (self.region.read_u64(rid), self.region.read_u64(rid + 8));
         let state = storage::heap::slot_state(word);
         if state != storage::heap::SLOT_USED || k != key {
-            return Err(DbError::Corrupt(format!(
-                "table {}: index key {key} names slot {rid} holding state {state} key {k}",
-                t.spec.name
-            )));
+            return Err((state, k));
         }
         Ok(word)
     }
