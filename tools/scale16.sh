@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Issue 35's many-core table in one command: YCSB read-/write-heavy (100k rows), TPC-B (scale =
-# threads), the noop driver and the mem reference engine at 1, 2, 4, 8, 16 threads on inplace and
-# wal; group, cow and lsm read-heavy at 1, 8, 16 (lsm with and without group commit, and
-# write-heavy); the distributed logs beside the central one at
-# 16 threads (Wang & Johnson's TATP Update-Location and TPC-B); PMDK pmemobj at one thread; TPC-B
-# with its balances read for update, and at a fixed scale of 16.
+# threads) and the noop driver at 1, 2, 4, 8, 16 threads on inplace and wal (the mem reference
+# engine at 1 and 16); PMDK pmemobj at one thread; group, cow and lsm read-heavy at 1, 8, 16 (lsm
+# with and without group commit, and write-heavy); TPC-B with its balances read for update, and
+# at a fixed scale of 16, at 1 and 16; the distributed logs beside the central one at 16 threads
+# (Wang & Johnson's TATP Update-Location and TPC-B). Most important first: the time budget stops
+# new runs.
 # Durable commits on `shm` (real clwb/clflushopt on a /dev/shm file), release build, 2 s after a
 # 0.5 s warm-up, every checker on. Repetition 1 of every row first, then repetition 2 of the
 # scaling rows and the logs while the time budget lasts, so a run cut short still has one whole
 # table. Writes OUT/rows.jsonl (each bench --json row with its label and repetition) and
 # OUT/log.txt ("rep label: tps aborted load").
 #
-# Usage: tools/scale16.sh NVMDB OUT [secs=2] [budget_s=400] [threads="1 2 4 8 16"]
+# Usage: [BEFORE=OLD_NVMDB] tools/scale16.sh NVMDB OUT [secs=2] [budget_s=400] [threads="1 2 4 8 16"]
+# With BEFORE, the older binary runs the issue's configurations beside the new one at one thread
+# and the most (labels "before ...").
 # Summarise: python3 tools/scale16_table.py OUT/rows.jsonl
 set -u
 BIN=$1; OUT=$2; D=${3:-2}; BUDGET=${4:-400}; THREADS=${5:-"1 2 4 8 16"}
@@ -58,7 +61,7 @@ r["label"], r["rep"], r["load1"] = sys.argv[1], int(sys.argv[2]), float(sys.argv
 for k in ("per_worker", "latency_us"):
     r.pop(k, None)
 print(json.dumps(r))' "$label" "$rep" "$load" >> "$OUT/rows.jsonl"
-  log "$rep $label: $(echo "$row" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(int(r["tps"]), r["aborted"], r["checker"])') load $load"
+  log "$rep $label: $(echo "$row" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(int(r["tps"]), r["aborted"], r["checker"])') load $load at $(( $(date +%s) - START )) s"
   rm -f /tmp/nvmdb-regions/r.region
 }
 
@@ -70,9 +73,30 @@ scaling() { # rep
     run "$1" "wal tpcb t=$t" wal tpcb "$t" --scale "$t"
     run "$1" "wal ycsb-write-heavy t=$t" wal ycsb "$t" --mix write-heavy --records 100000
     run "$1" "noop ycsb-read-heavy t=$t" noop ycsb "$t" --mix read-heavy --records 100000
-    run "$1" "mem ycsb-read-heavy t=$t" mem ycsb "$t" --mix read-heavy --records 100000
-    # TPC-B's balances locked for update before they are read (hot-row aborts), and TPC-B at a
-    # fixed scale (the scale = threads rows also grow wal's checkpoint work with the threads).
+    if [ "$t" = 1 ] || [ "$t" = "$MAXT" ]; then
+      run "$1" "mem ycsb-read-heavy t=$t" mem ycsb "$t" --mix read-heavy --records 100000
+      before "$1" "$t"
+    fi
+  done
+}
+# An older binary (BEFORE=path) beside the new one at one thread and the most, in the same
+# sitting: the issue's own configurations (its wal rows with a 2 GiB region, which old binaries
+# needed to load TPC-B at scale 16).
+before() { # rep threads
+  [ -n "${BEFORE:-}" ] || return 0
+  local t=$2 keep=$BIN
+  BIN=$BEFORE
+  run "$1" "before inplace ycsb-read-heavy t=$t" inplace ycsb "$t" --mix read-heavy --records 100000
+  run "$1" "before inplace ycsb-write-heavy t=$t" inplace ycsb "$t" --mix write-heavy --records 100000
+  run "$1" "before inplace tpcb t=$t" inplace tpcb "$t" --scale "$t"
+  run "$1" "before wal tpcb t=$t" wal tpcb "$t" --scale "$t" --size 2GiB
+  run "$1" "before noop ycsb-read-heavy t=$t" noop ycsb "$t" --mix read-heavy --records 100000
+  BIN=$keep
+}
+# TPC-B's balances locked for update before they are read (hot-row aborts), and TPC-B at a fixed
+# scale (the scale = threads rows also grow wal's checkpoint work with the threads).
+tpcb_variants() { # rep
+  for t in 1 "$MAXT"; do
     run "$1" "inplace tpcb-for-update t=$t" inplace tpcb "$t" --scale "$t" --workload-opt for_update=true
     run "$1" "inplace tpcb-scale16 t=$t" inplace tpcb "$t" --scale 16
     run "$1" "wal tpcb-scale16 t=$t" wal tpcb "$t" --scale 16
@@ -83,6 +107,7 @@ others() { # rep
     for e in group cow lsm; do
       run "$1" "$e ycsb-read-heavy t=$t" "$e" ycsb "$t" --mix read-heavy --records 100000
     done
+    [ "$t" = 1 ] && continue
     # lsm's group commit (off by default until a many-core run shows it pays).
     run "$1" "lsm-group ycsb-read-heavy t=$t" lsm ycsb "$t" --mix read-heavy --records 100000 --engine-opt group_commit=on
     run "$1" "lsm ycsb-write-heavy t=$t" lsm ycsb "$t" --mix write-heavy --records 100000
@@ -110,7 +135,7 @@ peers() { # rep: PMDK at one thread (PMEM_IS_PMEM_FORCE=1: flush instructions, a
 }
 
 uptime | tee -a "$OUT/log.txt"
-scaling 1; peers 1; others 1; logs 1
-scaling 2; logs 2; peers 2; others 2
+scaling 1; peers 1; others 1; tpcb_variants 1; logs 1
+scaling 2; peers 2; tpcb_variants 2; others 2; logs 2
 uptime | tee -a "$OUT/log.txt"
 log "# elapsed $(( $(date +%s) - START )) s"
