@@ -14,7 +14,9 @@
 #
 # Usage: [BEFORE=OLD_NVMDB] tools/scale16.sh NVMDB OUT [secs=2] [budget_s=400] [threads="1 2 4 8 16"]
 # With BEFORE, the older binary runs the issue's configurations beside the new one at one thread
-# and the most (labels "before ...").
+# and the most (labels "before ..."). With PLAN=check, the open decisions (TPC-B's read for
+# update, lsm's group commit, inplace's slot hints against PMDK) interleaved, and with PERF=perf
+# flat profiles of the curves that do not scale (OUT/profiles.txt).
 # Summarise: python3 tools/scale16_table.py OUT/rows.jsonl
 set -u
 BIN=$1; OUT=$2; D=${3:-2}; BUDGET=${4:-400}; THREADS=${5:-"1 2 4 8 16"}
@@ -134,7 +136,55 @@ peers() { # rep: PMDK at one thread (PMEM_IS_PMEM_FORCE=1: flush instructions, a
   unset PMEM_IS_PMEM_FORCE
 }
 
+# PLAN=check: the decisions the table left open, each pair interleaved, then (PERF=path to a
+# perf binary) flat profiles of the curves that do not scale.
+check() { # rep
+  for t in 1 "$MAXT"; do
+    run "$1" "inplace tpcb t=$t" inplace tpcb "$t" --scale "$t"
+    run "$1" "inplace tpcb-plain-read t=$t" inplace tpcb "$t" --scale "$t" --workload-opt for_update=false
+    run "$1" "wal tpcb t=$t" wal tpcb "$t" --scale "$t"
+  done
+  for t in 8 "$MAXT"; do
+    for m in read-heavy write-heavy; do
+      run "$1" "lsm ycsb-$m t=$t" lsm ycsb "$t" --mix $m --records 100000
+      run "$1" "lsm-group ycsb-$m t=$t" lsm ycsb "$t" --mix $m --records 100000 --engine-opt group_commit=on
+    done
+  done
+  for m in read-heavy write-heavy; do
+    run "$1" "inplace ycsb-$m t=1" inplace ycsb 1 --mix $m --records 100000
+    run "$1" "inplace-hints ycsb-$m t=1" inplace ycsb 1 --mix $m --records 100000 --engine-opt index_hints=on
+    PMEM_IS_PMEM_FORCE=1 run "$1" "pmemobj ycsb-$m t=1" pmemobj ycsb 1 --mix $m --records 100000
+  done
+  run "$1" "inplace-hints tpcb t=1" inplace tpcb 1 --scale 1 --engine-opt index_hints=on
+  PMEM_IS_PMEM_FORCE=1 run "$1" "pmemobj tpcb t=1" pmemobj tpcb 1 --scale 1
+}
+profile() { # label engine workload threads extra...
+  [ -n "${PERF:-}" ] || return 0
+  local label=$1 e=$2 w=$3 t=$4; shift 4
+  if [ $(( $(date +%s) - START )) -ge "$BUDGET" ]; then log "profile $label: skipped (budget)"; return; fi
+  "$PERF" record -F 499 -o /tmp/perf.data -- "$BIN" bench --engine "$e" --workload "$w" \
+    --threads "$t" --duration 3 --warmup 0.5 "${MEDIUM[@]}" "$@" > /dev/null 2>"$OUT/err.tmp" \
+    || { log "profile $label: FAILED $(tail -1 "$OUT/err.tmp")"; return; }
+  { echo "## $label (flat, self time; the whole process: load, 0.5 s warm-up, 3 s measured)"
+    "$PERF" report -i /tmp/perf.data --stdio --no-children --sort symbol --percent-limit 0.8 \
+      2>/dev/null | grep -v '^#' | grep -v '^$' | sed 's/  *- *- *$//' | head -40; } >> "$OUT/profiles.txt"
+  log "profile $label: done at $(( $(date +%s) - START )) s"
+  rm -f /tmp/nvmdb-regions/r.region
+}
+profiles() {
+  profile "wal tpcb t=$MAXT" wal tpcb "$MAXT" --scale "$MAXT"
+  profile "wal ycsb-write-heavy t=$MAXT" wal ycsb "$MAXT" --mix write-heavy --records 100000
+  profile "inplace tpcb t=$MAXT" inplace tpcb "$MAXT" --scale "$MAXT"
+  profile "cow ycsb-read-heavy t=$MAXT" cow ycsb "$MAXT" --mix read-heavy --records 100000
+}
+
 uptime | tee -a "$OUT/log.txt"
+if [ "${PLAN:-table}" = check ]; then
+  check 1; profiles; check 2; check 3
+  uptime | tee -a "$OUT/log.txt"
+  log "# elapsed $(( $(date +%s) - START )) s"
+  exit 0
+fi
 scaling 1; peers 1; others 1; tpcb_variants 1; logs 1
 scaling 2; peers 2; tpcb_variants 2; others 2; logs 2
 uptime | tee -a "$OUT/log.txt"
