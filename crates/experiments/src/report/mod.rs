@@ -9,7 +9,7 @@
 //! This module builds the [`Report`] (data, verdicts, figures); `page.rs` writes its pages.
 
 use crate::analysis::{self, ClaimResult, Class, Verdict, QUICK_VERDICT};
-use crate::data::{Dataset, PointData, HARNESS_LIMIT};
+use crate::data::{Dataset, PointData, ENDED_EARLY, HARNESS_LIMIT};
 use crate::plot::{self, Figure, Panel, Reference, Series, XY};
 use crate::provenance::Provenance;
 use crate::results::{self, Row, StoreError};
@@ -271,6 +271,20 @@ fn spec_report(
              {} pages behind its dirty-page budget) and are excluded from the figures and \
              verdicts: {}{more}",
             crate::data::FLUSHER_SLACK_PAGES,
+            shown.join("; ")
+        ));
+    }
+    let early = data.ended_early();
+    if !early.is_empty() {
+        let runs: usize = early.iter().map(|(_, n)| n).sum();
+        let shown: Vec<&str> = early.iter().take(4).map(|(s, _)| s.as_str()).collect();
+        let more =
+            if early.len() > 4 { format!("; … {} more", early.len() - 4) } else { String::new() };
+        notes.push(format!(
+            "{ENDED_EARLY}: {runs} run(s) at {} point(s) ended before the duration they asked \
+             for; they are kept, their rates are per measured second and their totals cover \
+             the measured time only: {}{more}",
+            early.len(),
             shown.join("; ")
         ));
     }

@@ -176,6 +176,9 @@ pub const RULES: &[&str] = &[
     "Runs that hit a harness limit (the driver's pending-commit cap, pending_full_waits > 0; \
      a Pelley page flusher more than 10,000 pages behind its dirty-page budget) are flagged \
      and excluded from figures and verdicts.",
+    "Runs that ended before the duration they asked for (a full region) are kept and listed \
+     under \"ended early\" in their experiment's notes: their rates are per measured second, \
+     their totals cover the measured time only.",
 ];
 
 /// What the page says at the top of a report with quick runs in it.
