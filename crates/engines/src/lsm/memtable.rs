@@ -237,17 +237,22 @@ impl NvmMem {
     }
 
     /// The last position before `target` at each level (following `overlay` for fields of
-    /// reachable nodes that a commit is about to change).
-    fn preds(
+    /// reachable nodes that a commit is about to change), and the node the walk met right after
+    /// it on level 0 (the first node at or after `target`), from the same load: beside a
+    /// committer linking nodes, loading the level-0 pointer again may meet a node linked since,
+    /// which sorts between the position and `target`.
+    fn walk(
         &self,
         region: &Region,
         tables: &[TableSpec],
         target: (u32, u64, std::cmp::Reverse<u64>),
         overlay: &HashMap<u64, u64>,
-    ) -> Result<[At; MAX_HEIGHT]> {
+    ) -> Result<([At; MAX_HEIGHT], Option<Node>)> {
         let mut preds = [At::Head; MAX_HEIGHT];
         let mut cur = At::Head;
+        let mut after = None;
         for level in (0..MAX_HEIGHT).rev() {
+            after = None;
             loop {
                 let next = self.next_of(region, cur, level, overlay);
                 if next == 0 {
@@ -255,13 +260,14 @@ impl NvmMem {
                 }
                 let n = self.after(region, tables, cur, next)?;
                 if n.order() >= target {
+                    after = Some(n);
                     break;
                 }
                 cur = At::Node(n);
             }
             preds[level] = cur;
         }
-        Ok(preds)
+        Ok((preds, after))
     }
 
     /// Plans the links of `nodes` (written, sorted ascending, not yet reachable): writes each
@@ -277,7 +283,7 @@ impl NvmMem {
         let first_new = nodes.first().map_or(u64::MAX, |n| n.off);
         let mut overlay: HashMap<u64, u64> = HashMap::new();
         for n in nodes {
-            let preds = self.preds(region, tables, n.order(), &overlay)?;
+            let (preds, _) = self.walk(region, tables, n.order(), &overlay)?;
             for (level, &pred) in preds.iter().enumerate().take(n.height) {
                 let next = self.next_of(region, pred, level, &overlay);
                 region.write_u64(n.next_field(level), next);
@@ -345,10 +351,12 @@ impl NvmMem {
         table: u32,
         key: u64,
     ) -> Result<Option<Node>> {
-        let none = HashMap::new();
-        let preds = self.preds(region, tables, (table, key, std::cmp::Reverse(u64::MAX)), &none)?;
-        let next = self.next_of(region, preds[0], 0, &none);
-        self.at(region, tables, next)
+        // The node the walk compared, not a second load of its predecessor's pointer
+        // (regression `lsm_reads_beside_commits_of_other_keys`: a commit of a key between the
+        // predecessor and `key`, linked between the two loads, hid `key`'s newest version, and a
+        // read fell through to an older one in the runs: lost updates).
+        let target = (table, key, std::cmp::Reverse(u64::MAX));
+        Ok(self.walk(region, tables, target, &HashMap::new())?.1)
     }
 
     pub fn at(&self, region: &Region, tables: &[TableSpec], off: u64) -> Result<Option<Node>> {
