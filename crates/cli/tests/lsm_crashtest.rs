@@ -64,9 +64,10 @@ fn small_ycsb(extra: &[&str]) -> serde_json::Value {
     clean(&args)
 }
 
+/// One commit at a time under the commit latch (`group_commit=off`; on is the default).
 #[test]
 fn nvm_log_survives_crashes_with_two_threads() {
-    small_ycsb(&["--threads=2", "--crashes=30"]);
+    small_ycsb(&["--engine-opt=group_commit=off", "--threads=2", "--crashes=30"]);
 }
 
 /// Group commit (`group_commit=on`): a crash inside a group's commit keeps all of it or none,

@@ -54,12 +54,14 @@
 //! fills the memtable (no background thread). Waits are counted (`state_reader_waits`,
 //! `state_exclusive`, `commit_latch_waits`, and the lock table's `lock_waits`).
 //!
-//! **Group commit** (`group_commit=on`; off by default): a committer that finds the commit
+//! **Group commit** (`group_commit=on`, the default): a committer that finds the commit
 //! latch held queues its write set and yields; whoever holds the latch applies the queued
 //! commits oldest first, as many as one commit may hold (`io=nvm`: one pointer record's rows;
 //! `io=fs`: a quarter of the log), as *one* commit — one sequence number, one log or pointer
-//! record, one set of barriers — then sets each one's outcome. The recovery invariant is
-//! unchanged (a group is durable whole or not at all, and no member returns before that); the
+//! record, one set of barriers — then sets each one's outcome. A committer that finds the latch
+//! free and no one queued commits alone, as `group_commit=off` does. The recovery invariant is
+//! unchanged (a group is durable whole or not at all, and no member returns before that;
+//! `tests::a_group_commit_cut_at_any_store_*` cuts a group before each of its stores); the
 //! keys of every member stay locked by their own transactions until their commits return. A
 //! group that fails is applied again one member at a time, so a member fails only for its own
 //! writes. `group_commit_delay_us` makes the leader wait that long for others to queue before it
@@ -67,13 +69,14 @@
 //! Counted: `commit_groups`, `grouped_commits`. It is N-Store's grouping (its NVM
 //! engines group commits). It pays where commits overlap: on a lent 16-core machine (issue 35,
 //! `docs/scaling.md`, two interleaved rounds) YCSB write-heavy went from 107-115k to 148-198k
-//! TPS at 16 threads, read-heavy from 1.03-1.14M to 1.37-1.50M. It stays off by default: a
-//! 2,000-crash campaign with it on (2 threads, `group_commit_delay_us=200`, seed 12) found one
-//! lost acknowledged write that did not replay, and its cause is not found yet (issue 35's note).
+//! TPS at 16 threads, read-heavy from 1.03-1.14M to 1.37-1.50M; at one thread no commit ever
+//! queues. It was off by default for a while after a 2-thread crash campaign lost an
+//! acknowledged write; the cause was a memtable read, not grouping (`memtable::NvmMem::seek`,
+//! regression `regression_lsm_read_beside_commits`), and it lost updates with grouping off too.
+//! `group_commit=off` is the one-commit-at-a-time latch.
 //!
-//! Deliberate differences from N-Store: commit persists before it returns, one at a time by
-//! default (N-Store's NVM engines group commits, and their allocator's `sync` is the only
-//! barrier); the skip list
+//! Deliberate differences from N-Store: commit persists before it returns (N-Store's NVM
+//! engines' allocator `sync` is the only barrier); the skip list
 //! replaces N-Store's STX B+tree memtable (same role: an ordered index with atomic updates).
 
 mod flush;
@@ -534,6 +537,22 @@ impl Lsm {
         if !self.group_commit {
             let _latch = self.commit_latch();
             return self.apply(worker, &Self::sorted(&[&writes]), grows);
+        }
+        // A free latch and no one queued: commit alone, as `group_commit=off` does (no job, no
+        // queue), then lead whoever queued meanwhile.
+        if let Some(latch) = self.commit_latch.try_lock() {
+            self.stats.shared.add(Shared::LockAcquires as usize, 1);
+            if self.commit_queue.lock().is_empty() {
+                let outcome = self.apply(worker, &Self::sorted(&[&writes]), grows);
+                if self.commit_queue.lock().is_empty() {
+                    drop(latch);
+                } else {
+                    self.lead(worker, latch);
+                }
+                return outcome;
+            }
+            // Others queued first: join them, and lead the group below.
+            drop(latch);
         }
         let job = std::sync::Arc::new(CommitJob {
             writes,
