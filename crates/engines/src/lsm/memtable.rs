@@ -13,7 +13,10 @@
 //! writer): a node is only ever inserted, by one 8-byte `Release` store to a predecessor's
 //! pointer after the node's own pointers are set, so every pointer a reader loads (`Acquire`)
 //! leads to a node that sorts after the one holding it and to the complete list beyond it, and
-//! no node a reader looks for is ever skipped, whichever of a commit's links it already sees.
+//! no node a reader looks for is ever skipped, whichever of a commit's links it already sees. A
+//! lookup answers with the node its walk compared, never with a pointer it loads again: a node
+//! linked between the two loads may sort before the key looked for (the lost updates fixed in
+//! beabf9c, `tests/regression_lsm_read_beside_commits.rs`).
 //!
 //! Invariant: every node reachable from the head was fully persisted (contents and next
 //! pointers) before the store that made it reachable; every pointer read from the arena is
