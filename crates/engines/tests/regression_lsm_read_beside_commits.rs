@@ -1,6 +1,5 @@
-//! Regression (issue 35; found by the lost-update stress
-//! `lsm::tests::concurrent_increments_lose_no_update_with_or_without_group_commit`, and the cause
-//! of a 2-thread crash campaign's "acknowledged write ... is lost: version 3 < acked 4"): a point
+//! Regression (issue 35; found by a lost-update stress, now `tests/concurrent_increments.rs`, and
+//! the cause of a 2-thread crash campaign's "acknowledged write ... is lost: version 3 < acked 4"): a point
 //! read of NVM-Log's memtable walked the skip list to the key's predecessor and then loaded the
 //! predecessor's level-0 pointer a second time. A commit of another key that sorts between the
 //! predecessor and the key, linked between the two loads, made the read meet that key instead,

@@ -329,6 +329,34 @@ fn io_fs_point_read_of_a_damaged_entry_is_corrupt() {
     }
 }
 
+/// Worker `w` of `workers` runs `body` in a transaction and commits it while the test holds the
+/// commit latch; once every commit has queued, the latch is let go and one of them leads. Their
+/// outcomes, in worker order.
+fn queued_behind_the_latch(
+    e: &Lsm,
+    workers: u64,
+    body: impl Fn(u64, &mut dyn Txn) -> Result<()> + Sync,
+) -> Vec<Result<()>> {
+    let latch = e.commit_latch.lock();
+    std::thread::scope(|s| {
+        let body = &body;
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                s.spawn(move || {
+                    let mut txn = e.begin(w as usize)?;
+                    body(w, &mut *txn)?;
+                    txn.commit().map(|_| ())
+                })
+            })
+            .collect();
+        while e.commit_queue.lock().len() < workers as usize {
+            std::thread::yield_now();
+        }
+        drop(latch);
+        handles.into_iter().map(|h| h.join().expect("no panic")).collect()
+    })
+}
+
 /// `workers` transactions, worker `w` inserting `rows` rows from `w * 1000`, queued behind
 /// the commit latch (held until all of them wait), then let go; their outcomes and the
 /// sequence numbers they used.
@@ -341,25 +369,11 @@ fn queued_commits(
     opts.lsm.group_commit = true;
     let (e, t, scratch) = on_file(&format!("group-{io:?}-{rows}"), opts);
     let seq_before = e.read_state().committed_seq.load(Ordering::Relaxed);
-    let latch = e.commit_latch.lock();
-    let outcomes = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let e = &e;
-                s.spawn(move || {
-                    let mut txn = e.begin(w as usize)?;
-                    for k in 0..rows {
-                        txn.insert(t, w * 1000 + k, &row(w * 1000 + k))?;
-                    }
-                    txn.commit().map(|_| ())
-                })
-            })
-            .collect();
-        while e.commit_queue.lock().len() < workers as usize {
-            std::thread::yield_now();
+    let outcomes = queued_behind_the_latch(&e, workers, |w, txn| {
+        for k in 0..rows {
+            txn.insert(t, w * 1000 + k, &row(w * 1000 + k))?;
         }
-        drop(latch);
-        handles.into_iter().map(|h| h.join().expect("no panic")).collect::<Vec<_>>()
+        Ok(())
     });
     let seqs = e.read_state().committed_seq.load(Ordering::Relaxed) - seq_before;
     (e, t, outcomes, seqs, scratch)
@@ -397,7 +411,7 @@ fn a_group_too_large_for_one_commit_is_applied_one_by_one() {
     assert_eq!(activity(&e, "commit_groups"), 0);
 }
 
-/// A group of `WORKERS` commits cut at a store: the image and each member's outcome.
+/// A group of `WORKERS` commits, and the image of one cut before one of its stores.
 mod group_crash {
     use super::*;
     use pmem::{CrashEvent, CrashPoint, CrashPolicy};
@@ -477,27 +491,14 @@ mod group_crash {
     /// Member `w`'s transactions write `value` to its keys and queue behind the held commit
     /// latch; once all have queued the latch is let go and one of them leads the group.
     pub fn group(e: &Lsm, t: TableId, value: u64) -> Vec<Result<()>> {
-        let latch = e.commit_latch.lock();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..WORKERS)
-                .map(|w| {
-                    s.spawn(move || {
-                        let mut txn = e.begin(w as usize)?;
-                        for i in 0..PER {
-                            let k = w + i * WORKERS;
-                            let mut cur = Vec::new();
-                            txn.read(t, k, &mut cur)?;
-                            txn.update(t, k, 0, &small(value))?;
-                        }
-                        txn.commit().map(|_| ())
-                    })
-                })
-                .collect();
-            while e.commit_queue.lock().len() < WORKERS as usize {
-                std::thread::yield_now();
+        queued_behind_the_latch(e, WORKERS, |w, txn| {
+            for i in 0..PER {
+                let k = w + i * WORKERS;
+                let mut cur = Vec::new();
+                txn.read(t, k, &mut cur)?;
+                txn.update(t, k, 0, &small(value))?;
             }
-            drop(latch);
-            handles.into_iter().map(|h| h.join().expect("no panic")).collect()
+            Ok(())
         })
     }
 
@@ -580,64 +581,6 @@ fn a_group_commit_cut_at_any_store_recovers_all_or_none_and_keeps_older_commits(
                 }
                 e.check_integrity().unwrap_or_else(|err| panic!("{at}: integrity: {err:?}"));
             }
-        }
-    }
-}
-
-/// Campaign (ignored; `cargo nextest run -p nvmdb-engines --run-ignored only lost_updates`):
-/// four threads increment four counters by read-then-update transactions for 5 s, with group
-/// commit off, on, and on with a 200 µs group delay; every committed increment must be in the
-/// final values. Would catch an optimistic read that validates although its key was written
-/// since (a lost update), which a crash campaign would report as a lost acknowledged write.
-#[test]
-#[ignore]
-fn concurrent_increments_lose_no_update_with_or_without_group_commit() {
-    for (group, delay) in [(false, 0u64), (true, 0), (true, 200)] {
-        let mut opts = EngineOptions { workers: 4, ..options() };
-        opts.lsm.group_commit = group;
-        opts.lsm.group_commit_delay_us = delay;
-        opts.lsm.memtable_bytes = 16 << 10;
-        let (e, t, _scratch) = on_file(&format!("increments-{group}-{delay}"), opts);
-        const KEYS: u64 = 4;
-        insert(&e, t, 0..KEYS).expect("load");
-        let count = |out: &[u8]| u64::from_le_bytes(out[8..16].try_into().expect("8 bytes"));
-        let base = count(&row(0));
-        let per_worker: Vec<Vec<u64>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..4usize)
-                .map(|w| {
-                    let e = &e;
-                    s.spawn(move || {
-                        let mut done = vec![0u64; KEYS as usize];
-                        let mut rng = w as u64 * 7919 + 1;
-                        let until = Instant::now() + std::time::Duration::from_secs(5);
-                        while Instant::now() < until {
-                            rng ^= rng << 13;
-                            rng ^= rng >> 7;
-                            rng ^= rng << 17;
-                            let k = rng % KEYS;
-                            let mut txn = e.begin(w).expect("begin");
-                            let mut out = Vec::new();
-                            let updated = txn.read(t, k, &mut out).and_then(|found| {
-                                assert!(found, "key {k}");
-                                txn.update(t, k, 8, &(count(&out) + 1).to_le_bytes())
-                            });
-                            if updated.is_ok() && txn.commit().is_ok() {
-                                done[k as usize] += 1;
-                            }
-                        }
-                        done
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().expect("no panic")).collect()
-        });
-        for k in 0..KEYS {
-            let committed: u64 = per_worker.iter().map(|d| d[k as usize]).sum();
-            let mut txn = e.begin(0).expect("begin");
-            let mut out = Vec::new();
-            assert!(txn.read(t, k, &mut out).expect("read"));
-            let value = count(&out).wrapping_sub(base);
-            assert_eq!(value, committed, "group {group}, delay {delay} µs, key {k}: lost updates");
         }
     }
 }
