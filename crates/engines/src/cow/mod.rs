@@ -28,8 +28,13 @@
 //! (and free-slot) sets.
 //!
 //! * **One writer at a time** (LMDB, N-Store's CoW): a transaction starts as a snapshot reader;
-//!   its first write takes the writer slot (a bounded wait, then a retryable `Conflict`), and
-//!   fails retryably if another writer committed since its snapshot and it has already read.
+//!   its first write takes the writer slot (a bounded wait, then a retryable `Conflict`). If
+//!   another writer committed since its snapshot, its reads are validated against the current
+//!   version (issue 35; Silo's read-set validation, Tu et al. SOSP 2013 §4.2): each point read
+//!   must end in the same leaf page there, which, since no page a pinned version reaches is
+//!   changed or reused, means it would return the same row or the same absence; then it writes
+//!   on the current version. A read that changed, a scan, or more than 1,024 reads make the
+//!   write fail retryably instead (`snapshot_conflicts`; validated: `reads_revalidated`).
 //! * **Group commit** (`group_commit_ms`, N-Store's `gc_interval`): commits within the interval
 //!   write their pages at once but share one barrier and one master swap; their tokens become
 //!   durable with it. 0: each commit persists alone (2 barriers).
@@ -37,9 +42,8 @@
 //!   publishes its version; a transaction copies it once per version into its worker's own
 //!   `Arc` and pins its number there, and the reclaimer (a commit, under the state lock) reads
 //!   every slot's pins. A read-only transaction takes no engine-wide mutex and writes no shared
-//!   reference count. Serializable: writers are one at a time, and one that has read a
-//!   snapshot older than the last commit fails; read-only transactions read one committed
-//!   version.
+//!   reference count. Serializable: writers are one at a time, and one whose reads do not all
+//!   hold in the current version fails; read-only transactions read one committed version.
 //! * **Reclamation**: pages a version replaces are freed *with* that version and reused only
 //!   once that version's master swap is durable and no reader's snapshot is older. The free set
 //!   is volatile; opening rebuilds it by a reachability scan of the internal nodes from the
@@ -90,6 +94,8 @@ pub const ENGINE_NAME: &str = "cow";
 pub const MASTER_OFFSET: u64 = CATALOG_PAGE * PAGE_SIZE_U64;
 /// Longest a writer waits for the writer slot before a retryable conflict.
 const WRITER_WAIT: Duration = Duration::from_millis(20);
+/// How long a writer spins for the writer slot before it sleeps on it.
+const WRITER_SPIN: Duration = Duration::from_micros(20);
 
 /// One committed version: what a snapshot sees.
 #[derive(Clone)]
@@ -173,6 +179,10 @@ struct Activity {
     pages_reclaimed: AtomicU64,
     tuples_written: AtomicU64,
     snapshot_conflicts: AtomicU64,
+    /// Writers whose snapshot was no longer current and whose reads held in the current version
+    /// (validated instead of failing; `txn::CowTxn::become_writer`). Counted under the writer
+    /// slot, which the writer holds alone.
+    reads_revalidated: AtomicU64,
     /// Bytes written and persist barriers issued through the device (`io=nvm|fs` alike).
     device_bytes_written: AtomicU64,
     device_barriers: AtomicU64,
@@ -496,9 +506,22 @@ impl Cow {
         self.reclaim(&mut s);
     }
 
-    /// Takes the writer slot (bounded wait).
+    /// Takes the writer slot (bounded wait): spinning first for about a write transaction's
+    /// length, since the slot is held only from a writer's first write to its commit (a
+    /// waiter that sleeps at once costs both sides a futex call per hand-off), then sleeping.
     pub(crate) fn writer_slot(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
-        self.writer.try_lock_for(WRITER_WAIT)
+        let spin_until = Instant::now() + WRITER_SPIN;
+        loop {
+            if let Some(slot) = self.writer.try_lock() {
+                return Some(slot);
+            }
+            if Instant::now() >= spin_until {
+                return self.writer.try_lock_for(WRITER_WAIT);
+            }
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+        }
     }
 
     /// The current version's number (a writer checks its snapshot is still current).
@@ -810,6 +833,10 @@ impl Cow {
         } else {
             CommitToken(version.group)
         }
+    }
+
+    pub(crate) fn note_reads_revalidated(&self) {
+        self.activity.reads_revalidated.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn note_snapshot_conflict(&self) {
@@ -1154,6 +1181,7 @@ impl Engine for Cow {
             ("pages_reclaimed", get(&a.pages_reclaimed)),
             ("tuples_written", get(&a.tuples_written)),
             ("snapshot_conflicts", get(&a.snapshot_conflicts)),
+            ("reads_revalidated", get(&a.reads_revalidated)),
             ("device_bytes_written", get(&a.device_bytes_written)),
             ("device_barriers", get(&a.device_barriers)),
             ("shared_lock_acquires", a.shared.get(0)),

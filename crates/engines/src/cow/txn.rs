@@ -34,6 +34,10 @@ struct Writer<'a> {
     freed_tuples: Vec<u64>,
 }
 
+/// Most point reads a snapshot reader keeps for validation; past it, a newer commit makes its
+/// first write fail (as a scan does).
+const MAX_CHECKED_READS: usize = 1024;
+
 pub(crate) struct CowTxn<'a> {
     db: &'a Cow,
     snap: Arc<Version>,
@@ -42,6 +46,12 @@ pub(crate) struct CowTxn<'a> {
     /// Whether the transaction has read the snapshot (then a writer that committed since makes
     /// its first write fail: it would write on stale reads).
     read_any: bool,
+    /// A snapshot reader's point reads: (table, key, the leaf page its search ended in, 0 for
+    /// an empty table), validated by its first write if the snapshot is no longer current.
+    reads: Vec<(TableId, u64, PageId)>,
+    /// Reads were made that `reads` does not hold (a scan, or more than
+    /// [`MAX_CHECKED_READS`]): the first write fails if the snapshot is no longer current.
+    reads_unchecked: bool,
     w: Option<Writer<'a>>,
     done: bool,
 }
@@ -49,7 +59,16 @@ pub(crate) struct CowTxn<'a> {
 impl<'a> CowTxn<'a> {
     pub fn new(db: &'a Cow, worker: usize) -> CowTxn<'a> {
         let snap = db.snapshot_of(worker);
-        CowTxn { db, snap, pinned_on: Some(worker), read_any: false, w: None, done: false }
+        CowTxn {
+            db,
+            snap,
+            pinned_on: Some(worker),
+            read_any: false,
+            reads: Vec::new(),
+            reads_unchecked: false,
+            w: None,
+            done: false,
+        }
     }
 
     fn tables(&self) -> &[TableRoot] {
@@ -73,28 +92,31 @@ impl<'a> CowTxn<'a> {
         shape: &Shape,
         page: PageId,
         level: u16,
+        number: u64,
     ) -> Result<Node<'b>> {
         if let Some(n) = self.w.as_ref().and_then(|w| w.dirty.get(&page)) {
             return Ok(n.view());
         }
         let bytes = read.insert(self.db.node_page(self.pinned_on, page)?);
-        self.committed_node(bytes.bytes(), shape, page, level)
+        self.committed_node(bytes.bytes(), shape, page, level, number)
     }
 
-    /// A committed node parsed from `bytes` (page `page`), validated against the snapshot.
+    /// A committed node parsed from `bytes` (page `page`), validated against version `number`
+    /// (the snapshot's, or a newer one being compared with it).
     fn committed_node<'b>(
         &self,
         bytes: &'b [u8],
         shape: &Shape,
         page: PageId,
         level: u16,
+        number: u64,
     ) -> Result<Node<'b>> {
         let node = Node::parse(bytes, page, shape, level)?;
         // The header and a binary search's lines; which lines the search reads is not tracked,
         // so the page's first ones stand for them (as the page store's latch events do).
         let search_lines = (usize::BITS - node.count.leading_zeros()) as usize + 1;
         self.db.load(page, 0, (1 + search_lines) * pmem::CACHE_LINE as usize);
-        check_written_before(&node, page, self.snap.number)?;
+        check_written_before(&node, page, number)?;
         Ok(node)
     }
 
@@ -141,19 +163,71 @@ impl<'a> CowTxn<'a> {
     /// The leaf holding `key` and the entry's index, if present.
     fn find(&self, table: TableId, key: u64) -> Result<Option<(PageId, usize)>> {
         let (t, shape) = self.table(table)?;
+        let found = self.leaf_for(t, &shape, self.snap.number, key)?;
+        Ok(found.and_then(|(page, at)| at.ok().map(|i| (page, i))))
+    }
+
+    /// The leaf of `t` (a table of version `number`, or the writer's) whose range holds `key`,
+    /// and where the key is in it (`Err`: where it would go); `None`: the table is empty.
+    fn leaf_for(
+        &self,
+        t: &TableRoot,
+        shape: &Shape,
+        number: u64,
+        key: u64,
+    ) -> Result<Option<(PageId, std::result::Result<usize, usize>)>> {
         if t.root == 0 {
             return Ok(None);
         }
         let (mut page, mut level) = (t.root, t.height as u16 - 1);
         loop {
             let mut read = None;
-            let node = self.node(&mut read, &shape, page, level)?;
+            let node = self.node(&mut read, shape, page, level, number)?;
             if level == 0 {
-                return Ok(node.search(key).ok().map(|i| (page, i)));
+                return Ok(Some((page, node.search(key))));
             }
             page = node.child(node.child_index(key));
             level -= 1;
         }
+    }
+
+    /// Notes a point read of `key` in `table` that ended in `leaf` (0: the table was empty),
+    /// while the transaction is a snapshot reader, so that its first write can validate it
+    /// against a newer version instead of failing (see [`Self::become_writer`]).
+    fn note_read(&mut self, table: TableId, key: u64, leaf: PageId) {
+        self.read_any = true;
+        if self.w.is_some() || self.reads_unchecked {
+            return;
+        }
+        if self.reads.len() >= MAX_CHECKED_READS {
+            self.reads_unchecked = true;
+            self.reads = Vec::new();
+            return;
+        }
+        self.reads.push((table, key, leaf));
+    }
+
+    /// Whether every point read the transaction made from its snapshot ends in the same leaf
+    /// page of `fresh` (a newer version). A committed page is never changed while a version
+    /// that reaches it is pinned (ours is), so the same page means the same rows: each read
+    /// would return what it returned, or find the key absent as it did.
+    fn reads_still_hold(&self, fresh: &Version) -> Result<bool> {
+        if self.reads_unchecked {
+            return Ok(false);
+        }
+        for &(table, key, leaf) in &self.reads {
+            let Some(t) = fresh.tables.get(table as usize) else { return Ok(false) };
+            let old = &self.snap.tables[table as usize];
+            if t.spec != old.spec {
+                return Ok(false);
+            }
+            let shape = self.db.shape(table, &t.spec);
+            let now = self.leaf_for(t, &shape, fresh.number, key)?.map_or(0, |(page, _)| page);
+            if now != leaf {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Becomes the writer (once): takes the writer slot; fails retryably if another writer
@@ -166,10 +240,21 @@ impl<'a> CowTxn<'a> {
         let slot = self.db.writer_slot().ok_or(conflict)?;
         let fresh = self.db.snapshot();
         if fresh.number != self.snap.number {
-            if self.read_any {
+            // Another writer committed since the snapshot: the reads so far must still hold in
+            // the version this writer will change (it is the current one: the slot is held).
+            // Both versions stay pinned while they are compared.
+            let stale = match self.read_any {
+                true => self.reads_still_hold(&fresh).map(|held| !held),
+                false => Ok(false),
+            };
+            if !matches!(stale, Ok(false)) {
                 self.db.release(fresh.number);
+                stale?;
                 self.db.note_snapshot_conflict();
                 return Err(DbError::Conflict { table, key });
+            }
+            if self.read_any {
+                self.db.note_reads_revalidated();
             }
             self.db.unpin(self.pinned_on, self.snap.number);
             self.snap = fresh;
@@ -177,6 +262,7 @@ impl<'a> CowTxn<'a> {
         } else {
             self.db.release(fresh.number);
         }
+        self.reads = Vec::new();
         let tables = self.snap.tables.clone();
         self.w = Some(Writer {
             _slot: slot,
@@ -399,7 +485,7 @@ impl<'a> CowTxn<'a> {
         // A page read through the file is kept only while the scan is in it (rows go to the
         // visitor at once), so a long scan does not hold every page it passed.
         let mut read = None;
-        let node = self.node(&mut read, shape, page, level)?;
+        let node = self.node(&mut read, shape, page, level, self.snap.number)?;
         let (low, high) = range;
         if level == 0 {
             let start = node.search(low).unwrap_or_else(|i| i);
@@ -463,11 +549,12 @@ impl Drop for CowTxn<'_> {
 impl Txn for CowTxn<'_> {
     fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
         out.clear();
-        self.read_any = true;
-        let Some((leaf, i)) = self.find(table, key)? else { return Ok(false) };
-        let (_, shape) = self.table(table)?;
+        let (t, shape) = self.table(table)?;
+        let found = self.leaf_for(t, &shape, self.snap.number, key)?;
+        self.note_read(table, key, found.map_or(0, |(leaf, _)| leaf));
+        let Some((leaf, Ok(i))) = found else { return Ok(false) };
         let mut read = None;
-        let node = self.node(&mut read, &shape, leaf, 0)?;
+        let node = self.node(&mut read, &shape, leaf, 0, self.snap.number)?;
         out.extend_from_slice(self.checked_row(&shape, &node, leaf, i)?);
         Ok(true)
     }
@@ -567,6 +654,11 @@ impl Txn for CowTxn<'_> {
         visit: &mut dyn FnMut(u64, &[u8]) -> bool,
     ) -> Result<usize> {
         self.read_any = true;
+        // A scan's reads are not kept for validation (`become_writer`).
+        if self.w.is_none() {
+            self.reads_unchecked = true;
+            self.reads = Vec::new();
+        }
         let (t, shape) = self.table(table)?;
         if t.root == 0 || low > high || limit == 0 {
             return Ok(0);
