@@ -33,7 +33,8 @@ const DLOG_FIGURES: [&str; 7] = [
 ];
 
 /// The page flusher's rounds (`flusher=pelley`), after the log's figures.
-const FLUSHER_FIGURES: [&str; 2] = ["flush_rounds", "dirty_pages_peak"];
+const FLUSHER_FIGURES: [&str; 4] =
+    ["flush_rounds", "dirty_pages_peak", "flusher_waits", "flusher_wait_ns"];
 
 /// The central log's own (Aether's consolidation array and flush pipelining).
 const CENTRAL_FIGURES: [&str; 5] = [

@@ -194,20 +194,25 @@ impl Shared {
             Flusher::Checkpoint => Duration::from_millis(5),
             Flusher::Pelley => oldest_first::ROUND,
         };
+        // A Pelley round that wrote all it may write looks again at once.
+        let mut more = false;
         loop {
             {
                 let mut stop = self.stop.lock();
                 if *stop {
                     return;
                 }
-                self.wake.wait_for(&mut stop, round);
+                if !more {
+                    self.wake.wait_for(&mut stop, round);
+                }
                 if *stop {
                     return;
                 }
             }
             if self.flusher == Flusher::Pelley {
-                if self.flush_oldest().is_err() {
-                    return;
+                match self.flush_oldest() {
+                    Ok(written) => more = written as usize >= oldest_first::ROUND_PAGES,
+                    Err(_) => return,
                 }
                 continue;
             }

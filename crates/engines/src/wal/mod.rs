@@ -238,6 +238,14 @@ pub(crate) struct Shared {
     page_flush: PageFlush,
     flusher: Flusher,
     max_dirty_pages: u64,
+    /// `flusher=pelley`: how far past `max_dirty_pages` its last look may find the dirty set
+    /// before operations wait for it ([`oldest_first`]; 0: never).
+    flusher_lag: u64,
+    /// Set by the Pelley flusher while it is more than `flusher_lag` pages behind; operations
+    /// entering wait on `caught_up` until it clears (read once per operation: a line only the
+    /// flusher writes, and only when it falls behind or catches up).
+    behind: AtomicBool,
+    caught_up: Condvar,
     /// Checkpoint when the log holds more than this (capacity minus the operation margin).
     log_high_water: u64,
     fault: Option<WalFault>,
@@ -258,6 +266,10 @@ pub(crate) struct WalStats {
     /// `flusher=pelley`: rounds that wrote pages back, and the most dirty pages it saw.
     pub flush_rounds: AtomicU64,
     pub dirty_pages_peak: AtomicU64,
+    /// `flusher=pelley`: operations that waited for the flusher to catch up, and the time
+    /// they waited (written only by operations that wait).
+    pub flusher_waits: AtomicU64,
+    pub flusher_wait_ns: AtomicU64,
 }
 
 pub struct Wal {
@@ -356,6 +368,9 @@ impl Wal {
             page_flush: options.wal.page_flush,
             flusher: options.wal.flusher,
             max_dirty_pages: options.wal.max_dirty_pages,
+            flusher_lag: options.wal.flusher_lag,
+            behind: AtomicBool::new(false),
+            caught_up: Condvar::new(),
             log_high_water: dc.per_log_bytes - op_margin_bytes(options),
             fault,
             failed: AtomicBool::new(false),
@@ -473,6 +488,9 @@ impl Gate for Shared {
         if let Some(e) = self.failed_error() {
             return Err(e);
         }
+        if self.behind.load(Ordering::Relaxed) {
+            self.wait_for_flusher();
+        }
         if self.log.most_used().0 >= self.log_high_water {
             self.checkpoint()?;
         }
@@ -586,6 +604,8 @@ impl Engine for Wal {
         // `flusher=pelley`'s rounds, and the most dirty pages one saw (0 with checkpoints).
         v.push(("flush_rounds", get(&s.flush_rounds)));
         v.push(("dirty_pages_peak", get(&s.dirty_pages_peak)));
+        v.push(("flusher_waits", get(&s.flusher_waits)));
+        v.push(("flusher_wait_ns", get(&s.flusher_wait_ns)));
         v.extend(self.inner.locks.activity());
         v
     }

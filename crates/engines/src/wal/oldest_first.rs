@@ -7,6 +7,13 @@
 //! (O(1)) and to copy one chunk of pages (as each chunk of the fuzzy checkpoint is); the dirty
 //! set is read while transactions run.
 //!
+//! **Lag** (`flusher_lag`, ours): when a look finds more than `flusher_lag` pages past the
+//! budget, operations wait at their entry until a round ends within it again (counted: `flusher_waits`, `flusher_wait_ns`), so a flusher that cannot keep up slows the
+//! workload instead of letting the dirty set grow without bound (the thesis's instant-recovery
+//! configuration "consumes all available bandwidth", §5.3.3). Its default, 10,000 pages, is
+//! the report's harness limit (`experiments::data::FLUSHER_SLACK_PAGES`): runs that never fall
+//! that far behind never wait.
+//!
 //! **recLSN**: a round reads the log's end `Q` quiesced, then the dirty set. A page first seen
 //! dirty is given the *previous* round's `Q`: an operation that logged before it had ended, so
 //! its line was marked before the previous read of the dirty set, which saw the page (or a
@@ -23,6 +30,9 @@ use storage::Result;
 
 /// How often the Pelley flusher looks at the dirty set when nothing wakes it.
 pub(super) const ROUND: Duration = Duration::from_millis(1);
+
+/// Most pages one round writes back before the flusher looks at the dirty set again.
+pub(super) const ROUND_PAGES: usize = 4 * SNAPSHOT_PAGES;
 
 /// The dirty pages the flusher knows of, oldest first; the lock that serializes page
 /// write-back (both flushers) guards it.
@@ -63,8 +73,9 @@ impl Tracker {
 
 impl Shared {
     /// One round of the Pelley flusher: look at the dirty set, write back the oldest pages
-    /// over the budget (or holding the log's oldest records, past half of it), move the redo
-    /// point to the oldest recLSN left. Returns the pages written.
+    /// over the budget (or holding the log's oldest records, past half of it), at most
+    /// [`ROUND_PAGES`], move the redo point to the oldest recLSN left. Returns the pages
+    /// written.
     pub(super) fn flush_oldest(&self) -> Result<u64> {
         let mut tracker = self.checkpoint_lock.lock();
         if let Some(e) = self.failed_error() {
@@ -95,12 +106,27 @@ impl Shared {
         tracker.looked_at = now;
         let tracked = tracker.by_age.len() as u64;
         self.stats.dirty_pages_peak.fetch_max(tracked, Ordering::Relaxed);
+        if self.flusher_lag > 0 && tracked > self.max_dirty_pages + self.flusher_lag {
+            self.behind.store(true, Ordering::Relaxed);
+        }
         let keep_from = if pressed { now.saturating_sub(capacity / 4) } else { 0 };
-        let victims = tracker.victims(self.max_dirty_pages, keep_from);
+        let mut victims = tracker.victims(self.max_dirty_pages, keep_from);
+        // A round writes at most ROUND_PAGES, then looks again at once (the flusher's loop does
+        // not wait after a full round): the dirty set is never unseen for longer than a
+        // round's write-back, however far behind the flusher is.
+        victims.truncate(ROUND_PAGES);
+        let result = if victims.is_empty() {
+            Ok(())
+        } else {
+            self.write_oldest(&mut tracker, &victims, now)
+        };
+        // Operations go on once the pages this round knew of are within the lag again.
+        if tracker.by_age.len() as u64 <= self.max_dirty_pages + self.flusher_lag {
+            self.set_caught_up();
+        }
         if victims.is_empty() {
             return Ok(0);
         }
-        let result = self.write_oldest(&mut tracker, &victims, now);
         if let Err(e) = &result {
             self.fail(e);
         }
@@ -110,6 +136,31 @@ impl Shared {
         s.pages_flushed.fetch_add(victims.len() as u64, Ordering::Relaxed);
         s.flush_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(victims.len() as u64)
+    }
+
+    /// Lets operations waiting in [`Self::wait_for_flusher`] go on.
+    fn set_caught_up(&self) {
+        if self.behind.swap(false, Ordering::Relaxed) {
+            let _stop = self.stop.lock();
+            self.caught_up.notify_all();
+        }
+    }
+
+    /// Waits (an operation about to enter) while the flusher is more than `flusher_lag` pages
+    /// behind its budget: the thesis's Disk-Replacement with instant recovery "attempts to
+    /// flush continuously and consumes all available bandwidth" (§5.3.3), so its write-back
+    /// bandwidth, not a backlog of dirty pages, bounds the throughput. Also ends on a stop or
+    /// a failed flusher (each round is at most [`ROUND`] apart, so the wait is re-checked).
+    pub(super) fn wait_for_flusher(&self) {
+        let started = Instant::now();
+        let mut stop = self.stop.lock();
+        while self.behind.load(Ordering::Relaxed) && !*stop && self.failed_error().is_none() {
+            self.caught_up.wait_for(&mut stop, ROUND);
+        }
+        drop(stop);
+        self.stats.flusher_waits.fetch_add(1, Ordering::Relaxed);
+        let waited = started.elapsed().as_nanos() as u64;
+        self.stats.flusher_wait_ns.fetch_add(waited, Ordering::Relaxed);
     }
 
     fn write_oldest(&self, tracker: &mut Tracker, victims: &[PageId], now: u64) -> Result<()> {

@@ -27,6 +27,10 @@ storage::engine_options! {
         key max_dirty_pages: u64 = 16384,
             "checkpoint past this many dirty pages (0: at half the log); with flusher=pelley, \
              the dirty pages kept (Pelley's Fig. 1 knob)";
+        key flusher_lag: u64 = 10000,
+            "flusher=pelley: operations wait while the flusher is more than this many pages \
+             behind max_dirty_pages, so its write-back bandwidth bounds throughput (0: never \
+             wait)";
         key page_flush: PageFlush = PageFlush::Paper,
             "page write-back: Pelley's persist_page (paper), or dirty lines in place (direct)";
         key flusher: Flusher = Flusher::Checkpoint,
