@@ -244,8 +244,9 @@ pub const ENDED_EARLY: &str = "ended early";
 /// to ~5,300 pages over theirs (a budget of 1,000 at ~40,000 tps); thesis-fig5.7's
 /// `wal-instant` (a budget of 10) peaked at 122,155 under byte-granular wear tracking, which
 /// slows each page flush ~10x, so "instant recovery" never ran (issue 38). Since then the
-/// flusher makes operations wait once it is this far behind (`wal --engine-opt flusher_lag`,
-/// whose default is this number), so its bandwidth bounds the run's throughput instead.
+/// flusher makes operations wait once it is 8,000 pages behind (`wal --engine-opt
+/// flusher_lag`, below this limit by more than one round's growth), so its bandwidth bounds
+/// the run's throughput instead.
 pub const FLUSHER_SLACK_PAGES: f64 = 10_000.0;
 
 /// Why a row's run hit a limit of the harness, if it did: the driver's pending-commit cap (its

@@ -27,7 +27,7 @@ storage::engine_options! {
         key max_dirty_pages: u64 = 16384,
             "checkpoint past this many dirty pages (0: at half the log); with flusher=pelley, \
              the dirty pages kept (Pelley's Fig. 1 knob)";
-        key flusher_lag: u64 = 10000,
+        key flusher_lag: u64 = 8000,
             "flusher=pelley: operations wait while the flusher is more than this many pages \
              behind max_dirty_pages, so its write-back bandwidth bounds throughput (0: never \
              wait)";
