@@ -245,6 +245,11 @@ pub(crate) struct Shared {
     /// entering wait on `caught_up` until it clears (read once per operation: a line only the
     /// flusher writes, and only when it falls behind or catches up).
     behind: AtomicBool,
+    /// Between the flusher's looks: the dirty lines (the staging region's count, which every
+    /// new dirty line raises and write-back lowers) past which operations wait too, set at each
+    /// look to `max_dirty_pages + flusher_lag` pages at the lines per dirty page it saw
+    /// (`u64::MAX`: none).
+    line_limit: AtomicU64,
     caught_up: Condvar,
     /// Checkpoint when the log holds more than this (capacity minus the operation margin).
     log_high_water: u64,
@@ -370,6 +375,7 @@ impl Wal {
             max_dirty_pages: options.wal.max_dirty_pages,
             flusher_lag: options.wal.flusher_lag,
             behind: AtomicBool::new(false),
+            line_limit: AtomicU64::new(u64::MAX),
             caught_up: Condvar::new(),
             log_high_water: dc.per_log_bytes - op_margin_bytes(options),
             fault,
@@ -488,7 +494,7 @@ impl Gate for Shared {
         if let Some(e) = self.failed_error() {
             return Err(e);
         }
-        if self.behind.load(Ordering::Relaxed) {
+        if self.flusher_must_wait() {
             self.wait_for_flusher();
         }
         if self.log.most_used().0 >= self.log_high_water {
