@@ -43,9 +43,6 @@ pub(crate) struct CowTxn<'a> {
     snap: Arc<Version>,
     /// Where `snap` is pinned: its worker's slot, or (`None`) the engine's registry.
     pinned_on: Option<usize>,
-    /// Whether the transaction has read the snapshot (then a writer that committed since makes
-    /// its first write fail: it would write on stale reads).
-    read_any: bool,
     /// A snapshot reader's point reads: (table, key, the leaf page its search ended in, 0 for
     /// an empty table), validated by its first write if the snapshot is no longer current.
     reads: Vec<(TableId, u64, PageId)>,
@@ -63,7 +60,6 @@ impl<'a> CowTxn<'a> {
             db,
             snap,
             pinned_on: Some(worker),
-            read_any: false,
             reads: Vec::new(),
             reads_unchecked: false,
             w: None,
@@ -195,7 +191,6 @@ impl<'a> CowTxn<'a> {
     /// while the transaction is a snapshot reader, so that its first write can validate it
     /// against a newer version instead of failing (see [`Self::become_writer`]).
     fn note_read(&mut self, table: TableId, key: u64, leaf: PageId) {
-        self.read_any = true;
         if self.w.is_some() || self.reads_unchecked {
             return;
         }
@@ -243,17 +238,15 @@ impl<'a> CowTxn<'a> {
             // Another writer committed since the snapshot: the reads so far must still hold in
             // the version this writer will change (it is the current one: the slot is held).
             // Both versions stay pinned while they are compared.
-            let stale = match self.read_any {
-                true => self.reads_still_hold(&fresh).map(|held| !held),
-                false => Ok(false),
-            };
+            // (A transaction that has read nothing holds trivially.)
+            let stale = self.reads_still_hold(&fresh).map(|held| !held);
             if !matches!(stale, Ok(false)) {
                 self.db.release(fresh.number);
                 stale?;
                 self.db.note_snapshot_conflict();
                 return Err(DbError::Conflict { table, key });
             }
-            if self.read_any {
+            if !self.reads.is_empty() {
                 self.db.note_reads_revalidated();
             }
             self.db.unpin(self.pinned_on, self.snap.number);
@@ -653,7 +646,6 @@ impl Txn for CowTxn<'_> {
         limit: usize,
         visit: &mut dyn FnMut(u64, &[u8]) -> bool,
     ) -> Result<usize> {
-        self.read_any = true;
         // A scan's reads are not kept for validation (`become_writer`).
         if self.w.is_none() {
             self.reads_unchecked = true;
