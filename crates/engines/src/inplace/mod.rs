@@ -368,6 +368,11 @@ pub struct InPlace {
     pub(crate) protocol: Protocol,
     /// Whether point reads use the workers' [`SlotHints`].
     pub(crate) hints: bool,
+    /// Whether a point read searches the B+tree before its optimistic read starts and checks
+    /// the slot found inside it, as a hint (`InPlaceTxn::read`). Off while a read model
+    /// counts accesses (`--read-latency`, `--cache-pages`, the CPU-cache model): a key found
+    /// absent is searched again inside the read, which the model would charge twice.
+    pub(crate) search_first: bool,
     /// Set when a transaction was dropped during a panic without rolling back: its undo log
     /// is still active, so the handle refuses further work (reopening recovers).
     pub(crate) poisoned: AtomicBool,

@@ -201,6 +201,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
     // 2. Volatile structures that user rollback needs (all O(tables), nothing scanned).
     let store = PageStore::with_cache(&region, &layout, options.cache_pages, options.cache_policy);
     let tables = load_tables(&store, layout.workers as usize)?;
+    let search_first = !store.read_model_on() && !region.cpu_cache_on();
     let db = InPlace {
         alloc,
         region,
@@ -213,6 +214,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
         fault: options.fault,
         protocol: options.inplace.protocol,
         hints: options.inplace.index_hints,
+        search_first,
         poisoned: AtomicBool::new(false),
     };
     // 3. In-flight user transactions: roll back; committed ones: finish their frees. Slots

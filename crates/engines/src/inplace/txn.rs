@@ -275,13 +275,103 @@ impl<'a> InPlaceTxn<'a> {
         }
     }
 
+    /// A point read (`Txn::read`), starting from `guess`, a slot the caller found for the key
+    /// (0: none).
+    fn read_guessing(
+        &mut self,
+        table: TableId,
+        key: u64,
+        out: &mut Vec<u8>,
+        mut guess: u64,
+    ) -> Result<bool> {
+        let db = self.db;
+        let t = db.table_rt(table)?;
+        let mut hints = db.hints.then(|| self.logs.hints());
+        // The page header (checked first), the slot header and the row: misses that overlap
+        // instead of following one another (a prefetch; `rid` is checked before it is used).
+        let prefetch = |rid: u64| {
+            db.region.prefetch(rid - rid % PAGE_SIZE_U64, 64);
+            db.region.prefetch(rid, SLOT_HEADER + u64::from(t.spec.row_bytes));
+        };
+        // A guess of the key's slot, checked against the slot inside the optimistic read: the
+        // worker's hint, or else (`search_first`) the B+tree searched before the read begins
+        // (the descent validates itself, node by node), so that the stripe word's miss comes
+        // after the search's and overlaps the row's instead of preceding them. The slot check
+        // is the hint's: a slot freed, reused or moved since fails it and the tree is searched
+        // again inside the read.
+        if guess == 0 {
+            guess = hints.as_ref().map_or(0, |h| h.get(table, key));
+        }
+        if guess == 0 && db.search_first {
+            guess = db.tree(t).get(key)?.unwrap_or(0);
+            if let (Some(h), true) = (hints.as_mut(), guess != 0) {
+                h.put(table, key, guess);
+            }
+        }
+        if guess != 0 {
+            prefetch(guess);
+        }
+        let found = self.locks.read_optimistic(&db.locks, self.id, table, key, || {
+            out.clear();
+            let hinted = guess;
+            let (rid, word) = match db.hinted_row(t, hinted, key) {
+                Some(word) => (hinted, word),
+                None => {
+                    let Some(rid) = db.tree(t).get(key)? else { return Ok(None) };
+                    prefetch(rid);
+                    if let Some(h) = hints.as_mut() {
+                        h.put(table, key, rid);
+                    }
+                    (rid, db.check_row(t, rid, Some(key))?)
+                }
+            };
+            let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
+            db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
+            db.verify_row(t, rid, key, word, &[row])?;
+            out.extend_from_slice(row);
+            Ok(Some(rid))
+        })?;
+        // Usable by a later write of the key only once its exclusive lock validates this read.
+        if let Some(rid) = found {
+            self.located.put(table, key, rid);
+        }
+        Ok(found.is_some())
+    }
+
+    /// Before a point write's lock (`search_first`): the key's stripe line is fetched for
+    /// writing while the B+tree is searched, and the slot found is returned as a guess to be
+    /// checked under the lock (0: none found, or not searching first). A slot this
+    /// transaction found before needs no search.
+    fn search_before_lock(&mut self, t: &TableRt, key: u64) -> Result<u64> {
+        let db = self.db;
+        if !db.search_first || self.located.get(t.id, key).is_some() {
+            return Ok(0);
+        }
+        db.locks.prefetch_for_lock(t.id, key);
+        let guess = db.tree(t).get(key)?.unwrap_or(0);
+        if guess != 0 {
+            db.region.prefetch(guess - guess % PAGE_SIZE_U64, 64);
+            db.region.prefetch(guess, SLOT_HEADER);
+        }
+        Ok(guess)
+    }
+
     /// The rid the index holds for `key`, validated against the heap. The caller holds the
     /// key's exclusive lock: a slot this transaction found for the key before is still its row
     /// ([`Located`]) and the index is not searched again.
-    fn find(&mut self, t: &TableRt, key: u64) -> Result<Option<u64>> {
+    /// `guess`: a slot [`InPlaceTxn::search_before_lock`] found (0: none), used if it holds
+    /// the key now that the lock is held (the check a slot hint gets).
+    fn find(&mut self, t: &TableRt, key: u64, guess: u64) -> Result<Option<u64>> {
         if let Some(rid) = self.located.get(t.id, key) {
             self.db.check_row(t, rid, Some(key))?;
             return Ok(Some(rid));
+        }
+        if self.db.hinted_row(t, guess, key).is_some() {
+            self.located.put(t.id, key, guess);
+            if self.db.hints {
+                self.logs.hints().put(t.id, key, guess);
+            }
+            return Ok(Some(guess));
         }
         if self.db.hints {
             // Under the key's exclusive lock no other transaction moves its row.
@@ -339,50 +429,15 @@ impl Txn for InPlaceTxn<'_> {
     /// Optimistic (`storage::lock`): no lock-table entry, no latch, nothing shared written;
     /// validated again by every later read and before the commit point.
     fn read(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
-        let db = self.db;
-        let t = db.table_rt(table)?;
-        let mut hints = db.hints.then(|| self.logs.hints());
-        let found = self.locks.read_optimistic(&db.locks, self.id, table, key, || {
-            out.clear();
-            // The page header (checked first), the slot header and the row: misses that
-            // overlap instead of following one another (a prefetch; `rid` is checked next).
-            let prefetch = |rid: u64| {
-                db.region.prefetch(rid - rid % PAGE_SIZE_U64, 64);
-                db.region.prefetch(rid, SLOT_HEADER + u64::from(t.spec.row_bytes));
-            };
-            let hinted = hints.as_ref().map_or(0, |h| h.get(table, key));
-            if hinted != 0 {
-                prefetch(hinted);
-            }
-            let (rid, word) = match db.hinted_row(t, hinted, key) {
-                Some(word) => (hinted, word),
-                None => {
-                    let Some(rid) = db.tree(t).get(key)? else { return Ok(None) };
-                    prefetch(rid);
-                    if let Some(h) = hints.as_mut() {
-                        h.put(table, key, rid);
-                    }
-                    (rid, db.check_row(t, rid, Some(key))?)
-                }
-            };
-            let row = db.region.read(rid + SLOT_HEADER, t.spec.row_bytes as usize);
-            db.store.touch_more(Heap, rid / PAGE_SIZE_U64, row_lines(rid, 0, row.len() as u64));
-            db.verify_row(t, rid, key, word, &[row])?;
-            out.extend_from_slice(row);
-            Ok(Some(rid))
-        })?;
-        // Usable by a later write of the key only once its exclusive lock validates this read.
-        if let Some(rid) = found {
-            self.located.put(table, key, rid);
-        }
-        Ok(found.is_some())
+        self.read_guessing(table, key, out, 0)
     }
 
     /// The key's exclusive lock first (waited for, wait-die), then the read under it.
     fn read_for_update(&mut self, table: TableId, key: u64, out: &mut Vec<u8>) -> Result<bool> {
-        self.db.table_rt(table)?;
+        let t = self.db.table_rt(table)?;
+        let guess = self.search_before_lock(t, key)?;
         self.lock(table, key, LockMode::Exclusive)?;
-        self.read(table, key, out)
+        self.read_guessing(table, key, out, guess)
     }
 
     fn insert(&mut self, table: TableId, key: u64, row: &[u8]) -> Result<()> {
@@ -428,8 +483,9 @@ impl Txn for InPlaceTxn<'_> {
     fn update(&mut self, table: TableId, key: u64, offset: u32, bytes: &[u8]) -> Result<bool> {
         let t = self.db.table_rt(table)?;
         check_update(table, &t.spec, offset, bytes.len())?;
+        let guess = self.search_before_lock(t, key)?;
         self.lock(table, key, LockMode::Exclusive)?;
-        let Some(rid) = self.find(t, key)? else { return Ok(false) };
+        let Some(rid) = self.find(t, key, guess)? else { return Ok(false) };
         let at = rid + SLOT_HEADER + offset as u64;
         let crc = self.new_row_crc(t, rid, offset as usize, bytes)?;
         let lines = row_lines(rid, offset.into(), bytes.len() as u64);
@@ -462,9 +518,10 @@ impl Txn for InPlaceTxn<'_> {
 
     fn delete(&mut self, table: TableId, key: u64) -> Result<bool> {
         let t = self.db.table_rt(table)?;
+        let guess = self.search_before_lock(t, key)?;
         self.lock(table, key, LockMode::Exclusive)?;
         let db = self.db;
-        let Some(rid) = self.find(t, key)? else { return Ok(false) };
+        let Some(rid) = self.find(t, key, guess)? else { return Ok(false) };
         self.forget(table, key);
         self.log(&[
             (REC_INDEX_DELETE, &logical(table, key, rid)),
@@ -616,5 +673,77 @@ impl Drop for InPlaceTxn<'_> {
             self.db.poisoned.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         self.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pmem::{Medium, Region, RegionOptions};
+    use storage::{Engine, TableSpec};
+
+    fn row(key: u64) -> Vec<u8> {
+        (0..64).map(|i| (key as u8).wrapping_mul(31).wrapping_add(i)).collect()
+    }
+
+    /// A transaction of worker 0 (its own type: the guesses are a private path).
+    fn txn(db: &InPlace) -> InPlaceTxn<'_> {
+        InPlaceTxn::new(db, db.workers[0].lock(), 1 << 16 | 1, 0)
+    }
+
+    /// The guesses a search before the read or lock may hand over stale: every kind of wrong
+    /// slot must be checked and replaced by a search, never read as the key's row, never
+    /// reported as damage. Would catch a guess used unchecked, or checked as an index entry
+    /// is (a mismatch there is `Corrupt`).
+    #[test]
+    fn a_stale_or_wrong_guess_reads_and_writes_the_keys_row_or_finds_it_absent() {
+        let region = Region::open(&RegionOptions::new(Medium::Dram, 16 << 20)).expect("region");
+        let opts = crate::EngineOptions { workers: 2, node_capacity: 8, ..Default::default() };
+        let db = InPlace::open(region, &opts).expect("open");
+        let table = db
+            .create_table(&TableSpec { name: "t".into(), row_bytes: 64, expected_rows: 0 })
+            .expect("table");
+        let t = db.table_rt(table).expect("table");
+        let mut w = db.begin(0).expect("begin");
+        for key in 0..100 {
+            w.insert(table, key, &row(key)).expect("insert");
+        }
+        w.commit().expect("commit");
+        let rid = |key| db.tree(t).get(key).expect("get").expect("present");
+        // Key 7's slot is freed; key 8's is freed and reused by key 500.
+        let (old7, old8) = (rid(7), rid(8));
+        let mut w = db.begin(0).expect("begin");
+        assert!(w.delete(table, 7).expect("delete"));
+        assert!(w.delete(table, 8).expect("delete"));
+        w.commit().expect("commit");
+        let mut w = db.begin(0).expect("begin");
+        w.insert(table, 500, &row(500)).expect("insert");
+        w.commit().expect("commit");
+        let reused = (rid(500) == old8 || rid(500) == old7).then(|| rid(500));
+        let guesses = [
+            0,
+            rid(3),
+            rid(4),
+            old7,
+            old8,
+            rid(4) + 8,
+            db.region.len() - 8,
+            PAGE_SIZE_U64,
+            u64::MAX,
+        ];
+        for key in [3u64, 7, 8, 500, 1000] {
+            let expect = (key == 3 || key == 500).then(|| row(key));
+            for &guess in guesses.iter().chain(&reused) {
+                let mut out = Vec::new();
+                let mut x = txn(&db);
+                let found = x.read_guessing(table, key, &mut out, guess);
+                let found = found.unwrap_or_else(|e| panic!("key {key} guess {guess}: {e}"));
+                assert_eq!(found.then_some(out), expect, "read of key {key} from guess {guess}");
+                x.lock(table, key, LockMode::Exclusive).expect("lock");
+                let at = x.find(t, key, guess).unwrap_or_else(|e| panic!("find {key}: {e}"));
+                assert_eq!(at, expect.as_ref().map(|_| rid(key)), "find {key} from guess {guess}");
+                x.rollback().expect("rollback");
+            }
+        }
     }
 }
