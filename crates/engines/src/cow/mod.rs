@@ -169,26 +169,53 @@ struct ReaderSlot {
     pinned: Vec<u64>,
 }
 
-/// Engine activity, reported by `nvmdb bench` per commit.
+/// Engine activity, reported by `nvmdb bench` per commit: counted per thread (summed when
+/// read), so a count on the commit path writes no line another thread writes.
 #[derive(Default)]
 struct Activity {
-    commits: AtomicU64,
-    master_swaps: AtomicU64,
-    nodes_written: AtomicU64,
-    nodes_copied: AtomicU64,
-    pages_reclaimed: AtomicU64,
-    tuples_written: AtomicU64,
-    snapshot_conflicts: AtomicU64,
-    /// Writers whose snapshot was no longer current and whose reads held in the current version
-    /// (validated instead of failing; `txn::CowTxn::become_writer`). Counted under the writer
-    /// slot, which the writer holds alone.
-    reads_revalidated: AtomicU64,
-    /// Bytes written and persist barriers issued through the device (`io=nvm|fs` alike).
-    device_bytes_written: AtomicU64,
-    device_barriers: AtomicU64,
+    /// Indexed by [`Count`].
+    counts: pmem::ThreadCounters<{ Count::ALL.len() }>,
     /// Writes to words every thread writes, per thread: `[0]` acquisitions of the engine-wide
     /// state mutex, `[1]` read-modify-writes of a shared counter (a version's reference count).
     shared: pmem::ThreadCounters<2>,
+}
+
+/// What [`Activity::counts`] counts, in `activity()`'s order and with its names.
+#[derive(Clone, Copy)]
+enum Count {
+    MasterSwaps,
+    NodesWritten,
+    NodesCopied,
+    PagesReclaimed,
+    TuplesWritten,
+    SnapshotConflicts,
+    /// Writers whose snapshot was no longer current and whose reads held in the current version
+    /// (validated instead of failing; `txn::CowTxn::become_writer`).
+    ReadsRevalidated,
+    /// Bytes written and persist barriers issued through the device (`io=nvm|fs` alike).
+    DeviceBytesWritten,
+    DeviceBarriers,
+}
+
+impl Count {
+    const ALL: [(Count, &'static str); 9] = [
+        (Count::MasterSwaps, "master_swaps"),
+        (Count::NodesWritten, "nodes_written"),
+        (Count::NodesCopied, "nodes_copied"),
+        (Count::PagesReclaimed, "pages_reclaimed"),
+        (Count::TuplesWritten, "tuples_written"),
+        (Count::SnapshotConflicts, "snapshot_conflicts"),
+        (Count::ReadsRevalidated, "reads_revalidated"),
+        (Count::DeviceBytesWritten, "device_bytes_written"),
+        (Count::DeviceBarriers, "device_barriers"),
+    ];
+}
+
+impl Activity {
+    #[inline]
+    fn add(&self, what: Count, n: u64) {
+        self.counts.add(what as usize, n);
+    }
 }
 
 /// `io=fs`: how transactions read nodes through the file ([`fspages`]).
@@ -653,7 +680,7 @@ impl Cow {
                 break;
             }
             let Some((_, pages, slots)) = s.pending.pop_front() else { break };
-            self.activity.pages_reclaimed.fetch_add(pages.len() as u64, Ordering::Relaxed);
+            self.activity.add(Count::PagesReclaimed, pages.len() as u64);
             s.free.extend(pages);
             for ptr in slots {
                 release_slot(s, ptr);
@@ -702,7 +729,7 @@ impl Cow {
                 self.write_page(page_offset(page), &header, !swap_first);
                 written.push((page_offset(page), header.len() as u64));
             }
-            self.activity.tuples_written.fetch_add(1, Ordering::Relaxed);
+            self.activity.add(Count::TuplesWritten, 1);
             tuples::stamp(tuple, number);
             self.write_page(ptr, tuple, !swap_first);
             written.push((ptr, tuple.len() as u64));
@@ -716,7 +743,7 @@ impl Cow {
         let meta_crc = layout::stored_meta_crc(&meta);
         self.write_page(page_offset(meta_page), &meta, !swap_first);
         written.push((page_offset(meta_page), meta.len() as u64));
-        self.activity.nodes_written.fetch_add(dirty.len() as u64, Ordering::Relaxed);
+        self.activity.add(Count::NodesWritten, dirty.len() as u64);
         if swap_first {
             // The fault: the master names the new meta page before its pages are persisted.
             self.swap_master(meta_page, meta_crc);
@@ -743,7 +770,6 @@ impl Cow {
         if !freed.is_empty() || !freed_tuples.is_empty() {
             s.pending.push_back((number, freed, freed_tuples));
         }
-        self.activity.commits.fetch_add(1, Ordering::Relaxed);
         self.counters.commit();
         let due = force_durable || now.duration_since(opened) >= self.group_commit;
         if due {
@@ -764,7 +790,7 @@ impl Cow {
     /// Writes `bytes` at `offset` and, unless `flush` is false, flushes them (`io=nvm`; with
     /// `io=fs` the barrier's `fdatasync` does the flushing).
     fn write_page(&self, offset: u64, bytes: &[u8], flush: bool) {
-        self.activity.device_bytes_written.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        self.activity.add(Count::DeviceBytesWritten, bytes.len() as u64);
         self.device.write(offset, bytes);
         if flush {
             self.device.flush(offset, bytes.len() as u64);
@@ -773,13 +799,13 @@ impl Cow {
 
     /// The persist barrier: a fence, or `fdatasync`.
     fn barrier(&self) {
-        self.activity.device_barriers.fetch_add(1, Ordering::Relaxed);
+        self.activity.add(Count::DeviceBarriers, 1);
         self.device.fence();
     }
 
     /// Stores and persists the master record (the 8-byte atomic swap).
     fn swap_master(&self, meta_page: PageId, meta_crc: u32) {
-        self.activity.master_swaps.fetch_add(1, Ordering::Relaxed);
+        self.activity.add(Count::MasterSwaps, 1);
         let word = layout::master_word(meta_page, meta_crc);
         self.write_page(MASTER_OFFSET, &word.to_le_bytes(), true);
         self.barrier();
@@ -836,15 +862,15 @@ impl Cow {
     }
 
     pub(crate) fn note_reads_revalidated(&self) {
-        self.activity.reads_revalidated.fetch_add(1, Ordering::Relaxed);
+        self.activity.add(Count::ReadsRevalidated, 1);
     }
 
     pub(crate) fn note_snapshot_conflict(&self) {
-        self.activity.snapshot_conflicts.fetch_add(1, Ordering::Relaxed);
+        self.activity.add(Count::SnapshotConflicts, 1);
     }
 
     pub(crate) fn note_copy(&self) {
-        self.activity.nodes_copied.fetch_add(1, Ordering::Relaxed);
+        self.activity.add(Count::NodesCopied, 1);
     }
 
     pub(crate) fn counters_ref(&self) -> &storage::counters::Counters {
@@ -1173,20 +1199,12 @@ impl Engine for Cow {
 
     fn activity(&self) -> Vec<(&'static str, u64)> {
         let a = &self.activity;
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let mut v = vec![
-            ("master_swaps", get(&a.master_swaps)),
-            ("nodes_written", get(&a.nodes_written)),
-            ("nodes_copied", get(&a.nodes_copied)),
-            ("pages_reclaimed", get(&a.pages_reclaimed)),
-            ("tuples_written", get(&a.tuples_written)),
-            ("snapshot_conflicts", get(&a.snapshot_conflicts)),
-            ("reads_revalidated", get(&a.reads_revalidated)),
-            ("device_bytes_written", get(&a.device_bytes_written)),
-            ("device_barriers", get(&a.device_barriers)),
+        let mut v: Vec<_> =
+            Count::ALL.iter().map(|&(what, name)| (name, a.counts.get(what as usize))).collect();
+        v.extend([
             ("shared_lock_acquires", a.shared.get(0)),
             ("shared_counter_rmws", a.shared.get(1)),
-        ];
+        ]);
         if let Some(fs) = &self.fs {
             v.extend([
                 ("file_reads", fs.stats.get(0)),
