@@ -758,6 +758,14 @@ impl InPlace {
         })
     }
 
+    /// Asks the CPU for slot `rid`'s heap page header (checked first) and its first `bytes`
+    /// (slot header, row), so that their misses overlap instead of following one another.
+    /// `rid` may be unchecked (a guess): a prefetch reads nothing and stays inside the mapping.
+    pub(crate) fn prefetch_slot(&self, rid: u64, bytes: u64) {
+        self.region.prefetch(rid - rid % PAGE_SIZE_U64, 64);
+        self.region.prefetch(rid, bytes);
+    }
+
     /// The state word of slot `rid` if it is a used slot of `t`'s heap holding `key` (a
     /// [`SlotHints`] guess checked as [`InPlace::check_row`] checks what the index names):
     /// `None`, never an error, for any other address, 0 included.

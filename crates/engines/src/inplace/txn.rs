@@ -287,12 +287,7 @@ impl<'a> InPlaceTxn<'a> {
         let db = self.db;
         let t = db.table_rt(table)?;
         let mut hints = db.hints.then(|| self.logs.hints());
-        // The page header (checked first), the slot header and the row: misses that overlap
-        // instead of following one another (a prefetch; `rid` is checked before it is used).
-        let prefetch = |rid: u64| {
-            db.region.prefetch(rid - rid % PAGE_SIZE_U64, 64);
-            db.region.prefetch(rid, SLOT_HEADER + u64::from(t.spec.row_bytes));
-        };
+        let row_and_header = SLOT_HEADER + u64::from(t.spec.row_bytes);
         // A guess of the key's slot, checked against the slot inside the optimistic read: the
         // worker's hint, or else (`search_first`) the B+tree searched before the read begins
         // (the descent validates itself, node by node), so that the stripe word's miss comes
@@ -309,16 +304,15 @@ impl<'a> InPlaceTxn<'a> {
             }
         }
         if guess != 0 {
-            prefetch(guess);
+            db.prefetch_slot(guess, row_and_header);
         }
         let found = self.locks.read_optimistic(&db.locks, self.id, table, key, || {
             out.clear();
-            let hinted = guess;
-            let (rid, word) = match db.hinted_row(t, hinted, key) {
-                Some(word) => (hinted, word),
+            let (rid, word) = match db.hinted_row(t, guess, key) {
+                Some(word) => (guess, word),
                 None => {
                     let Some(rid) = db.tree(t).get(key)? else { return Ok(None) };
-                    prefetch(rid);
+                    db.prefetch_slot(rid, row_and_header);
                     if let Some(h) = hints.as_mut() {
                         h.put(table, key, rid);
                     }
@@ -350,8 +344,7 @@ impl<'a> InPlaceTxn<'a> {
         db.locks.prefetch_for_lock(t.id, key);
         let guess = db.tree(t).get(key)?.unwrap_or(0);
         if guess != 0 {
-            db.region.prefetch(guess - guess % PAGE_SIZE_U64, 64);
-            db.region.prefetch(guess, SLOT_HEADER);
+            db.prefetch_slot(guess, SLOT_HEADER);
         }
         Ok(guess)
     }
@@ -359,36 +352,29 @@ impl<'a> InPlaceTxn<'a> {
     /// The rid the index holds for `key`, validated against the heap. The caller holds the
     /// key's exclusive lock: a slot this transaction found for the key before is still its row
     /// ([`Located`]) and the index is not searched again.
-    /// `guess`: a slot [`InPlaceTxn::search_before_lock`] found (0: none), used if it holds
-    /// the key now that the lock is held (the check a slot hint gets).
+    /// `guess`: a slot [`InPlaceTxn::search_before_lock`] found (0: none; then the worker's
+    /// slot hint, if hints are on), used if it holds the key now that the lock is held (under
+    /// the key's exclusive lock no other transaction moves its row).
     fn find(&mut self, t: &TableRt, key: u64, guess: u64) -> Result<Option<u64>> {
         if let Some(rid) = self.located.get(t.id, key) {
             self.db.check_row(t, rid, Some(key))?;
             return Ok(Some(rid));
         }
+        let from_hints = guess == 0 && self.db.hints;
+        let guess = if from_hints { self.logs.hints().get(t.id, key) } else { guess };
         if self.db.hinted_row(t, guess, key).is_some() {
             self.located.put(t.id, key, guess);
-            if self.db.hints {
+            if self.db.hints && !from_hints {
                 self.logs.hints().put(t.id, key, guess);
             }
             return Ok(Some(guess));
-        }
-        if self.db.hints {
-            // Under the key's exclusive lock no other transaction moves its row.
-            let hinted = self.logs.hints().get(t.id, key);
-            if self.db.hinted_row(t, hinted, key).is_some() {
-                self.located.put(t.id, key, hinted);
-                return Ok(Some(hinted));
-            }
         }
         let Some(rid) = self.db.tree(t).get(key)? else { return Ok(None) };
         self.located.put(t.id, key, rid);
         if self.db.hints {
             self.logs.hints().put(t.id, key, rid);
         }
-        // The page header and the slot header, checked next: their misses overlap.
-        self.db.region.prefetch(rid - rid % PAGE_SIZE_U64, 64);
-        self.db.region.prefetch(rid, SLOT_HEADER);
+        self.db.prefetch_slot(rid, SLOT_HEADER);
         self.db.check_row(t, rid, Some(key))?;
         Ok(Some(rid))
     }
