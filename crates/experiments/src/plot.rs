@@ -397,17 +397,156 @@ fn draw_panel<DB: DrawingBackend>(
         let style = ShapeStyle::from(&BLACK.mix(0.6)).stroke_width(1);
         chart.draw_series(std::iter::once(PathElement::new(line, style))).map_err(e)?;
     }
-    draw_references(&mut chart, panel, (x0, x1), (y0, y1))?;
+    draw_references(&mut chart, panel, fig.categories.is_none(), (x0, x1), (y0, y1))?;
     Ok(())
+}
+
+/// A box in pixels: left, top, right, bottom.
+type PixelBox = [i32; 4];
+
+fn overlap(a: &PixelBox, b: &PixelBox) -> bool {
+    a[0] < b[2] && b[0] < a[2] && a[1] < b[3] && b[1] < a[3]
+}
+
+/// Whether the segment `a`–`b` passes through `area` (Liang–Barsky clipping).
+fn crosses(area: &PixelBox, a: (i32, i32), b: (i32, i32)) -> bool {
+    let (dx, dy) = (f64::from(b.0 - a.0), f64::from(b.1 - a.1));
+    let (mut t0, mut t1) = (0.0f64, 1.0f64);
+    let edges = [
+        (-dx, f64::from(a.0 - area[0])),
+        (dx, f64::from(area[2] - a.0)),
+        (-dy, f64::from(a.1 - area[1])),
+        (dy, f64::from(area[3] - a.1)),
+    ];
+    for (p, q) in edges {
+        if p == 0.0 {
+            if q < 0.0 {
+                return false;
+            }
+        } else if p < 0.0 {
+            t0 = t0.max(q / p);
+        } else {
+            t1 = t1.min(q / p);
+        }
+        if t0 > t1 {
+            return false;
+        }
+    }
+    true
+}
+
+/// Half the width of a paper diamond, and the gap a label keeps from it.
+const DIAMOND_HALF_PX: i32 = 7;
+const LABEL_GAP_PX: i32 = 3;
+/// What covering one soft obstacle costs a label's place, in candidate ranks: a label moves up
+/// to a row away (five ranks) from its marker rather than cross a line.
+const SOFT_COST: usize = 5;
+/// SVG text is laid out in the viewer's sans-serif, up to ~10% wider than the embedded Noto
+/// Sans the label boxes are measured in.
+const SVG_WIDTH_SLACK: f64 = 1.1;
+
+/// What the label of a paper marker must stay clear of, in pixels. `hard`: the paper's markers
+/// and the labels placed so far (a label over a marker or a label hides a value); `soft`: our
+/// points, lines and error bars, the accepted intervals and vertical lines (a label over them
+/// stays readable, so it crosses them only when that keeps it beside its marker).
+struct Obstacles {
+    area: PixelBox,
+    hard: Vec<PixelBox>,
+    soft_boxes: Vec<PixelBox>,
+    soft_segments: Vec<((i32, i32), (i32, i32))>,
+}
+
+/// Where a label goes: its box, and the anchor it is drawn from (`HPos` at the box's left,
+/// right or centre; vertically at its centre).
+#[derive(Clone, Copy)]
+struct LabelPlace {
+    area: PixelBox,
+    h: text_anchor::HPos,
+}
+
+impl LabelPlace {
+    fn anchor(&self) -> (i32, i32) {
+        let y = (self.area[1] + self.area[3]) / 2;
+        match self.h {
+            text_anchor::HPos::Left => (self.area[0], y),
+            text_anchor::HPos::Right => (self.area[2], y),
+            text_anchor::HPos::Center => ((self.area[0] + self.area[2]) / 2, y),
+        }
+    }
+}
+
+impl Obstacles {
+    /// The place for a `width` × `height` label of the marker centred at `at`, nearest first:
+    /// level beside it (on the side that faces the panel's middle, `right` when the marker is
+    /// in the left half, then the other), centred above and below, then one and two rows up
+    /// and down. Each candidate costs its rank plus [`SOFT_COST`] per soft obstacle it covers; the
+    /// cheapest that covers nothing hard and stays inside the plot wins, and is then itself an
+    /// obstacle. `None` when every candidate covers something hard: the value is still in the
+    /// legend, and a label over a marker would hide one.
+    fn place(
+        &mut self,
+        at: (i32, i32),
+        (width, height): (i32, i32),
+        right: bool,
+    ) -> Option<LabelPlace> {
+        use text_anchor::HPos;
+        let (x, y) = at;
+        let offset = DIAMOND_HALF_PX + LABEL_GAP_PX;
+        let row = height + 4;
+        let beside = |toward_right: bool, centre_y: i32| {
+            let (top, bottom) = (centre_y - height / 2, centre_y - height / 2 + height);
+            if toward_right {
+                LabelPlace { area: [x + offset, top, x + offset + width, bottom], h: HPos::Left }
+            } else {
+                LabelPlace { area: [x - offset - width, top, x - offset, bottom], h: HPos::Right }
+            }
+        };
+        let centred = |centre_y: i32| {
+            let (left, top) = (x - width / 2, centre_y - height / 2);
+            LabelPlace { area: [left, top, left + width, top + height], h: HPos::Center }
+        };
+        let stacked = offset + height / 2;
+        let mut candidates =
+            vec![beside(right, y), beside(!right, y), centred(y - stacked), centred(y + stacked)];
+        for rows in [1, 2] {
+            for dy in [-rows * row, rows * row] {
+                candidates.extend([beside(right, y + dy), beside(!right, y + dy)]);
+            }
+            if rows == 1 {
+                candidates.extend([centred(y - stacked - row), centred(y + stacked + row)]);
+            }
+        }
+        let inside = |b: &PixelBox| {
+            b[0] >= self.area[0]
+                && b[1] >= self.area[1]
+                && b[2] <= self.area[2]
+                && b[3] <= self.area[3]
+        };
+        let best = candidates
+            .into_iter()
+            .enumerate()
+            .filter(|(_, c)| inside(&c.area) && !self.hard.iter().any(|o| overlap(&c.area, o)))
+            .min_by_key(|(rank, c)| rank + SOFT_COST * self.soft_count(&c.area))
+            .map(|(_, c)| c)?;
+        self.hard.push(best.area);
+        Some(best)
+    }
+
+    fn soft_count(&self, b: &PixelBox) -> usize {
+        let boxes = self.soft_boxes.iter().filter(|o| overlap(b, o)).count();
+        boxes + self.soft_segments.iter().filter(|(p, q)| crosses(b, *p, *q)).count()
+    }
 }
 
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
-/// The paper's values of `panel`: dashed black lines along x, hollow black diamonds at points
-/// with their value beside them (left of the diamond in the right half, so it stays inside).
+/// The paper's values of `panel`: dashed black lines along x, hollow black diamonds at points,
+/// grey accepted intervals, then each diamond's value beside it where it covers no marker and
+/// no other label ([`Obstacles::place`]).
 fn draw_references<'a, DB: DrawingBackend + 'a>(
     chart: &mut Chart<'a, DB>,
     panel: &Panel,
+    joined: bool,
     (x0, x1): (f64, f64),
     (y0, y1): (f64, f64),
 ) -> Result<(), String> {
@@ -415,13 +554,6 @@ fn draw_references<'a, DB: DrawingBackend + 'a>(
     let line = ShapeStyle::from(&PAPER_COLOR).stroke_width(2);
     let band = ShapeStyle::from(&PAPER_COLOR.mix(0.12)).filled();
     let clip = |v: f64, lo: f64, hi: f64| if v.is_nan() { lo } else { v.clamp(lo, hi) };
-    // Labels already drawn: where they sit (plot coordinates, to skip a repeat of the same text
-    // at the same point: two claims on one point, or one claim's groups, would print
-    // `≈ 1.5×≈ 1.5×`) and the pixels they cover (a label that would overlap one already drawn,
-    // at this point or a neighbouring one, moves down a row until it overlaps none).
-    let mut drawn: Vec<(f64, f64, String)> = Vec::new();
-    let mut boxes: Vec<[i32; 4]> = Vec::new();
-    let near = (y1 - y0) * 0.04;
     for r in &panel.references {
         match r {
             Reference::Accepted { x: None, lo, hi } => {
@@ -440,54 +572,107 @@ fn draw_references<'a, DB: DrawingBackend + 'a>(
                     .draw_series(DashedLineSeries::new(vec![(*x, y0), (*x, y1)], 8, 5, line))
                     .map_err(e)?;
             }
-            Reference::Point { x, ys, short, .. } => {
+            Reference::Point { x, ys, .. } => {
                 if ys.len() > 1 {
-                    let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
-                    let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let (lo, hi) = span(ys);
                     let thin = ShapeStyle::from(&PAPER_COLOR).stroke_width(1);
                     chart
                         .draw_series(DashedLineSeries::new(vec![(*x, lo), (*x, hi)], 4, 4, thin))
                         .map_err(e)?;
                 }
                 chart.draw_series(ys.iter().map(|&y| diamond((*x, y), line))).map_err(e)?;
-                let top = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let here = |d: &&(f64, f64, String)| d.0 == *x && (d.1 - top).abs() < near;
-                if drawn.iter().filter(here).any(|d| d.2 == *short) {
-                    continue;
-                }
-                drawn.push((*x, top, short.clone()));
-                let right_half = *x > (x0 + x1) / 2.0;
-                let (h, dx) = if right_half {
-                    (text_anchor::HPos::Right, -10)
-                } else {
-                    (text_anchor::HPos::Left, 10)
-                };
-                let font = ("sans-serif", LABEL_SIZE)
-                    .into_font()
-                    .color(&PAPER_COLOR)
-                    .pos(text_anchor::Pos::new(h, text_anchor::VPos::Bottom));
-                let (w, tall) =
-                    chart.plotting_area().estimate_text_size(short, &font).map_err(e)?;
-                let (px, py) = chart.backend_coord(&(*x, top));
-                let (w, tall) = (w as i32, tall as i32);
-                let left = if right_half { px + dx - w } else { px + dx };
-                let at_row = |row: i32| {
-                    let bottom = py - 4 + row * (LABEL_SIZE as i32 + 2);
-                    [left, bottom - tall, left + w, bottom]
-                };
-                let overlaps = |b: &[i32; 4], o: &[i32; 4]| {
-                    b[0] < o[2] && o[0] < b[2] && b[1] < o[3] && o[1] < b[3]
-                };
-                let row =
-                    (0..16).find(|&r| !boxes.iter().any(|o| overlaps(&at_row(r), o))).unwrap_or(16);
-                boxes.push(at_row(row));
-                let dy = -4 + row * (LABEL_SIZE as i32 + 2);
-                let text = EmptyElement::at((*x, top)) + Text::new(short.clone(), (dx, dy), font);
-                chart.draw_series(std::iter::once(text)).map_err(e)?;
             }
         }
     }
+    let mut obstacles = obstacles(chart, panel, joined, (y0, y1));
+    let font = |h: text_anchor::HPos| {
+        ("sans-serif", LABEL_SIZE)
+            .into_font()
+            .color(&PAPER_COLOR)
+            .pos(text_anchor::Pos::new(h, text_anchor::VPos::Center))
+    };
+    let height = (LABEL_SIZE / 1.24).ceil() as i32;
+    // Labels already drawn, by marker pixel and text: two claims on one point, or one claim's
+    // groups, would print the same text twice at the same place (`≈ 1.5×≈ 1.5×`).
+    let mut drawn: Vec<((i32, i32), &str)> = Vec::new();
+    for r in &panel.references {
+        let Reference::Point { x, ys, short, .. } = r else { continue };
+        let top = span(ys).1;
+        let at = chart.backend_coord(&(*x, top));
+        let repeat = |d: &&((i32, i32), &str)| {
+            d.0 .0 == at.0 && (d.0 .1 - at.1).abs() < height && d.1 == short.as_str()
+        };
+        if short.is_empty() || drawn.iter().any(|d| repeat(&d)) {
+            continue;
+        }
+        let width = (crate::pngtext::width(short, LABEL_SIZE) * SVG_WIDTH_SLACK).ceil() as i32;
+        let Some(place) = obstacles.place(at, (width, height), *x <= (x0 + x1) / 2.0) else {
+            continue;
+        };
+        drawn.push((at, short));
+        let (ax, ay) = place.anchor();
+        let text = EmptyElement::at((*x, top))
+            + Text::new(short.clone(), (ax - at.0, ay - at.1), font(place.h));
+        chart.draw_series(std::iter::once(text)).map_err(e)?;
+    }
     Ok(())
+}
+
+/// The lowest and highest of `ys`.
+fn span(ys: &[f64]) -> (f64, f64) {
+    let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (lo, hi)
+}
+
+/// What a paper label in `panel` must avoid, in the chart's pixels; `joined`: the series are
+/// drawn as lines (not categories).
+fn obstacles<DB: DrawingBackend>(
+    chart: &Chart<'_, DB>,
+    panel: &Panel,
+    joined: bool,
+    (y0, y1): (f64, f64),
+) -> Obstacles {
+    let px = |x: f64, y: f64| chart.backend_coord(&(x, y));
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let around = |(x, y): (i32, i32), half: i32| [x - half, y - half, x + half, y + half];
+    let mut o = Obstacles {
+        area: [xs.start, ys.start, xs.end, ys.end],
+        hard: Vec::new(),
+        soft_boxes: Vec::new(),
+        soft_segments: Vec::new(),
+    };
+    for r in &panel.references {
+        match r {
+            Reference::Point { x, ys, .. } => {
+                o.hard.extend(ys.iter().map(|&y| around(px(*x, y), DIAMOND_HALF_PX + 1)));
+                let (lo, hi) = span(ys);
+                let (a, b) = (px(*x, hi), px(*x, lo));
+                o.hard.push([a.0 - 1, a.1, a.0 + 1, b.1]);
+            }
+            Reference::Accepted { x: Some(x), lo, hi } => {
+                let (a, b) = (px(*x, hi.min(y1)), px(*x, lo.max(y0)));
+                o.soft_boxes.push([a.0 - 4, a.1, a.0 + 4, b.1]);
+            }
+            Reference::X { x, .. } => o.soft_segments.push((px(*x, y0), px(*x, y1))),
+            Reference::Accepted { x: None, .. } => {}
+        }
+    }
+    for (x, _) in &panel.marks {
+        o.soft_segments.push((px(*x, y0), px(*x, y1)));
+    }
+    for s in &panel.series {
+        for p in &s.points {
+            o.soft_boxes.push(around(px(p.x, p.y), 4));
+            if p.y_hi > p.y_lo {
+                o.soft_segments.push((px(p.x, p.y_lo), px(p.x, p.y_hi)));
+            }
+        }
+        for w in s.points.windows(2).filter(|_| joined) {
+            o.soft_segments.push((px(w[0].x, w[0].y), px(w[1].x, w[1].y)));
+        }
+    }
+    o
 }
 
 /// A hollow diamond, 14 px across, centred on `at` (plotters has no diamond marker).
@@ -616,23 +801,104 @@ mod tests {
         };
         let (svg, png) = (dir.path().join("f.svg"), dir.path().join("f.png"));
         render(&fig, &svg, &png).unwrap();
-        let text = std::fs::read_to_string(&svg).unwrap();
-        // `<text x=".." y=".." ...>` then the label on the next line.
-        let lines: Vec<&str> = text.lines().collect();
-        let attr = |l: &str, name: &str| -> i32 {
-            let at = l.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
-            l[at..].split('"').next().unwrap().parse().unwrap()
-        };
-        let labels: Vec<(i32, i32)> = lines
-            .windows(2)
-            .filter(|w| w[1] == "≥ 1.00e8 writes")
-            .map(|w| (attr(w[0], "x"), attr(w[0], "y")))
-            .collect();
+        let svg = std::fs::read_to_string(&svg).unwrap();
+        let (labels, diamonds) = label_and_diamond_boxes(&svg, "≥ 1.00e8 writes");
         assert_eq!(labels.len(), 3, "{labels:?}");
-        // The two middle labels would overlap on one row: they sit on two.
-        assert_ne!(labels[0].1, labels[1].1, "{labels:?}");
-        // A label that overlaps nothing keeps its row.
-        assert_eq!(labels[2].1, labels[0].1, "{labels:?}");
+        for (i, a) in labels.iter().enumerate() {
+            for b in labels.iter().skip(i + 1).chain(&diamonds) {
+                assert!(!overlap(a, b), "label {a:?} overlaps {b:?}: {labels:?}");
+            }
+        }
+    }
+
+    /// The pixel boxes of `svg`'s texts that read `label` and of its paper diamonds (closed
+    /// five-point black polylines), as the file places them: a text's box from its anchor,
+    /// its `dy` (plotters' vertical anchor) and its width in the embedded font.
+    fn label_and_diamond_boxes(svg: &str, label: &str) -> (Vec<PixelBox>, Vec<PixelBox>) {
+        let lines: Vec<&str> = svg.lines().collect();
+        let attr = |l: &str, name: &str| -> String {
+            let at = l.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+            l[at..].split('"').next().unwrap().to_string()
+        };
+        let num = |l: &str, name: &str| attr(l, name).parse::<f64>().unwrap();
+        let texts = lines.windows(2).filter(|w| w[1] == label && w[0].starts_with("<text"));
+        let labels = texts
+            .map(|w| {
+                let (x, y, px) = (num(w[0], "x"), num(w[0], "y"), num(w[0], "font-size"));
+                let width = crate::pngtext::width(label, px * 1.24);
+                let left = match attr(w[0], "text-anchor").as_str() {
+                    "start" => x,
+                    "end" => x - width,
+                    _ => x - width / 2.0,
+                };
+                let top = match attr(w[0], "dy").as_str() {
+                    "0.76em" => y,
+                    "0.5ex" => y - px / 2.0,
+                    _ => y - px,
+                };
+                [left, top, left + width, top + px].map(|v| v.round() as i32)
+            })
+            .collect();
+        let diamonds = lines
+            .iter()
+            .filter(|l| l.starts_with("<polyline") && l.contains("stroke=\"#000000\""))
+            .filter_map(|l| {
+                let pts: Vec<(i32, i32)> = attr(l, "points")
+                    .split_whitespace()
+                    .filter_map(|p| p.split_once(','))
+                    .map(|(x, y)| (x.parse().unwrap(), y.parse().unwrap()))
+                    .collect();
+                let closed = pts.len() == 5 && pts[0] == pts[4] && pts[1].0 - pts[0].0 == 7;
+                closed.then(|| [pts[3].0, pts[0].1, pts[1].0, pts[2].1])
+            })
+            .collect();
+        (labels, diamonds)
+    }
+
+    /// pelley-fig3-1 drew `≥ 0.9×` beside the diamond at 10 pages over the diamond at 20, and
+    /// pelley-fig5-1 two claims' `≈ 1.5×` over each other and over their neighbours' diamonds:
+    /// labels dodged the labels drawn before them, never the paper's markers.
+    #[test]
+    fn paper_labels_overlap_neither_each_other_nor_any_paper_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = "≈ 1.5×";
+        let point = |x: f64, y: f64, claim: &str| Reference::Point {
+            x,
+            ys: vec![y],
+            label: format!("{claim} {short}"),
+            short: short.into(),
+        };
+        // Markers half an x unit (about 37 px) apart: closer than a label and its gap are
+        // wide; at x = 3 and 7 a second claim's marker 10% of the axis lower.
+        let mut references: Vec<Reference> =
+            (0..19).map(|i| point(f64::from(i) / 2.0, 50.0, "a")).collect();
+        references.extend([point(3.0, 40.0, "b"), point(7.0, 40.0, "b")]);
+        let fig = Figure {
+            panels: vec![Panel {
+                series: vec![Series {
+                    name: "s".into(),
+                    points: vec![
+                        XY { x: 0.0, y: 0.0, y_lo: 0.0, y_hi: 0.0 },
+                        XY { x: 9.0, y: 100.0, y_lo: 100.0, y_hi: 100.0 },
+                    ],
+                }],
+                references,
+                ..Panel::default()
+            }],
+            ..Figure::default()
+        };
+        let (svg, png) = (dir.path().join("f.svg"), dir.path().join("f.png"));
+        render(&fig, &svg, &png).unwrap();
+        let (labels, diamonds) =
+            label_and_diamond_boxes(&std::fs::read_to_string(&svg).unwrap(), short);
+        // 21 on the plot, one for each claim's legend row.
+        assert_eq!(diamonds.len(), 23, "{diamonds:?}");
+        assert!(labels.len() >= 15, "a label per marker where there is room: {labels:?}");
+        for (i, a) in labels.iter().enumerate() {
+            for b in labels.iter().skip(i + 1).chain(&diamonds) {
+                assert!(!overlap(a, b), "label {a:?} overlaps {b:?}\n{labels:?}\n{diamonds:?}");
+            }
+        }
     }
 
     #[test]
