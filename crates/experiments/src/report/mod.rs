@@ -13,7 +13,7 @@ use crate::data::{Dataset, PointData, ENDED_EARLY, HARNESS_LIMIT};
 use crate::plot::{self, Figure, Panel, Reference, Series, XY};
 use crate::provenance::Provenance;
 use crate::results::{self, Row, StoreError};
-use crate::spec::{ErrorBars, PlotSpec, Spec, SpecError};
+use crate::spec::{ErrorBars, Normalize, PlotSpec, Spec, SpecError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -381,17 +381,48 @@ fn status(data: &Dataset) -> (PointCounts, String) {
     (c, text)
 }
 
-/// The reference of `point` for normalisation.
-fn reference(plot: &PlotSpec, data: &Dataset, point: &PointData) -> Option<f64> {
-    let n = plot.normalize.as_ref()?;
+/// The mean `metric` of `n`'s reference points that share `point`'s values of `n.same` (by
+/// default the plot's panel key).
+fn reference_mean(
+    n: &Normalize,
+    metric: &str,
+    plot: &PlotSpec,
+    data: &Dataset,
+    point: &PointData,
+) -> Option<f64> {
     let same: Vec<String> = n.same.clone().unwrap_or_else(|| plot.panels.iter().cloned().collect());
     let refs: Vec<f64> = data
         .select(&[&n.reference])
         .into_iter()
         .filter(|r| same.iter().all(|k| r.value(k) == point.value(k)))
-        .filter_map(|r| r.metric(&plot.y).map(|s| s.mean))
+        .filter_map(|r| r.metric(metric).map(|s| s.mean))
         .collect();
     (!refs.is_empty()).then(|| refs.iter().sum::<f64>() / refs.len() as f64)
+}
+
+/// The reference of `point` for normalisation.
+fn reference(plot: &PlotSpec, data: &Dataset, point: &PointData) -> Option<f64> {
+    reference_mean(plot.normalize.as_ref()?, &plot.y, plot, data, point)
+}
+
+/// With `x_per_txn_time`: the time one worker spent per transaction at `point`'s reference
+/// (`config.threads / tps`), in nanoseconds, as [`crate::latency_axis`] divides break-evens by.
+fn txn_time_ns(plot: &PlotSpec, data: &Dataset, point: &PointData) -> Option<f64> {
+    let n = plot.x_per_txn_time.as_ref()?;
+    let seconds = reference_mean(n, crate::latency_axis::TXN_TIME_METRIC, plot, data, point)?;
+    (seconds > 0.0).then_some(seconds * 1e9)
+}
+
+/// `point`'s x on a numeric axis, before any log: its value (a quantity in base units, or a
+/// metric) times `x_scale`; with `x_per_txn_time`, its time divided by the reference's time
+/// per transaction first. `None` without a value or, when dividing, without a reference.
+fn numeric_x(plot: &PlotSpec, data: &Dataset, point: &PointData) -> Option<f64> {
+    let x = point.quantity(&plot.x).or_else(|| point.metric(&plot.x).map(|s| s.mean))?;
+    let per = match &plot.x_per_txn_time {
+        Some(_) => txn_time_ns(plot, data, point)?,
+        None => 1.0,
+    };
+    Some(x / per * plot.x_scale)
 }
 
 fn axis_label(spec: &Spec, given: &Option<String>, key: &str, scale: f64) -> String {
@@ -417,13 +448,16 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
         (!numeric).then(|| a.values.iter().map(|v| v.label.clone()).collect())
     });
     let mut panels: Vec<Panel> = Vec::new();
+    // With `x_per_txn_time`, each panel's time per transaction (`None`: its points have more
+    // than one), which our break-even marks are divided by as the points are.
+    let mut panel_txn_ns: BTreeMap<String, Option<f64>> = BTreeMap::new();
     let mut skipped = 0;
     for p in points {
         let x = match &categories {
             Some(names) => {
                 p.value(&plot.x).and_then(|v| names.iter().position(|n| *n == v)).map(|i| i as f64)
             }
-            None => p.quantity(&plot.x).or_else(|| p.metric(&plot.x).map(|s| s.mean)),
+            None => numeric_x(plot, data, p),
         };
         let Some(stats) = p.metric(&plot.y) else {
             skipped += 1;
@@ -439,13 +473,10 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
             },
             None => 1.0,
         };
-        let Some(mut x) = x else {
+        let Some(x) = x else {
             skipped += 1;
             continue;
         };
-        if categories.is_none() {
-            x *= plot.x_scale;
-        }
         let k = plot.y_scale / norm;
         // The point is its fastest repetition; its bars are the spread over all of them.
         let spread = p.spread(&plot.y).unwrap_or(stats);
@@ -471,6 +502,12 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
             xy = XY { x: xy.x, y: xy.y.log10(), y_lo: log(xy.y_lo), y_hi: log(xy.y_hi) };
         }
         let panel_name = plot.panels.as_ref().and_then(|k| p.value(k)).unwrap_or_default();
+        if let Some(t) = txn_time_ns(plot, data, p) {
+            let seen = panel_txn_ns.entry(panel_name.clone()).or_insert(Some(t));
+            if *seen != Some(t) {
+                *seen = None;
+            }
+        }
         let series_name =
             plot.series.as_ref().and_then(|k| p.value(k)).unwrap_or_else(|| "all".into());
         let panel = match panels.iter_mut().position(|q| q.title == panel_name) {
@@ -495,7 +532,7 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
         }
     }
     if categories.is_none() {
-        mark_breakevens(spec, plot, data, &mut panels);
+        mark_breakevens(spec, plot, data, &panel_txn_ns, &mut panels);
         paper_lines(spec, plot, &mut panels);
     }
     paper_markers(spec, plot, data, categories.as_deref(), &mut panels);
@@ -526,21 +563,23 @@ fn figure(spec: &Spec, plot: &PlotSpec, data: &Dataset) -> (Figure, Vec<String>)
     (fig, notes)
 }
 
-/// Vertical marks at the break-even points of claims drawn along this plot's x axis.
-fn mark_breakevens(spec: &Spec, plot: &PlotSpec, data: &Dataset, panels: &mut [Panel]) {
+/// Vertical marks at the break-even points of claims drawn along this plot's x axis. On an x
+/// divided by the time per transaction (`x_per_txn_time`), a crossing is divided by its
+/// panel's time (`panel_txn_ns`) as the points are; a panel without one gets no mark.
+fn mark_breakevens(
+    spec: &Spec,
+    plot: &PlotSpec,
+    data: &Dataset,
+    panel_txn_ns: &BTreeMap<String, Option<f64>>,
+    panels: &mut [Panel],
+) {
+    let per_txn = plot.x_per_txn_time.is_some();
     let same_x = |c: &crate::spec::ClaimSpec| {
-        c.x.as_deref() == Some(plot.x.as_str()) && (c.x_scale - plot.x_scale).abs() < 1e-12
+        c.x.as_deref() == Some(plot.x.as_str())
+            && if per_txn { c.x_scale > 0.0 } else { (c.x_scale - plot.x_scale).abs() < 1e-12 }
     };
     for claim in spec.claims.iter().filter(|c| same_x(c)) {
-        for (conds, x) in analysis::crossings(claim, data) {
-            let plotted = if plot.log_x {
-                if x <= 0.0 {
-                    continue;
-                }
-                x.log10()
-            } else {
-                x
-            };
+        for (conds, crossing) in analysis::crossings(claim, data) {
             for panel in panels.iter_mut() {
                 // A group restricted to another panel's value does not belong here.
                 let fits = plot.panels.as_ref().is_none_or(|key| {
@@ -548,6 +587,17 @@ fn mark_breakevens(spec: &Spec, plot: &PlotSpec, data: &Dataset, panels: &mut [P
                         allowed.iter().any(|a| crate::spec::values_equal(a, &panel.title))
                     })
                 });
+                // The crossing is in the claim's unit (x × its x_scale).
+                let x = match panel_txn_ns.get(&panel.title) {
+                    _ if !per_txn => crossing,
+                    Some(Some(t)) => crossing / claim.x_scale / t * plot.x_scale,
+                    _ => continue,
+                };
+                let plotted = match (plot.log_x, x > 0.0) {
+                    (true, false) => continue,
+                    (true, true) => x.log10(),
+                    (false, _) => x,
+                };
                 if fits {
                     let label = format!("{}: {}", claim.id, crate::units::format_number(x));
                     panel.marks.push((plotted, label));
@@ -571,6 +621,11 @@ fn claim_fits_panel(filter: &crate::spec::Conditions, key: Option<&String>, pane
 /// The paper's break-even and threshold values along this plot's x axis, as dashed lines.
 fn paper_lines(spec: &Spec, plot: &PlotSpec, panels: &mut [Panel]) {
     use crate::spec::ClaimKind;
+    // The papers give break-evens in absolute µs and print their throughput only in figures:
+    // on an x divided by the time per transaction they have no place.
+    if plot.x_per_txn_time.is_some() {
+        return;
+    }
     let along_x = |c: &crate::spec::ClaimSpec| {
         matches!(c.kind, ClaimKind::Breakeven | ClaimKind::Threshold)
             && c.x.as_deref() == Some(plot.x.as_str())
@@ -621,10 +676,7 @@ fn place(
             .value(&plot.x)
             .and_then(|v| names.iter().position(|n| *n == v))
             .map(|i| i as f64)?,
-        None => {
-            point.quantity(&plot.x).or_else(|| point.metric(&plot.x).map(|s| s.mean))?
-                * plot.x_scale
-        }
+        None => numeric_x(plot, data, point)?,
     };
     let norm = match &plot.normalize {
         Some(_) => reference(plot, data, point).filter(|r| *r != 0.0)?,
@@ -857,6 +909,62 @@ mod tests {
         // In-Place point; the break-even's 3.5 µs ± 25% as a band along x.
         assert!(refs.contains(&Reference::Accepted { x: Some(0.0), lo: 112.5, hi: 187.5 }));
         assert!(refs.contains(&Reference::Accepted { x: None, lo: 2.625, hi: 4.375 }), "{refs:?}");
+    }
+
+    /// Issue 38's normalised latency axis: x = persist latency ÷ In-Place's time per
+    /// transaction at latency 0 (`threads / tps`, here 2 / 200,000 tps = 10 µs), per panel;
+    /// our break-even divided as the points are, the paper's absolute µs not drawn.
+    #[test]
+    fn x_per_txn_time_divides_latency_by_the_references_time_per_transaction() {
+        let text = SPEC.replace("[base]\n", "[base]\nthreads = 2\n").replace(
+            "series = \"engine\"\n",
+            "series = \"engine\"\nx_per_txn_time = { where = { engine = \"inplace\", \
+             persist_latency = \"0\" } }\n",
+        );
+        let text = text.replace("x_scale = 0.001\n        y = \"tps\"", "y = \"tps\"");
+        let spec = Spec::parse(&text, Path::new("t.toml")).unwrap();
+        assert!(spec.plots[0].x_per_txn_time.is_some() && spec.plots[0].x_scale == 1.0);
+        // In-Place 200k -> 50k, WAL 100k -> 75k tps over 0-4 µs: they cross at 3.2 µs.
+        let tps = [("inplace", "0", 200e3), ("inplace", "4us", 50e3), ("wal", "0", 100e3)];
+        let rows: Vec<Row> = tps
+            .into_iter()
+            .chain([("wal", "4us", 75e3)])
+            .map(|(engine, latency, tps)| {
+                let flags = json!({"engine": engine, "persist_latency": latency,
+                                   "workload": "tpcb", "threads": 2});
+                let row = json!({
+                    "spec": "t", "point": format!("engine={engine},persist_latency={latency}"),
+                    "rep": 0, "hash": "h", "status": "ok", "started_unix_s": 1.0, "tps": tps,
+                    "grid": {"engine": engine, "persist_latency": latency}, "flags": flags,
+                    "config": {"threads": 2},
+                });
+                match row {
+                    serde_json::Value::Object(m) => Row(m),
+                    _ => unreachable!(),
+                }
+            })
+            .collect();
+        let data = Dataset::build(&spec, &rows);
+        let (fig, notes) = figure(&spec, &spec.plots[0], &data);
+        assert!(notes.is_empty(), "{notes:?}");
+        let panel = &fig.panels[0];
+        let xs = |name: &str| -> Vec<f64> {
+            let s = panel.series.iter().find(|s| s.name == name).unwrap();
+            s.points.iter().map(|p| p.x).collect()
+        };
+        // 4 µs ÷ 10 µs, for both methods: one reference per panel.
+        assert_eq!(xs("inplace"), vec![0.0, 0.4]);
+        assert_eq!(xs("wal"), vec![0.0, 0.4]);
+        assert_eq!(panel.series[0].points[1].y, 50e3, "y is left as it is");
+        let (x, label) = &panel.marks[0];
+        assert!((x - 0.32).abs() < 1e-9, "{x}");
+        assert_eq!(label, "be: 0.32");
+        assert!(!panel.references.iter().any(|r| matches!(r, Reference::X { .. })), "{panel:?}");
+        // Without a reference point there is nothing to divide by: the point is left out.
+        let no_ref: Vec<Row> = rows.iter().skip(1).cloned().collect();
+        let (fig, notes) = figure(&spec, &spec.plots[0], &Dataset::build(&spec, &no_ref));
+        assert!(fig.panels.iter().all(|p| p.series.is_empty()), "{fig:?}");
+        assert!(notes[0].starts_with("3 measured point(s) left out"), "{notes:?}");
     }
 
     /// Guards issue 38's figures: a panel titled `2` (the value alone), workloads joined by

@@ -211,7 +211,8 @@ pub enum ErrorBars {
     None,
 }
 
-/// `[plot.normalize]`: divide y by the mean y of the reference points.
+/// The reference points a plotted value is divided by: `[plot.normalize]` divides y by their
+/// mean y, `[plot.x_per_txn_time]` divides x by their mean time per transaction.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Normalize {
@@ -258,6 +259,12 @@ pub struct PlotSpec {
     pub filter: Conditions,
     #[serde(default)]
     pub normalize: Option<Normalize>,
+    /// Divide x, a time axis (`persist_latency`, in nanoseconds), by the time one worker spends
+    /// per committed transaction (`config.threads / tps`, [`crate::latency_axis`]) at the
+    /// reference points: a latency in units of the reference's transaction, which machines of
+    /// different speeds can compare (issue 38). `x_scale` then multiplies the ratio.
+    #[serde(default)]
+    pub x_per_txn_time: Option<Normalize>,
     #[serde(default)]
     pub error: ErrorBars,
     /// One line drawn on the figure under its subtitle (and listed in the report's notes): what
@@ -683,6 +690,23 @@ mod tests {
         assert!(parse(&stray).unwrap_err().to_string().contains("only a bound = \"ours\""));
         let typo = format!("{claim}bound = \"mine\"\n");
         assert!(parse(&typo).is_err());
+    }
+
+    #[test]
+    fn x_per_txn_time_needs_a_time_axis_and_known_keys() {
+        let plot = |x: &str, reference: &str| {
+            format!(
+                "{MINIMAL}\n[[plot]]\nx = \"{x}\"\ny = \"tps\"\npanels = \"variant\"\n\
+                 x_per_txn_time = {{ where = {{ {reference} }} }}\n"
+            )
+        };
+        let spec = parse(&plot("persist_latency", "persist_latency = \"0\"")).unwrap();
+        let n = spec.plots[0].x_per_txn_time.as_ref().unwrap();
+        assert_eq!(n.reference.keys().collect::<Vec<_>>(), ["persist_latency"]);
+        let e = parse(&plot("variant", "persist_latency = \"0\"")).unwrap_err().to_string();
+        assert!(e.contains("plot[0].x_per_txn_time: x (`variant`) must be a grid axis of times"));
+        let e = parse(&plot("persist_latency", "enginee = \"wal\"")).unwrap_err().to_string();
+        assert!(e.contains("plot[0].x_per_txn_time.where") && e.contains("enginee"), "{e}");
     }
 
     #[test]

@@ -299,10 +299,24 @@ impl Validator<'_> {
             self.known(spec, &ctx, key)?;
         }
         self.conditions(spec, &format!("{ctx}.where"), &plot.filter)?;
-        if let Some(n) = &plot.normalize {
-            self.conditions(spec, &format!("{ctx}.normalize.where"), &n.reference)?;
+        let references = [("normalize", &plot.normalize), ("x_per_txn_time", &plot.x_per_txn_time)];
+        for (name, n) in references {
+            let Some(n) = n else { continue };
+            self.conditions(spec, &format!("{ctx}.{name}.where"), &n.reference)?;
             for key in n.same.iter().flatten() {
-                self.known(spec, &format!("{ctx}.normalize.match"), key)?;
+                self.known(spec, &format!("{ctx}.{name}.match"), key)?;
+            }
+        }
+        if plot.x_per_txn_time.is_some() {
+            // A time divided by a time: x must be an axis of durations, not a count or a size.
+            let times = spec.axis(&plot.x).is_some_and(|a| {
+                a.values.iter().all(|v| units::parse_duration(&v.label, BareTime::Nanos).is_some())
+            });
+            if !times {
+                return Err(self.err(
+                    format!("{ctx}.x_per_txn_time"),
+                    format!("x (`{}`) must be a grid axis of times (`0`, `500ns`, `2us`)", plot.x),
+                ));
             }
         }
         for (name, scale) in [("x_scale", plot.x_scale), ("y_scale", plot.y_scale)] {
