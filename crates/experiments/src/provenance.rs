@@ -26,6 +26,10 @@ pub struct Provenance {
     /// Highest 1-minute load average any run saw before it started (`config.host_load_before`):
     /// above the host's cores, runs competed for the CPU.
     pub max_load_before: Option<f64>,
+    /// The commits `commits` lists in place of what the binaries say, as [`CORRECTIONS_FILE`]
+    /// gives them: `405 row(s) labelled 2d8bf738fea4-dirty ran d7b15ab54964`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub corrected: Vec<String>,
 }
 
 /// Most distinct values listed before "and N more": a merged sweep of many machines should
@@ -42,9 +46,21 @@ fn config_str(row: &Row, key: &str) -> Option<String> {
 }
 
 impl Provenance {
+    /// The facts of `rows` as they record them.
     pub fn of<'a>(rows: impl IntoIterator<Item = &'a Row>) -> Provenance {
+        Provenance::of_corrected(rows, &Corrections::default())
+    }
+
+    /// The facts of `rows`, each row's commit being the one whose code it ran: its binary's
+    /// (`config.git_commit`) unless `corrections` say otherwise ([`Corrections::ran`]), as the
+    /// report's notes on those rows say.
+    pub fn of_corrected<'a>(
+        rows: impl IntoIterator<Item = &'a Row>,
+        corrections: &Corrections,
+    ) -> Provenance {
         let (mut hosts, mut versions, mut commits) =
             (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+        let mut corrected: std::collections::BTreeMap<(String, String), usize> = Default::default();
         let mut p = Provenance::default();
         for r in rows {
             p.quick |= r.0.get(crate::results::keys::QUICK).and_then(|q| q.as_bool()) == Some(true);
@@ -75,11 +91,23 @@ impl Provenance {
                 p.max_load_before = Some(p.max_load_before.map_or(load, |m| m.max(load)));
             }
             versions.extend(config_str(r, "nvmdb_version"));
-            commits.extend(config_str(r, "git_commit").map(|c| short_commit(&c)));
+            let built = config_str(r, "git_commit");
+            match (corrections.ran(r), &built) {
+                (Some(ran), Some(b)) if !same_commit(ran, b) => {
+                    let (ran, b) = (short_commit(ran), short_commit(b));
+                    commits.insert(ran.clone());
+                    *corrected.entry((b, ran)).or_default() += 1;
+                }
+                _ => commits.extend(built.map(|c| short_commit(&c))),
+            }
         }
         p.hosts = hosts.into_iter().collect();
         p.versions = versions.into_iter().collect();
         p.commits = commits.into_iter().collect();
+        p.corrected = corrected
+            .into_iter()
+            .map(|((built, ran), n)| format!("{n} row(s) labelled {built} ran {ran}"))
+            .collect();
         p
     }
 
@@ -97,7 +125,9 @@ impl Provenance {
     }
 
     /// One line for a figure's subtitle and the page footer: `host vm: AMD EPYC, 2 cores,
-    /// flush clwb · runs 2026-11-25 15:28 UTC · nvmdb 0.1.0 (commit 829029a3c36b)`.
+    /// flush clwb · runs 2026-11-25 15:28 UTC · nvmdb 0.1.0 (commit 829029a3c36b)`, with what
+    /// a correction changed: `(commit d7b15ab54964; corrections.toml: 405 row(s) labelled
+    /// 2d8bf738fea4-dirty ran d7b15ab54964)`.
     pub fn line(&self) -> String {
         let mut parts = Vec::new();
         if !self.hosts.is_empty() {
@@ -110,7 +140,10 @@ impl Provenance {
             parts.push(format!("load average ≤ {load:.1} before each run"));
         }
         let version = listed(&self.versions);
-        let commit = listed(&self.commits);
+        let mut commit = listed(&self.commits);
+        if !self.corrected.is_empty() {
+            commit = format!("{commit}; {CORRECTIONS_FILE}: {}", listed(&self.corrected));
+        }
         match (version.is_empty(), commit.is_empty()) {
             (false, false) => parts.push(format!("nvmdb {version} (commit {commit})")),
             (false, true) => parts.push(format!("nvmdb {version}")),
@@ -154,6 +187,16 @@ pub fn now_utc_minute() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     utc_minute(now)
+}
+
+/// Whether two commit names, either of them possibly abbreviated, name the same commit, and
+/// both a clean build of it or both a `-dirty` one.
+fn same_commit(a: &str, b: &str) -> bool {
+    let (sha_a, sha_b) = (a.trim_end_matches("-dirty"), b.trim_end_matches("-dirty"));
+    !sha_a.is_empty()
+        && !sha_b.is_empty()
+        && (sha_a.starts_with(sha_b) || sha_b.starts_with(sha_a))
+        && a.ends_with("-dirty") == b.ends_with("-dirty")
 }
 
 /// The first 12 hex digits of a commit, keeping a build's `-dirty` mark.
@@ -269,16 +312,20 @@ pub struct Corrections {
     pub checkout_moved: Vec<CheckoutMoved>,
 }
 
-/// Rows whose `code_commit` is wrong because the checkout the sweep read it from moved on while
-/// a binary built earlier ran: rows whose binary says `built` (`config.git_commit`), that name
-/// `labelled` as their `code_commit` and that started in `[started_from_unix_s,
-/// started_to_unix_s]` ran `built`'s code. [`commit_mismatch`] refuses them; this vouches for
-/// them, and the report says so on every spec it covers.
+/// Rows whose binary and checkout disagree (the checkout moved on while a binary built earlier
+/// ran, or the binary was built from uncommitted code that was then committed), and which of
+/// the two they ran: rows whose binary says `built` (`config.git_commit`, as recorded), that
+/// name `labelled` as their `code_commit` (as recorded) and that started in
+/// `[started_from_unix_s, started_to_unix_s]` ran the code of commit `ran`, which is `built` or
+/// `labelled`. [`commit_mismatch`] refuses them; this vouches for them, the report says so on
+/// every spec it covers, and figures credit `ran` (issue 38: one entry's rows ran `built`'s
+/// code, the other's `labelled`'s, and the field said neither).
 #[derive(Clone, Debug, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckoutMoved {
     pub built: String,
     pub labelled: String,
+    pub ran: String,
     pub started_from_unix_s: f64,
     pub started_to_unix_s: f64,
     pub reason: String,
@@ -313,7 +360,31 @@ impl Corrections {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Corrections::default()),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let corrections: Corrections =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        // The rows ran their binary's code or their checkout's; a third commit is what they
+        // record nowhere, a `[[code_commit]]` correction.
+        let stray = corrections
+            .checkout_moved
+            .iter()
+            .find(|c| !same_commit(&c.ran, &c.built) && !same_commit(&c.ran, &c.labelled));
+        if let Some(c) = stray {
+            return Err(format!(
+                "{}: checkout_moved with built = \"{}\": `ran` (\"{}\") must be its `built` or its \
+                 `labelled` commit",
+                path.display(),
+                c.built,
+                c.ran
+            ));
+        }
+        Ok(corrections)
+    }
+
+    /// The commit whose code `row` ran, where a correction gives it: the `ran` of the first
+    /// `[[code_commit]]`, else `[[checkout_moved]]`, correction that covers the row.
+    pub fn ran(&self, row: &Row) -> Option<&str> {
+        let code = self.code_commit.iter().find(|c| c.covers(row)).map(|c| c.ran.as_str());
+        code.or_else(|| self.checkout_moved.iter().find(|c| c.covers(row)).map(|c| c.ran.as_str()))
     }
 
     /// Whether a correction says this row, refused by [`commit_mismatch`], ran its binary's code.
@@ -328,9 +399,10 @@ impl Corrections {
             (n > 0).then(|| {
                 format!(
                     "provenance correction ({CORRECTIONS_FILE}): {n} row(s) name code_commit {} \
-                     but ran their binary's commit {}, so they are judged: {}",
+                     and binary {}; they ran commit {}'s code, so they are judged: {}",
                     short_commit(&c.labelled),
                     short_commit(&c.built),
+                    short_commit(&c.ran),
                     c.reason
                 )
             })
@@ -392,6 +464,14 @@ mod tests {
         assert!(named.starts_with(&head), "{named}");
         let same = code_commit(Some(&head)).unwrap();
         assert!(same == head || same == format!("{head}-dirty"), "{same}");
+    }
+
+    #[test]
+    fn commits_are_the_same_when_one_abbreviates_the_other_and_both_are_clean_or_dirty() {
+        assert!(same_commit("d7b15ab", "d7b15ab549649a9ecd3ec65f748b3dd9812eeee7"));
+        assert!(same_commit("2d8bf738fea4a18-dirty", "2d8bf73-dirty"));
+        assert!(!same_commit("2d8bf73", "2d8bf738fea4a18-dirty"));
+        assert!(!same_commit("d7b15ab", "77fa322") && !same_commit("", "77fa322"));
     }
 
     #[test]

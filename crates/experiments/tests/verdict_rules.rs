@@ -589,14 +589,14 @@ fn a_checkout_moved_correction_vouches_only_for_the_rows_it_covers() {
     assert_eq!(refused(&notes).as_deref(), Some("18"), "{notes:?}");
     // The window covers repetitions 1 and 2 (started at 2 and 3 s): 12 rows judged, 6 refused.
     let some = tempfile::tempdir().unwrap();
-    let c = "[[checkout_moved]]\nbuilt = \"77fa322\"\nlabelled = \"21a8ae4\"\n\
+    let c = "[[checkout_moved]]\nbuilt = \"77fa322\"\nlabelled = \"21a8ae4\"\nran = \"77fa322\"\n\
              started_from_unix_s = 2.0\nstarted_to_unix_s = 3.5\nreason = \"main moved on\"\n";
     let notes = write(some.path(), Some(c));
     assert_eq!(refused(&notes).as_deref(), Some("6"), "{notes:?}");
     assert!(
         notes.iter().any(|n| n.contains(
-            "12 row(s) name code_commit 21a8ae4 but ran their binary's commit 77fa322, so they \
-             are judged: main moved on"
+            "12 row(s) name code_commit 21a8ae4 and binary 77fa322; they ran commit 77fa322's \
+             code, so they are judged: main moved on"
         )),
         "{notes:?}"
     );
@@ -604,4 +604,61 @@ fn a_checkout_moved_correction_vouches_only_for_the_rows_it_covers() {
     let other = tempfile::tempdir().unwrap();
     let notes = write(other.path(), Some(&c.replace("77fa322", "5595ad7")));
     assert_eq!(refused(&notes).as_deref(), Some("18"), "{notes:?}");
+}
+
+/// Guards issue 38's fig5 subtitle: its rows' binary says `2d8bf738fea4-dirty` and their
+/// code_commit `d7b15ab`, which corrections.toml says they ran, yet the figure named the dirty
+/// binary. Figures and the page footer credit a correction's `ran` and say so; a correction
+/// whose rows ran their binary's commit changes no subtitle; a `ran` that is neither recorded
+/// commit is refused.
+#[test]
+fn figure_subtitles_credit_the_commit_a_correction_says_the_rows_ran() {
+    let spec = parse(RATIO);
+    let plot = "[[plot]]\nx = \"persist_latency\"\ny = \"tps\"\nseries = \"engine\"\n";
+    let write = |dir: &std::path::Path, (built, named): (&str, &str), corrections: &str| {
+        let mut lines = String::new();
+        for mut r in rows(&spec, steady, no_waits) {
+            let config = json!({ "git_commit": built, "nvmdb_version": "0.1.0" });
+            r.0.insert("config".into(), config);
+            r.0.insert("code_commit".into(), json!(named));
+            r.0.insert("host".into(), json!("vm"));
+            lines.push_str(&format!("{}\n", serde_json::Value::Object(r.0)));
+        }
+        std::fs::write(dir.join(results::RESULTS_FILE), &lines).unwrap();
+        results::save_spec(dir, "r", &format!("{GRID}{RATIO}{plot}")).unwrap();
+        std::fs::write(dir.join("corrections.toml"), corrections).unwrap();
+        let options = ReportOptions { dir: dir.to_path_buf(), ..Default::default() };
+        report::build(&options).map(|r| {
+            let svg = std::fs::read_to_string(dir.join("figures/r.svg")).unwrap();
+            (r.specs[0].provenance.line(), r.provenance.line(), svg)
+        })
+    };
+    let correction = |built: &str, labelled: &str, ran: &str| {
+        format!(
+            "[[checkout_moved]]\nbuilt = \"{built}\"\nlabelled = \"{labelled}\"\nran = \"{ran}\"\n\
+             started_from_unix_s = 0.0\nstarted_to_unix_s = 100.0\nreason = \"r\"\n"
+        )
+    };
+    let (dirty, committed) = (
+        "2d8bf738fea4a18864a33b084e6b15519a7c9cb6-dirty",
+        "d7b15ab549649a9ecd3ec65f748b3dd9812eeee7",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let c = correction(dirty, committed, committed);
+    let (subtitle, footer, svg) = write(dir.path(), (dirty, committed), &c).unwrap();
+    let credited = "nvmdb 0.1.0 (commit d7b15ab54964; corrections.toml: 18 row(s) labelled \
+                    2d8bf738fea4-dirty ran d7b15ab54964)";
+    assert!(subtitle.ends_with(credited), "{subtitle}");
+    assert!(footer.ends_with(credited), "{footer}");
+    assert!(svg.contains(&format!("\n{subtitle}\n")), "the figure's subtitle: {svg}");
+    // The rows of a checkout that moved on ran their binary: the subtitle names it, as before.
+    let dir = tempfile::tempdir().unwrap();
+    let c = correction("77fa322", "21a8ae4", "77fa322");
+    let (subtitle, _, _) = write(dir.path(), ("77fa32228001aaaa", "21a8ae4bbbbb"), &c).unwrap();
+    assert!(subtitle.ends_with("nvmdb 0.1.0 (commit 77fa32228001)"), "{subtitle}");
+    // A third commit is not what these rows ran by this correction's account.
+    let dir = tempfile::tempdir().unwrap();
+    let c = correction(dirty, committed, "5595ad7");
+    let e = write(dir.path(), (dirty, committed), &c).unwrap_err().to_string();
+    assert!(e.contains("corrections.toml") && e.contains("`ran` (\"5595ad7\") must be"), "{e}");
 }

@@ -126,7 +126,7 @@ pub fn build(options: &ReportOptions) -> Result<Report, ReportError> {
             first.notes.push(format!("{n} unreadable line(s) in results.jsonl were skipped"));
         }
     }
-    let provenance = Provenance::of(&loaded.rows);
+    let provenance = Provenance::of_corrected(&loaded.rows, &corrections);
     Ok(Report { specs: reports, provenance, written: crate::provenance::now_utc_minute(), out })
 }
 
@@ -226,7 +226,9 @@ fn spec_report(
     let data = Dataset::build_with(spec, rows, corrections);
     let (points, status) = status(&data);
     let quick = data.any_quick();
-    let provenance = Provenance::of(rows.iter().filter(|r| r.spec() == spec.name));
+    // Figures credit the code a correction says the rows ran, as the notes below say.
+    let provenance =
+        Provenance::of_corrected(rows.iter().filter(|r| r.spec() == spec.name), corrections);
     let mut notes = Vec::new();
     if quick {
         notes.push(format!(
