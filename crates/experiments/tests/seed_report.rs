@@ -198,3 +198,19 @@ fn the_committed_seed_directories_are_reported() {
         }
     }
 }
+
+/// A claim that names what its range covers (persistency's finite-trace claims: native runs
+/// and trace lengths) is printed with its own words, the others with the manifest's. Would
+/// catch a steady-state claim said to range over trace lengths it never had.
+#[test]
+fn a_claims_own_range_replaces_the_manifests() {
+    let judge = |v: &Value| experiments::report::seeds::claim(v, "3 runs").unwrap().repetitions;
+    let plain = persistency_claim("a", json!(2.0), json!(3.0), json!(1.0), Value::Null, "x");
+    assert_eq!(judge(&plain).as_deref(), Some("range over 3 runs"));
+    let mut own = plain.clone();
+    own["ours_range"] = json!("3 runs and traces of 100 and 150 inserts (lengths ours)");
+    assert_eq!(
+        judge(&own).as_deref(),
+        Some("range over 3 runs and traces of 100 and 150 inserts (lengths ours)")
+    );
+}

@@ -150,6 +150,15 @@ impl Analysis {
         }
     }
 
+    /// The finite-trace reading: the whole critical path ÷ the `units` (inserts) the trace
+    /// ran — the thesis's own measure (§8.1: persist throughput is limited by the critical path
+    /// "observed by execution"; Fig. 8.2: "average persist ordering critical path per insert").
+    /// Unlike [`Analysis::path_per_unit`] it depends on the trace's length wherever the path
+    /// stops growing (strand persistency's queues): a path of 2 over 100 inserts is 0.02.
+    pub fn finite_path_per_unit(&self, units: u64) -> f64 {
+        self.critical_path as f64 / units.max(1) as f64
+    }
+
     /// Time of the persists of the word at `offset`, in trace order (needs `keep_times`).
     pub fn times_of(&self, offset: u64) -> Vec<u64> {
         self.times.iter().filter(|p| p.offset == offset).map(|p| p.time).collect()
@@ -547,6 +556,44 @@ mod tests {
         assert_eq!(r.times_of(d), vec![1], "D is concurrent with thread 1");
         assert_eq!(r.times_of(e), vec![3], "E follows C (C before C', C' | E)");
         assert_eq!(r.times_of(f), vec![4], "F follows A by transitivity");
+    }
+
+    /// A queue in miniature, counted by hand: `inserts` Copy-While-Locked inserts on one
+    /// thread (NewStrand; the entry's word; barrier; read and write the head).
+    fn mini_queue(inserts: u64) -> (T, u64) {
+        const HEAD: u64 = 0;
+        let mut t = T::default();
+        let mut split = 0;
+        for i in 0..inserts {
+            if i == inserts / 2 {
+                split = t.0.len() as u64;
+            }
+            t.ns(1).st(1, 64 * (i + 1)).pb(1).ld(1, HEAD).st(1, HEAD);
+        }
+        (t, split)
+    }
+
+    #[test]
+    fn finite_trace_reading_is_the_whole_path_over_the_inserts() {
+        // 4 inserts. Strand: each entry persists at 1 (a new strand depends on nothing) and
+        // each head at 2 (after its entry; every later head coalesces into the previous one,
+        // its latest dependence in its own block): path 2, so 2/4 = 0.5 per insert over the
+        // trace, and no growth over the second half (steady state 0). Epoch: entry k at k, head
+        // k at k+1 (the barrier puts each entry after the previous head): path 5, 1.25 per
+        // insert over the trace, growth 5 - 3 = 2 over the last 2 inserts. Strict: every
+        // access follows the previous one, 2 per insert: path 8, at the split 4.
+        let (t, split) = mini_queue(4);
+        let read = |model| {
+            let a = t.run_with(Config { split_event: Some(split), ..Config::new(model) });
+            (a.critical_path, a.finite_path_per_unit(4), a.path_per_unit(4, 2))
+        };
+        assert_eq!(read(Model::Strand), (2, 0.5, 0.0));
+        assert_eq!(read(Model::Epoch), (5, 1.25, 1.0));
+        assert_eq!(read(Model::Strict), (8, 2.0, 2.0));
+        // The strand path does not grow, so the finite reading shrinks as the trace grows.
+        let (long, _) = mini_queue(40);
+        let a = long.run(Model::Strand);
+        assert_eq!((a.critical_path, a.finite_path_per_unit(40)), (2, 0.05));
     }
 
     #[test]

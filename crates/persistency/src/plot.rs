@@ -1,12 +1,13 @@
 //! The figures of the persistency specs — thesis Table 8.1 and Figs. 8.1–8.3 (§8.2) — drawn
 //! with the reproduction report's plotter (`experiments::plot`): ours in colour, with the
 //! native rate's range over the repetitions as error bars; the thesis's values in black.
-//! A value that is not finite (strand persistency's unbounded rate) is not drawn; the panel's
-//! title says so.
+//! A value that is not finite (strand persistency's unbounded rate on the steady-state reading)
+//! is not drawn; the panel's title says so, and where the spec measured the finite-trace
+//! reading that model is drawn on it instead, named with its trace lengths.
 
 use crate::analyse::Model;
 use crate::report::thesis_value;
-use crate::spec::{Axis, Point, SweepResult};
+use crate::spec::{metric_value, Axis, Point, Reading, SweepResult};
 use experiments::plot::{Figure, Panel, Reference, Series, XY};
 
 fn log(x: f64) -> f64 {
@@ -24,10 +25,22 @@ fn models(points: &[&Point]) -> Vec<Model> {
     Model::ALL.into_iter().filter(|m| points.iter().any(|p| p.model == *m)).collect()
 }
 
+/// `strand, finite trace (100–150 inserts)`: a series name for a point's finite-trace reading.
+fn finite_name(m: Model, p: &Point) -> String {
+    let n: Vec<u64> = p.finite.iter().map(|f| f.trace_inserts).collect();
+    let lengths = match (n.first(), n.last()) {
+        (Some(a), Some(b)) if a != b => format!("{a}–{b}"),
+        (Some(a), _) => a.to_string(),
+        _ => String::new(),
+    };
+    format!("ours: {}, finite trace ({lengths} inserts)", m.name())
+}
+
 fn unbounded_note(title: &mut String, skipped: &[Model]) {
     if !skipped.is_empty() {
         let names: Vec<&str> = skipped.iter().map(|m| m.name()).collect();
-        *title += &format!(" ({} unbounded, not drawn)", names.join(", "));
+        *title +=
+            &format!(" ({} unbounded on the steady-state reading, not drawn)", names.join(", "));
     }
 }
 
@@ -71,6 +84,7 @@ fn table_8_1(r: &SweepResult, fig: &mut Figure) {
         let mut skipped = Vec::new();
         for m in models(&pts) {
             let mut series = Series { name: format!("ours: {}", m.name()), points: Vec::new() };
+            let mut finite = Series::default();
             for (i, d) in designs.iter().enumerate() {
                 let Some(p) = pts.iter().find(|p| p.model == m && p.queue == *d) else { continue };
                 // The thesis's value is drawn even where ours is unbounded and is not.
@@ -84,6 +98,16 @@ fn table_8_1(r: &SweepResult, fig: &mut Figure) {
                 }
                 if !p.normalized.is_finite() {
                     skipped.push(m);
+                    if let Some([y, lo, hi]) = p.reading_values("normalized", Reading::FiniteTrace)
+                    {
+                        finite.name = finite_name(m, p);
+                        finite.points.push(XY {
+                            x: i as f64,
+                            y: log(y),
+                            y_lo: log(lo),
+                            y_hi: log(hi),
+                        });
+                    }
                     continue;
                 }
                 let lo = p.persist_bound_per_s / p.native_max_per_s;
@@ -95,7 +119,12 @@ fn table_8_1(r: &SweepResult, fig: &mut Figure) {
                     y_hi: log(hi),
                 });
             }
-            panel.series.push(series);
+            if !series.points.is_empty() {
+                panel.series.push(series);
+            }
+            if !finite.points.is_empty() {
+                panel.series.push(finite);
+            }
         }
         skipped.dedup();
         unbounded_note(&mut panel.title, &skipped);
@@ -129,7 +158,11 @@ fn fig_8_1(r: &SweepResult, fig: &mut Figure) {
                     y_hi: log(hi),
                 });
             }
-            if let Some(p) = pts.iter().find(|p| p.model == m) {
+            let first = pts.iter().find(|p| p.model == m);
+            let finite = first
+                .filter(|p| !p.break_even_latency_ns.is_finite())
+                .and_then(|p| finite_latency_series(m, &pts, p, &mut panel));
+            if let Some(p) = first {
                 if p.break_even_latency_ns.is_finite() {
                     let label = format!(
                         "{} {}",
@@ -140,6 +173,7 @@ fn fig_8_1(r: &SweepResult, fig: &mut Figure) {
                 }
             }
             panel.series.push(series);
+            panel.series.extend(finite);
         }
         for c in r.claims.iter().filter(|c| {
             c.queue == design && c.threads == threads && c.metric == "break_even_latency_ns"
@@ -155,10 +189,44 @@ fn fig_8_1(r: &SweepResult, fig: &mut Figure) {
             .collect();
         if !unbounded.is_empty() {
             let names: Vec<&str> = unbounded.iter().map(|m| m.name()).collect();
-            panel.title += &format!(" ({}: compute-bound at every latency)", names.join(", "));
+            panel.title += &format!(
+                " ({}: compute-bound at every latency on the steady-state reading)",
+                names.join(", ")
+            );
         }
         fig.panels.push(panel);
     }
+}
+
+/// Fig. 8.1's curve of a model on the finite-trace reading (drawn where its steady-state
+/// reading is unbounded): the lower of the native and the persist-bound rate at the first trace
+/// length, the bars over every trace length and native run; its break-even marked.
+fn finite_latency_series(
+    m: Model,
+    pts: &[&Point],
+    first: &Point,
+    panel: &mut Panel,
+) -> Option<Series> {
+    let mut series = Series { name: finite_name(m, first), points: Vec::new() };
+    for p in pts.iter().filter(|p| p.model == m) {
+        let paths = p.paths(Reading::FiniteTrace);
+        let natives = [p.native_per_s, p.native_min_per_s, p.native_max_per_s];
+        let at = |path: f64, native: f64| {
+            metric_value("normalized", path, p.persist_latency_ns, native).min(1.0) * native
+        };
+        let y = at(*paths.first()?, p.native_per_s);
+        let all: Vec<f64> = paths.iter().flat_map(|&q| natives.map(|n| at(q, n))).collect();
+        let lo = all.iter().copied().fold(y, f64::min);
+        let hi = all.iter().copied().fold(y, f64::max);
+        series.points.push(XY { x: log(p.value), y: log(y), y_lo: log(lo), y_hi: log(hi) });
+    }
+    let [be, _, _] = first.reading_values("break_even_latency_ns", Reading::FiniteTrace)?;
+    if be.is_finite() {
+        let n = first.finite.first().map_or(0, |f| f.trace_inserts);
+        let label = format!("{} (N={n}) {}", m.name(), crate::report::human_ns(be));
+        panel.marks.push((log(be), label));
+    }
+    Some(series)
 }
 
 /// Figs. 8.2 and 8.3: persist critical path per insert vs a block size, one panel per queue.

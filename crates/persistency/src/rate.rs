@@ -143,6 +143,12 @@ impl Traced {
     pub fn path_per_insert(&self, a: &crate::analyse::Analysis) -> f64 {
         a.path_per_unit(self.inserts, self.inserts_after_split)
     }
+
+    /// The finite-trace reading of an analysis of this trace: its whole critical path ÷ the
+    /// inserts traced ([`crate::analyse::Analysis::finite_path_per_unit`]).
+    pub fn finite_path_per_insert(&self, a: &crate::analyse::Analysis) -> f64 {
+        a.finite_path_per_unit(self.inserts)
+    }
 }
 
 /// Records the trace of `inserts` inserts (split over `threads`), after formatting.

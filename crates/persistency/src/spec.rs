@@ -11,11 +11,22 @@
 //! claim must state its `cause`, or the sweep fails), a range that straddles the bound is
 //! *inconclusive* (with the spec's cause, else the measured range). The rule is the one the
 //! report and the appendices use, `experiments::verdict::judge`.
+//!
+//! Two readings of the path per insert (issue 36): the *steady-state* reading (the path's
+//! growth over the second half of a long trace, [`crate::rate::Traced::path_per_insert`]) and
+//! the *finite-trace* reading (the whole path of a trace of `finite_trace_inserts` inserts ÷
+//! those inserts, the thesis's "average critical path per insert"). Under §8.1's coalescing
+//! rule strand persistency's queue path stops growing, so its steady-state rate is unbounded
+//! and any claim that it is "above" something holds by construction; its finite-trace rate is
+//! a measured number that can fall below a bound. A claim names its `reading`; where the
+//! thesis does not give its trace length, the lengths are ours and the spec says so. Ours on
+//! the finite-trace reading ranges over the native-rate runs *and* the trace lengths, so a
+//! verdict that the chosen length decides comes out inconclusive.
 
 use crate::analyse::{analyse, Config, Model};
 use crate::error::invalid;
 use crate::queue::Design;
-use crate::rate::{native_rate, traced_run, Schedule};
+use crate::rate::{native_rate, traced_run, Schedule, Traced, MAX_TRACE_INSERTS};
 use crate::report::{human_ns, human_rate, model_result};
 use crate::Result;
 use serde::{Deserialize, Serialize};
@@ -59,6 +70,10 @@ pub struct Base {
     /// Native-rate runs (the only noisy input): ours is their range.
     #[serde(default = "one")]
     pub repeat: u64,
+    /// Trace lengths of the finite-trace reading (inserts; see the module doc). Empty: the
+    /// spec has no finite-trace claim.
+    #[serde(default)]
+    pub finite_trace_inserts: Vec<u64>,
 }
 
 fn one() -> u64 {
@@ -115,6 +130,38 @@ pub struct Claim {
     /// Why ours differs, where it does (a sweep whose claim differs without one fails).
     #[serde(default)]
     pub cause: Option<String>,
+    /// Which path per insert the metric is computed from (default: the steady state).
+    #[serde(default)]
+    pub reading: Reading,
+}
+
+/// Which path per insert a claim's metric uses (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reading {
+    /// The path's growth per insert over the second half of the long trace.
+    #[default]
+    SteadyState,
+    /// The whole path of a trace of `finite_trace_inserts` inserts ÷ those inserts.
+    FiniteTrace,
+}
+
+impl Reading {
+    pub fn name(self) -> &'static str {
+        match self {
+            Reading::SteadyState => "steady-state",
+            Reading::FiniteTrace => "finite-trace",
+        }
+    }
+}
+
+/// The finite-trace reading of one point at one trace length.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct FinitePath {
+    pub trace_inserts: u64,
+    /// The whole trace's critical path, in persist latencies.
+    pub critical_path: u64,
+    pub path_per_insert: f64,
 }
 
 /// The swept parameter.
@@ -142,11 +189,15 @@ pub struct Point {
     pub native_per_s: f64,
     pub native_min_per_s: f64,
     pub native_max_per_s: f64,
+    /// The steady-state reading; the rates below are derived from it.
     pub path_per_insert: f64,
     pub persist_bound_per_s: f64,
     pub achievable_per_s: f64,
     pub normalized: f64,
     pub break_even_latency_ns: f64,
+    /// The finite-trace reading, one per `finite_trace_inserts` length.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub finite: Vec<FinitePath>,
 }
 
 /// A claim's verdict (issue 38's rules).
@@ -189,6 +240,12 @@ pub struct ClaimResult {
     pub max: Option<f64>,
     /// `paper` or `ours`.
     pub bound: String,
+    pub reading: Reading,
+    /// The trace lengths a finite-trace claim's range covers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trace_inserts: Vec<u64>,
+    /// What ours ranges over, in words (the report prints it beside the range).
+    pub ours_range: String,
     pub verdict: Verdict,
     pub cause: Option<String>,
 }
@@ -310,6 +367,14 @@ impl Spec {
         if self.base.repeat == 0 || self.base.repeat > 20 {
             return Err(invalid("repeat", format!("{} (expected 1 to 20)", self.base.repeat)));
         }
+        for &n in &self.base.finite_trace_inserts {
+            if n == 0 || n > MAX_TRACE_INSERTS {
+                return Err(invalid(
+                    "finite_trace_inserts",
+                    format!("{n} (expected 1 to {MAX_TRACE_INSERTS})"),
+                ));
+            }
+        }
         for c in &self.claim {
             Design::parse(&c.queue).ok_or_else(|| invalid("claim queue", c.queue.clone()))?;
             Model::parse(&c.model).ok_or_else(|| invalid("claim model", c.model.clone()))?;
@@ -333,6 +398,20 @@ impl Spec {
             }
             if c.min.is_none() && c.max.is_none() {
                 return Err(invalid("claim", format!("{}: no `min` or `max` to judge by", c.id)));
+            }
+            if c.reading == Reading::FiniteTrace {
+                if self.base.finite_trace_inserts.is_empty() {
+                    return Err(invalid(
+                        "claim",
+                        format!("{}: a finite-trace claim needs `finite_trace_inserts`", c.id),
+                    ));
+                }
+                if c.over_model.is_some() || c.over_at.is_some() {
+                    return Err(invalid(
+                        "claim",
+                        format!("{}: a finite-trace claim cannot be a ratio of two points", c.id),
+                    ));
+                }
             }
         }
         Ok(())
@@ -362,6 +441,14 @@ impl Spec {
                 let (native_min, native_max) = (natives[0], natives[natives.len() - 1]);
                 let traced = traced_run(design, threads, trace_inserts, Schedule::RoundRobin)?;
                 let trace = &traced.events;
+                // Short traces of their own (not a prefix of the long one), as a run of that
+                // length would record.
+                let finite_traces: Vec<Traced> = self
+                    .base
+                    .finite_trace_inserts
+                    .iter()
+                    .map(|&n| traced_run(design, threads, n, Schedule::RoundRobin))
+                    .collect::<Result<_>>()?;
                 for &model in &models {
                     for &value in &values {
                         let (latency, atomic, tracking) = match axis {
@@ -382,6 +469,7 @@ impl Spec {
                         let a = analyse(trace, traced.config(config))?;
                         let path = traced.path_per_insert(&a);
                         let m = model_result(model, &a, path, native, latency);
+                        let finite = finite_paths(&finite_traces, config)?;
                         points.push(Point {
                             queue: design,
                             threads,
@@ -399,6 +487,7 @@ impl Spec {
                             achievable_per_s: m.achievable_per_s,
                             normalized: m.normalized,
                             break_even_latency_ns: m.break_even_latency_ns,
+                            finite,
                         });
                         if axis == Axis::PersistLatency {
                             // Same analysis for every latency: fill the rest from this one.
@@ -466,11 +555,12 @@ impl Spec {
                 }
             };
             let values = match (point, over) {
-                (Some(p), None) => Some(claim_values(&c.metric, p)),
+                (Some(p), None) => claim_values(&c.metric, c.reading, p),
                 (Some(p), Some(Some(q))) => {
-                    let (a, b) = (claim_values(&c.metric, p), claim_values(&c.metric, q));
+                    let a = claim_values(&c.metric, c.reading, p);
+                    let b = claim_values(&c.metric, c.reading, q);
                     // A ratio of two points of one run: the native rate cancels (or is absent).
-                    Some([a[0] / b[0], a[1] / b[1], a[2] / b[2]])
+                    a.zip(b).map(|(a, b)| [a[0] / b[0], a[1] / b[1], a[2] / b[2]])
                 }
                 _ => None,
             };
@@ -502,9 +592,18 @@ impl Spec {
                 min: c.min,
                 max: c.max,
                 bound: c.bound.clone(),
+                reading: c.reading,
+                trace_inserts: match c.reading {
+                    Reading::FiniteTrace => point
+                        .map(|p| p.finite.iter().map(|f| f.trace_inserts).collect())
+                        .unwrap_or_default(),
+                    Reading::SteadyState => Vec::new(),
+                },
+                ours_range: String::new(),
                 verdict,
                 cause: (verdict != Verdict::Reproduced).then(|| c.cause.clone()).flatten(),
             };
+            result.ours_range = ours_range(&result.trace_inserts);
             // Every inconclusive states its cause (issue 38): the spec's, else the measured one.
             if verdict == Verdict::Inconclusive && result.cause.is_none() {
                 result.cause = Some(straddle_cause(&result));
@@ -515,20 +614,79 @@ impl Spec {
     }
 }
 
-/// A claim's metric at a point: [at the median native rate, at the slowest, at the fastest].
-fn claim_values(metric: &str, p: &Point) -> [f64; 3] {
-    let path = p.path_per_insert;
+/// What a claim's range covers: the native runs, and the trace lengths of a finite-trace one.
+fn ours_range(trace_inserts: &[u64]) -> String {
+    let runs = "the native-rate runs (this machine's instruction rate)";
+    if trace_inserts.is_empty() {
+        return runs.into();
+    }
+    let n: Vec<String> = trace_inserts.iter().map(u64::to_string).collect();
+    format!("{runs} and traces of {} inserts (lengths ours)", n.join(" and "))
+}
+
+/// The finite-trace reading of each short trace under `config`.
+fn finite_paths(traces: &[Traced], config: Config) -> Result<Vec<FinitePath>> {
+    traces
+        .iter()
+        .map(|t| {
+            let a = analyse(&t.events, config)?;
+            Ok(FinitePath {
+                trace_inserts: t.inserts,
+                critical_path: a.critical_path,
+                path_per_insert: t.finite_path_per_insert(&a),
+            })
+        })
+        .collect()
+}
+
+/// A metric from a path per insert, a persist latency and a native rate.
+pub fn metric_value(metric: &str, path: f64, latency_ns: f64, native_per_s: f64) -> f64 {
     match metric {
         "break_even_latency_ns" => {
-            let at = |native: f64| if path > 0.0 { 1e9 / (path * native) } else { f64::INFINITY };
-            [at(p.native_per_s), at(p.native_min_per_s), at(p.native_max_per_s)]
+            if path > 0.0 {
+                1e9 / (path * native_per_s)
+            } else {
+                f64::INFINITY
+            }
         }
         "normalized" => {
-            let at = |native: f64| p.persist_bound_per_s / native;
-            [at(p.native_per_s), at(p.native_min_per_s), at(p.native_max_per_s)]
+            let bound = if path > 0.0 { 1e9 / (path * latency_ns) } else { f64::INFINITY };
+            bound / native_per_s
         }
-        _ => [path; 3],
+        _ => path,
     }
+}
+
+impl Point {
+    /// The paths per insert of a reading: the steady state's one, or one per trace length.
+    pub fn paths(&self, reading: Reading) -> Vec<f64> {
+        match reading {
+            Reading::SteadyState => vec![self.path_per_insert],
+            Reading::FiniteTrace => self.finite.iter().map(|f| f.path_per_insert).collect(),
+        }
+    }
+
+    /// A metric on a reading: [at the first path and the median native rate, the lowest and
+    /// the highest over every path and native run]; `None` where the point has no such path.
+    pub fn reading_values(&self, metric: &str, reading: Reading) -> Option<[f64; 3]> {
+        let paths = self.paths(reading);
+        let natives = [self.native_per_s, self.native_min_per_s, self.native_max_per_s];
+        let at =
+            |path: f64, native: f64| metric_value(metric, path, self.persist_latency_ns, native);
+        let central = at(*paths.first()?, self.native_per_s);
+        let all: Vec<f64> = paths.iter().flat_map(|&p| natives.map(|n| at(p, n))).collect();
+        if all.iter().any(|v| v.is_nan()) {
+            // f64::min would drop it; a NaN anywhere settles nothing (judged inconclusive).
+            return Some([f64::NAN; 3]);
+        }
+        let (lo, hi) = all.iter().fold((central, central), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        Some([central, lo, hi])
+    }
+}
+
+/// A claim's metric at a point: [central, lowest, highest] ([`Point::reading_values`]).
+fn claim_values(metric: &str, reading: Reading, p: &Point) -> Option<[f64; 3]> {
+    p.reading_values(metric, reading)
 }
 
 fn bound_text(c: &ClaimResult) -> String {
@@ -577,8 +735,15 @@ pub fn claims_text(claims: &[ClaimResult]) -> String {
             (Some(v), _, _) => value_text(v),
             _ => "not measured".into(),
         };
+        let n: Vec<String> = c.trace_inserts.iter().map(u64::to_string).collect();
+        let reading = match c.reading {
+            Reading::SteadyState => format!("{} reading", c.reading.name()),
+            Reading::FiniteTrace => {
+                format!("{} reading, traces of {} inserts", c.reading.name(), n.join(" and "))
+            }
+        };
         s += &format!(
-            "  {}: {} — thesis {}; ours {}; bound {}: {}\n",
+            "  {}: {} — thesis {}; ours ({reading}) {}; bound {}: {}\n",
             c.id,
             c.text,
             c.paper,
@@ -589,6 +754,37 @@ pub fn claims_text(claims: &[ClaimResult]) -> String {
         if let Some(cause) = &c.cause {
             s += &format!("      why: {cause}\n");
         }
+    }
+    s
+}
+
+/// The finite-trace reading of one queue's points, one line per model (and block size, where
+/// that is the axis; latency does not change a path): the whole path and the path per insert
+/// at each trace length.
+fn finite_text(pts: &[&Point]) -> String {
+    let mut s = String::new();
+    let mut seen = Vec::new();
+    for p in pts.iter().filter(|p| !p.finite.is_empty()) {
+        let key = (p.model, if p.axis == Axis::PersistLatency { 0.0 } else { p.value });
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        if s.is_empty() {
+            s += "  finite-trace reading (whole critical path of an N-insert trace, per insert):\n";
+        }
+        let at = match p.axis {
+            Axis::PersistLatency => String::new(),
+            _ => format!(" at {:.0}B", p.value),
+        };
+        let each: Vec<String> = p
+            .finite
+            .iter()
+            .map(|f| {
+                format!("N={}: {} ({:.4})", f.trace_inserts, f.critical_path, f.path_per_insert)
+            })
+            .collect();
+        s += &format!("    {}{at}: {}\n", p.model.name(), each.join(", "));
     }
     s
 }
@@ -636,6 +832,7 @@ pub fn sweep_text(r: &SweepResult) -> String {
             }
             s += "\n";
         }
+        s += &finite_text(&pts);
     }
     if !r.claims.is_empty() {
         s += "\nclaims (thesis vs ours; a bound marked ours is a tolerance we chose)\n";
@@ -703,6 +900,7 @@ bound = "ours"
             achievable_per_s: 0.0,
             normalized: 0.0,
             break_even_latency_ns: 0.0,
+            finite: Vec::new(),
         }
     }
 
@@ -781,6 +979,115 @@ bound = "ours"
     fn a_nan_value_is_never_reproduced() {
         assert_eq!(judge(f64::NAN, f64::NAN, Some(0.5), Some(2.0)), Verdict::Inconclusive);
         assert_eq!(judge(1.0, 1.0, Some(f64::NAN), None), Verdict::Inconclusive);
+    }
+
+    /// Table 8.1's "strand: compute-bound even on one thread (above 1)" on a point whose
+    /// steady-state path is 0 (strand's queue heads coalesce) and whose whole path over a
+    /// trace of `n` inserts is 2: the mini-queue of `analyse`'s
+    /// `finite_trace_reading_is_the_whole_path_over_the_inserts`, path counted by hand.
+    fn strand_point(lengths: &[u64]) -> Point {
+        let mut p = point(Model::Strand, 500.0, 0.0);
+        p.axis = Axis::PersistLatency;
+        p.persist_latency_ns = 500.0;
+        p.persist_bound_per_s = f64::INFINITY;
+        p.finite = lengths
+            .iter()
+            .map(|&n| FinitePath {
+                trace_inserts: n,
+                critical_path: 2,
+                path_per_insert: 2.0 / n as f64,
+            })
+            .collect();
+        p
+    }
+
+    const SIDE: &str = r#"
+[spec]
+name = "t"
+title = "t"
+source = "t"
+command = "t"
+
+[base]
+queues = ["cwl"]
+threads = [1]
+models = ["strand"]
+persist_latency = "500ns"
+atomic_persist = 8
+tracking = 8
+trace_inserts = 10
+rate_inserts = 10
+finite_trace_inserts = [4]
+
+[sweep]
+axis = "persist_latency"
+values = ["500ns"]
+
+[[claim]]
+id = "side"
+text = "strand: compute-bound (above 1), finite-trace reading"
+queue = "cwl"
+threads = 1
+model = "strand"
+metric = "normalized"
+paper = "12 (Table 8.1)"
+min = 1.0
+bound = "paper"
+reading = "finite-trace"
+"#;
+
+    /// Guards issue 36's "a claim that cannot fail": on the steady-state reading strand's rate
+    /// is unbounded and passes "above 1" whatever the queue does; on the finite-trace reading
+    /// a value below the bound is judged "differs" (and needs its cause), and trace lengths on
+    /// both sides of it are "inconclusive", so the length we chose never decides a verdict.
+    #[test]
+    fn a_finite_trace_claim_below_its_bound_differs() {
+        // Path 2 over 4 inserts: 0.5 per insert, 4 M/s persist-bound at 500 ns, over native
+        // runs of 5, 10 and 20 M/s: 0.2 to 0.8, below 1.
+        let short = [strand_point(&[4])];
+        assert!(spec(SIDE).claims(Axis::PersistLatency, &short).is_err(), "no cause");
+        let s = spec(&format!("{SIDE}cause = \"a 4-insert trace\"\n"));
+        let r = s.claims(Axis::PersistLatency, &short).unwrap();
+        assert_eq!(r[0].verdict, Verdict::Differs);
+        assert_eq!((r[0].ours, r[0].ours_lo, r[0].ours_hi), (Some(0.4), Some(0.2), Some(0.8)));
+        assert_eq!(r[0].trace_inserts, vec![4]);
+        assert!(claims_text(&r).contains("finite-trace reading, traces of 4 inserts"));
+        // The same point on the steady-state reading: unbounded, "reproduced" by construction.
+        let steady = spec(&SIDE.replace("reading = \"finite-trace\"\n", ""));
+        let r = steady.claims(Axis::PersistLatency, &short).unwrap();
+        assert_eq!((r[0].ours, r[0].verdict), (Some(f64::INFINITY), Verdict::Reproduced));
+        // 40 inserts: 2 to 8, above 1. 4 and 40 inserts together: 0.2 to 8, inconclusive.
+        let long = [strand_point(&[40])];
+        let r = spec(SIDE).claims(Axis::PersistLatency, &long).unwrap();
+        assert_eq!(r[0].verdict, Verdict::Reproduced);
+        let both = [strand_point(&[4, 40])];
+        let r = s.claims(Axis::PersistLatency, &both).unwrap();
+        assert_eq!((r[0].ours_lo, r[0].ours_hi), (Some(0.2), Some(8.0)));
+        assert_eq!(r[0].verdict, Verdict::Inconclusive);
+    }
+
+    /// The report re-judges the claims file from its numbers: a finite-trace claim below its
+    /// bound reads "differs" there too, with the spec's cause.
+    #[test]
+    fn the_report_judges_a_finite_trace_claim_below_its_bound_as_differs() {
+        let s = spec(&format!("{SIDE}cause = \"a 4-insert trace\"\n"));
+        let r = s.claims(Axis::PersistLatency, &[strand_point(&[4])]).unwrap();
+        let v = serde_json::to_value(&r[0]).unwrap();
+        let judged = experiments::report::seeds::claim(&v, "native runs").unwrap();
+        assert_eq!(judged.verdict, experiments::analysis::Verdict::Differs);
+        assert_eq!(judged.cause.as_deref(), Some("a 4-insert trace"));
+        let range = judged.repetitions.unwrap_or_default();
+        assert!(range.contains("traces of 4 inserts (lengths ours)"), "{range}");
+    }
+
+    #[test]
+    fn a_finite_trace_claim_needs_its_lengths_and_no_ratio() {
+        let none = SIDE.replace("finite_trace_inserts = [4]\n", "");
+        assert!(toml::from_str::<Spec>(&none).unwrap().validate().is_err());
+        let zero = SIDE.replace("finite_trace_inserts = [4]", "finite_trace_inserts = [0]");
+        assert!(toml::from_str::<Spec>(&zero).unwrap().validate().is_err());
+        let ratio = format!("{SIDE}over_model = \"strand\"\n");
+        assert!(toml::from_str::<Spec>(&ratio).unwrap().validate().is_err());
     }
 
     #[test]

@@ -53,3 +53,21 @@ fn strand_queue_heads_coalesce_so_the_whole_path_is_constant() {
     let (epoch, _) = measure(Design::CopyWhileLocked, 1, 4 * n, Model::Epoch);
     assert_eq!(epoch, 1.0);
 }
+
+/// The finite-trace reading (issue 36): the whole path of an N-insert trace ÷ N, the measure
+/// on which Table 8.1's "strand: compute-bound (above 1)" is judged. Would catch it reading
+/// the steady state (0 for strand) or a prefix of a longer trace with the longer trace's
+/// count: on the real queues strand's whole path is a constant, so the reading is C / N.
+#[test]
+fn finite_trace_reading_is_the_constant_strand_path_over_the_trace() {
+    for (design, strand_path) in
+        [(Design::CopyWhileLocked, 2), (Design::TwoLockConcurrent, 2), (Design::QueueHoles, 4)]
+    {
+        for n in [100, 150] {
+            let t = traced_run(design, 1, n, Schedule::RoundRobin).unwrap();
+            let a = analyse(&t.events, Config::new(Model::Strand)).unwrap();
+            assert_eq!(a.critical_path, strand_path, "{design:?} at {n}");
+            assert_eq!(t.finite_path_per_insert(&a), strand_path as f64 / n as f64);
+        }
+    }
+}

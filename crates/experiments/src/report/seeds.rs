@@ -40,7 +40,8 @@ pub struct Manifest {
     /// Figures (SVG) in the manifest's directory; a PNG of the same stem is linked beside.
     #[serde(default)]
     pub figures: Vec<String>,
-    /// What ours ranges over where it is a range (`3 runs of the grid`, `trace seeds 1–3`).
+    /// What ours ranges over where it is a range (`3 runs of the grid`, `trace seeds 1–3`);
+    /// a claim's own `ours_range` replaces it for that claim.
     #[serde(default = "default_range")]
     pub ours_range: String,
     /// Written by a `--quick` run: its verdicts are not reproductions.
@@ -191,8 +192,10 @@ fn accepted(min: Option<f64>, max: Option<f64>) -> String {
 }
 
 /// One claim of a seed's file, judged again from its numbers; `range` says what ours ranges
-/// over (unless the claim's is over configurations).
+/// over (unless the claim's is over configurations, or the claim names its own `ours_range`).
 pub fn claim(v: &Value, range: &str) -> Option<ClaimResult> {
+    let own_range = text(v, "ours_range");
+    let range = own_range.as_deref().unwrap_or(range);
     let file_verdict = text(v, "verdict").unwrap_or_default();
     let role = text(v, "role").unwrap_or_else(|| "output".into());
     let bound = match text(v, "bound").as_deref() {
