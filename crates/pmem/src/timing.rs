@@ -241,6 +241,13 @@ impl Tsc {
         TSC.get_or_init(Tsc::calibrate)
     }
 
+    /// A calibration of its own, not the process-wide one: what another process would get.
+    /// `nvmdb calibrate --out` takes one per repetition, so that its range over repetitions
+    /// covers the run-to-run spread of the fixed cost every delay subtracts.
+    pub fn fresh() -> Tsc {
+        Tsc::calibrate()
+    }
+
     fn calibrate() -> Tsc {
         let ticks_per_ns = Self::calibrate_rate();
         let overhead_ticks = Self::calibrate_overhead(ticks_per_ns);
