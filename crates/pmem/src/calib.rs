@@ -314,8 +314,8 @@ pub fn reservation_fraction(
                 let mut hist = vec![0u64; LATE_BUCKETS];
                 while !stop.load(Ordering::Relaxed) {
                     let (idle, end) = model.reserve_lines_until(1);
-                    model.on_fence();
-                    let late_ns = tsc.ticks_to_ns(rdtsc().saturating_sub(end)) as usize;
+                    let ended = model.on_fence_ended();
+                    let late_ns = tsc.ticks_to_ns(ended.saturating_sub(end)) as usize;
                     hist[(late_ns / LATE_BUCKET_NS).min(LATE_BUCKETS - 1)] += 1;
                     if idle < gap_limit {
                         overhead += idle;
