@@ -371,19 +371,27 @@ fn reservation_claims(reps: &[Repetition], threads: usize) -> Vec<Claim> {
         (RESERVED_TARGET, 1.0),
         cause(MODEL_RESERVATION_NS),
     ));
-    let every: Vec<f64> =
-        ACCURATE_SIZES_NS.iter().flat_map(|&ns| fractions(reps, threads, ns)).collect();
-    claims.push(Claim::groups(
+    // Per repetition, the worst of the sizes: every size must reach 99% in a repetition for it
+    // to count, and repetitions that disagree are inconclusive, as for any other claim.
+    let worst: Vec<f64> = reps
+        .iter()
+        .map(|r| {
+            let rep = std::slice::from_ref(r);
+            let sizes = ACCURATE_SIZES_NS.iter().flat_map(|&ns| fractions(rep, threads, ns));
+            sizes.fold(f64::INFINITY, f64::min)
+        })
+        .collect();
+    claims.push(Claim::new(
         leak(format!(
-            "fraction of time reserved by every reservation of {PAPER_ACCURATE_FROM_NS} ns or more \
-             (122, 159, 200, 500, 1000, 2000 ns), {threads} threads; each size must reach it"
+            "fraction of time reserved by reservations of {PAPER_ACCURATE_FROM_NS} ns or more, the \
+             smallest of 122, 159, 200, 500, 1000 and 2000 ns in a repetition, {threads} threads"
         )),
         "Table 5.2 caption (\"122ns and greater reservations accurately model constrained \
          bandwidth\")",
         Role::Output,
         Bound::Paper,
         RESERVED_TARGET,
-        &every,
+        &worst,
         (RESERVED_TARGET, 1.0),
         format!(
             "{}; {}",
@@ -817,9 +825,9 @@ mod tests {
     }
 
     /// Guards the Table 5.2 claims: 98% reserved at every size below 500 ns differs at each
-    /// table size, the headline "122 ns and greater" differs (one size below is enough), and
-    /// the threshold lies above the table's 122 ns; repetitions either side of 99% at one size
-    /// are inconclusive.
+    /// table size, the headline "122 ns and greater" differs (one size below in every
+    /// repetition is enough), and the threshold lies above the table's 122 ns; repetitions
+    /// either side of 99% are inconclusive.
     #[test]
     fn reservations_below_99_percent_differ_and_straddling_ones_are_inconclusive() {
         let short = |ns: u64| if ns < 500 { 0.98 } else { 0.995 };
@@ -834,7 +842,7 @@ mod tests {
                 c.cause
             );
         }
-        let every = find(&claims, "fraction of time reserved by every reservation");
+        let every = find(&claims, "fraction of time reserved by reservations of 122 ns or more");
         assert_eq!(every.verdict, Verdict::Differs, "{every:?}");
         assert!(every.cause.starts_with("below 99% at 122 ns (98.0–98.0%), 159 ns"), "{every:?}");
         let t = find(&claims, "smallest reservation reserving 99%");
@@ -843,6 +851,9 @@ mod tests {
         mixed[0] = synthetic(steps(10.0), |_| 0.995);
         let claims = super::claims(&mixed, 2);
         let c = find(&claims, "fraction of time reserved by 44 ns");
+        assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
+        // One repetition with every size >= 122 ns at 99.5%, two with some below: inconclusive.
+        let c = find(&claims, "fraction of time reserved by reservations of 122 ns or more");
         assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
         assert!(verdict::check(&claims).is_ok());
     }
