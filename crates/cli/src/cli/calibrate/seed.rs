@@ -616,7 +616,7 @@ fn step_figure(reps: &[Repetition], sub: &str) -> Figure {
     let Some(last) = reps.last() else { return Figure::default() };
     let s = &last.step;
     // The left panel shows the steps up close: the first 100 ns.
-    let points = |f: &dyn Fn(u64, f64) -> f64| -> Vec<XY> {
+    let zoomed = |f: &dyn Fn(u64, f64) -> f64| -> Vec<XY> {
         let pts = s.intended_ns.iter().zip(&s.median_ns).filter(|(i, _)| **i <= ZOOM_NS);
         pts.map(|(i, m)| xy(*i as f64, f(*i, *m))).collect()
     };
@@ -626,17 +626,17 @@ fn step_figure(reps: &[Repetition], sub: &str) -> Figure {
     };
     delays
         .series
-        .push(Series { name: "intended (y = x)".into(), points: points(&|i, _| i as f64) });
+        .push(Series { name: "intended (y = x)".into(), points: zoomed(&|i, _| i as f64) });
     if let Some(fit) = s.fit {
         delays.series.push(Series {
             name: format!(
                 "ours: fit a = {:.2}, b = {:.3}, c = {:.1} (R² {:.4})",
                 fit.a_ns, fit.b, fit.c_ns, fit.r2
             ),
-            points: points(&|i, _| fit.at(i as f64)),
+            points: zoomed(&|i, _| fit.at(i as f64)),
         });
     }
-    delays.series.push(Series { name: "ours: Tsc::delay_ns".into(), points: points(&|_, m| m) });
+    delays.series.push(Series { name: "ours: Tsc::delay_ns".into(), points: zoomed(&|_, m| m) });
     // The thesis's fit as its delays came out after its 9.3 ns correction, every 2.5 ns.
     for i in (4..=ZOOM_NS * 4 / 10).map(|q| q as f64 * 2.5) {
         delays.references.push(Reference::Point {
