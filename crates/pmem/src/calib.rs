@@ -35,7 +35,11 @@ pub fn rdtsc_pair_ticks() -> u64 {
 /// Times `reps` calls of [`Tsc::delay_ns`]`(requested_ns)`; returns each call's duration in
 /// nanoseconds, measurement overhead (`pair_ticks`, see [`rdtsc_pair_ticks`]) subtracted.
 pub fn measure_delay_ns(requested_ns: u64, reps: usize, pair_ticks: u64) -> Vec<f64> {
-    let tsc = Tsc::get();
+    measure_delay_on(Tsc::get(), requested_ns, reps, pair_ticks)
+}
+
+/// [`measure_delay_ns`] on the clock `tsc` (its rate and the fixed cost it subtracts).
+pub fn measure_delay_on(tsc: &Tsc, requested_ns: u64, reps: usize, pair_ticks: u64) -> Vec<f64> {
     (0..reps.min(MAX_REPS))
         .map(|_| {
             let t0 = rdtsc();
@@ -44,6 +48,102 @@ pub fn measure_delay_ns(requested_ns: u64, reps: usize, pair_ticks: u64) -> Vec<
             t1.wrapping_sub(t0).saturating_sub(pair_ticks) as f64 / tsc.ticks_per_ns()
         })
         .collect()
+}
+
+/// Thesis Fig. 5.1: the median duration of `tsc`'s [`Tsc::delay_ns`] for each intended delay
+/// in `intended_ns`, `reps` trials each (the thesis takes the median of ten thousand: "a small
+/// number of trials result in excessively large delays and skew the mean").
+pub fn delay_medians_ns(tsc: &Tsc, intended_ns: &[u64], reps: usize, pair_ticks: u64) -> Vec<f64> {
+    intended_ns
+        .iter()
+        .map(|&ns| {
+            let mut samples = measure_delay_on(tsc, ns, reps.max(1), pair_ticks);
+            samples.sort_by(f64::total_cmp);
+            samples[samples.len() / 2]
+        })
+        .collect()
+}
+
+/// The least-squares fit of thesis §5.1, `delay(x) = a * floor(x / a + b) + c`: delays come in
+/// steps of `a` (one loop iteration), `b` is where in a step the loop's deadline falls, `c` the
+/// fixed cost. The thesis finds `a = 12.5`, `b = .434`, `c = 10.1` with `R^2 = .997`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepFit {
+    pub a_ns: f64,
+    pub b: f64,
+    pub c_ns: f64,
+    /// `1 - SS_res / SS_tot` of the fit.
+    pub r2: f64,
+}
+
+impl StepFit {
+    pub fn at(&self, x_ns: f64) -> f64 {
+        self.a_ns * (x_ns / self.a_ns + self.b).floor() + self.c_ns
+    }
+}
+
+/// Steps the fit considers, in ns: below 2 ns a step function is a straight line (any data fits
+/// it), above 40 ns no `rdtsc` loop iteration has ever been.
+pub const STEP_FIT_RANGE_NS: (f64, f64) = (2.0, 40.0);
+
+/// Fits [`StepFit`] to `(x, y)` by search: `c` is the mean residual for each `(a, b)`, `(a, b)`
+/// a grid over [`STEP_FIT_RANGE_NS`] x `[0, 1)`, refined around the best point. The objective
+/// is piecewise constant in `(a, b)` (it jumps where a point changes step), so no gradient
+/// method applies. `None` with fewer than three points or no spread in `y`.
+pub fn fit_step(x: &[f64], y: &[f64]) -> Option<StepFit> {
+    if x.len() != y.len() || x.len() < 3 {
+        return None;
+    }
+    let n = y.len() as f64;
+    let mean = y.iter().sum::<f64>() / n;
+    let ss_tot: f64 = y.iter().map(|v| (v - mean).powi(2)).sum();
+    if ss_tot <= 0.0 {
+        return None;
+    }
+    // Sum of squared residuals at (a, b), with c at its optimum, and that c.
+    let sse = |a: f64, b: f64| -> (f64, f64) {
+        let steps = x.iter().map(|&xi| a * (xi / a + b).floor());
+        let c = y.iter().zip(steps.clone()).map(|(yi, s)| yi - s).sum::<f64>() / n;
+        let e = y.iter().zip(steps).map(|(yi, s)| (yi - s - c).powi(2)).sum();
+        (e, c)
+    };
+    // (sse, a, b, c) of the best point so far.
+    let mut best = (f64::INFINITY, 0.0, 0.0, 0.0);
+    let search = |best: &mut (f64, f64, f64, f64), a_grid: [f64; 3], b_grid: [f64; 3]| {
+        let steps = |[from, to, step]: [f64; 3]| {
+            (0..).map(move |i| from + i as f64 * step).take_while(move |v| *v <= to)
+        };
+        for a in steps(a_grid) {
+            for b in steps(b_grid) {
+                let (e, c) = sse(a, b);
+                if e < best.0 {
+                    *best = (e, a, b, c);
+                }
+            }
+        }
+    };
+    let (lo, hi) = STEP_FIT_RANGE_NS;
+    search(&mut best, [lo, hi, 0.02], [0.0, 0.99, 0.01]);
+    let (_, a0, b0, _) = best;
+    search(&mut best, [a0 - 0.05, a0 + 0.05, 0.001], [b0 - 0.02, b0 + 0.02, 0.0005]);
+    let (e, a_ns, b, c_ns) = best;
+    // The same function with b in [0, 1): a whole step moves from floor() into c.
+    let shift = b.floor();
+    Some(StepFit { a_ns, b: b - shift, c_ns: c_ns + shift * a_ns, r2: 1.0 - e / ss_tot })
+}
+
+/// `R^2` of the ordinary least-squares straight line through `(x, y)`: what a step fit must
+/// beat for the delays to be steps at all (a fine enough step function is a line).
+pub fn line_r2(x: &[f64], y: &[f64]) -> Option<f64> {
+    let n = x.len() as f64;
+    if x.len() != y.len() || x.len() < 3 {
+        return None;
+    }
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let sxy: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let sxx: f64 = x.iter().map(|a| (a - mx).powi(2)).sum();
+    let syy: f64 = y.iter().map(|b| (b - my).powi(2)).sum();
+    (sxx > 0.0 && syy > 0.0).then(|| sxy * sxy / (sxx * syy))
 }
 
 /// Times `reps` fences of a `dram` region whose timing model charges `barrier_ns` per persist
@@ -140,6 +240,10 @@ pub struct ReservationRun {
     /// How late threads returned from waiting for their reservations, in nanoseconds past each
     /// reservation's end: 99th percentile (the delay error of 99 % of reservations).
     pub late_ns_p99: f64,
+    /// CPU time the reserving threads got, over threads x elapsed time: below 1 when they
+    /// shared the cores with other work (another process on a shared machine), so that fewer
+    /// of them reserved at once than the run asked for.
+    pub on_cpu_fraction: f64,
 }
 
 impl ReservationRun {
@@ -156,6 +260,17 @@ impl ReservationRun {
     pub fn wall_fraction(&self) -> f64 {
         (self.reserved_ticks as f64 / self.elapsed_ticks.max(1) as f64).min(1.0)
     }
+}
+
+/// CPU time of the calling thread, in nanoseconds (0 where the clock is unavailable).
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    if rc != 0 {
+        return 0;
+    }
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 const LATE_BUCKET_NS: usize = 2;
@@ -182,7 +297,8 @@ pub fn reservation_fraction(
         ..Default::default()
     });
     let gap_limit = tsc.ns_to_ticks(PREEMPTION_GAP_NS);
-    let totals = [const { AtomicU64::new(0) }; 3];
+    // Reservations, overhead idle ticks, preempted idle ticks, thread CPU nanoseconds.
+    let totals = [const { AtomicU64::new(0) }; 4];
     // Lateness histogram: 2 ns buckets up to 8 µs, the last one open-ended.
     let late = [const { AtomicU64::new(0) }; LATE_BUCKETS];
     let stop = AtomicBool::new(false);
@@ -193,12 +309,13 @@ pub fn reservation_fraction(
                 while !go.load(Ordering::Acquire) {
                     std::hint::spin_loop();
                 }
+                let cpu_start_ns = thread_cpu_ns();
                 let (mut count, mut overhead, mut preempted) = (0u64, 0u64, 0u64);
                 let mut hist = vec![0u64; LATE_BUCKETS];
                 while !stop.load(Ordering::Relaxed) {
                     let (idle, end) = model.reserve_lines_until(1);
-                    model.on_fence();
-                    let late_ns = tsc.ticks_to_ns(rdtsc().saturating_sub(end)) as usize;
+                    let ended = model.on_fence_ended();
+                    let late_ns = tsc.ticks_to_ns(ended.saturating_sub(end)) as usize;
                     hist[(late_ns / LATE_BUCKET_NS).min(LATE_BUCKETS - 1)] += 1;
                     if idle < gap_limit {
                         overhead += idle;
@@ -208,7 +325,8 @@ pub fn reservation_fraction(
                     }
                     count += 1;
                 }
-                for (total, v) in totals.iter().zip([count, overhead, preempted]) {
+                let cpu_ns = thread_cpu_ns().saturating_sub(cpu_start_ns);
+                for (total, v) in totals.iter().zip([count, overhead, preempted, cpu_ns]) {
                     total.fetch_add(v, Ordering::Relaxed);
                 }
                 for (bucket, n) in late.iter().zip(hist) {
@@ -234,7 +352,9 @@ pub fn reservation_fraction(
         seen += n;
         seen >= wanted
     });
+    let thread_ns = threads.max(1) as f64 * elapsed_ticks as f64 / tsc.ticks_per_ns();
     ReservationRun {
+        on_cpu_fraction: (totals[3].load(Ordering::Relaxed) as f64 / thread_ns).min(1.0),
         late_ns_p99: p99_bucket.map_or(0.0, |b| ((b + 1) * LATE_BUCKET_NS) as f64),
         reservations,
         reserved_ticks: reservations * model.line_ticks(),
@@ -276,6 +396,40 @@ mod tests {
         assert!(run.reservations > 0, "{run:?}");
         assert!(run.fraction_reserved() > 0.5, "{run:?}");
         assert!(run.wall_fraction() <= 1.0);
+        assert!(run.on_cpu_fraction > 0.0 && run.on_cpu_fraction <= 1.0, "{run:?}");
+    }
+
+    /// Guards the Fig. 5.1 fit: on the thesis's own step function it must give back the
+    /// thesis's parameters (a = 12.5, b = .434, c = 10.1), else `nvmdb calibrate`'s `a`, `b`,
+    /// `c` and R^2 are not comparable with the thesis's.
+    #[test]
+    fn step_fit_recovers_the_thesis_parameters() {
+        let thesis = StepFit { a_ns: 12.5, b: 0.434, c_ns: 10.1, r2: 1.0 };
+        let x: Vec<f64> = (0..=150).map(f64::from).collect();
+        let y: Vec<f64> = x.iter().map(|&v| thesis.at(v)).collect();
+        let fit = fit_step(&x, &y).unwrap();
+        assert!((fit.a_ns - 12.5).abs() < 0.01, "{fit:?}");
+        // On whole-ns intended delays x / 12.5 moves in 0.08s: any b in (.36, .44] gives the
+        // same steps, so b is known to that interval only.
+        assert!((fit.b - 0.434).abs() < 0.08 && (fit.c_ns - 10.1).abs() < 0.15, "{fit:?}");
+        assert!(fit.r2 > 0.9999, "{fit:?}");
+        for v in [0.0, 7.0, 30.0, 149.0] {
+            assert!((fit.at(v) - thesis.at(v)).abs() < 1e-6, "{v}: {fit:?}");
+        }
+        // Thesis §5.1's example: an intended 30 ns always results in a 35 ns delay.
+        assert!((thesis.at(30.0) - 35.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_step_function_beats_a_line_and_flat_data_has_no_fit() {
+        let x: Vec<f64> = (0..=100).map(f64::from).collect();
+        let steps: Vec<f64> = x.iter().map(|v| 10.0 * (v / 10.0).floor() + 5.0).collect();
+        let fit = fit_step(&x, &steps).unwrap();
+        assert!((fit.a_ns - 10.0).abs() < 0.01 && fit.r2 > 0.9999, "{fit:?}");
+        let line = line_r2(&x, &steps).unwrap();
+        assert!(line < fit.r2 && line > 0.98, "line {line}");
+        assert_eq!(fit_step(&x, &vec![3.0; x.len()]), None);
+        assert_eq!(fit_step(&x[..2], &steps[..2]), None);
     }
 
     #[test]

@@ -241,6 +241,13 @@ impl Tsc {
         TSC.get_or_init(Tsc::calibrate)
     }
 
+    /// A calibration of its own, not the process-wide one: what another process would get.
+    /// `nvmdb calibrate --out` takes one per repetition, so that its range over repetitions
+    /// covers the run-to-run spread of the fixed cost every delay subtracts.
+    pub fn fresh() -> Tsc {
+        Tsc::calibrate()
+    }
+
     fn calibrate() -> Tsc {
         let ticks_per_ns = Self::calibrate_rate();
         let overhead_ticks = Self::calibrate_overhead(ticks_per_ns);
@@ -556,11 +563,26 @@ impl TimingModel {
     /// one spin. Returns the delay spent in nanoseconds.
     #[inline]
     pub fn on_fence(&self) -> u64 {
+        self.fence_wait().map_or(0, |(start, end)| self.tsc.ticks_to_ns(end - start))
+    }
+
+    /// [`TimingModel::on_fence`], returning the TSC reading at which the wait ended instead:
+    /// `nvmdb calibrate` times its reservations by it rather than by another `rdtsc`, which
+    /// would add ~10 ns to every reservation cycle that the thesis's benchmark does not have.
+    #[inline]
+    pub fn on_fence_ended(&self) -> u64 {
+        self.fence_wait().map_or_else(rdtsc, |(_, end)| end)
+    }
+
+    /// The fence's wait: the TSC reading that started it and the one that ended it (equal when
+    /// the deadline had passed); `None` when there was nothing to wait for.
+    #[inline]
+    fn fence_wait(&self) -> Option<(u64, u64)> {
         let until = RESERVED_UNTIL.with(|r| r.replace(0));
         let written = self.take_unfenced().saturating_mul(self.write_line_ticks);
         let fixed = self.barrier_ticks.saturating_add(written);
         if until == 0 && fixed == 0 {
-            return 0;
+            return None;
         }
         let start = rdtsc();
         // The wait ends when the reservation does, less the delay's own fixed cost (see
@@ -571,9 +593,9 @@ impl TimingModel {
             until.saturating_sub(self.tsc.overhead_ticks)
         };
         if deadline <= start {
-            return 0;
+            return Some((start, start));
         }
-        self.tsc.ticks_to_ns(self.tsc.spin_until(deadline) - start)
+        Some((start, self.tsc.spin_until(deadline)))
     }
 
     /// The delay of one modelled `fdatasync` of a file through which `bytes` were written since
@@ -704,6 +726,22 @@ mod tests {
         let idle = model.reserve_lines(1);
         assert!(idle >= tsc.ns_to_ticks(15_000), "idle {idle} ticks after a 20 µs pause");
         model.on_fence();
+    }
+
+    /// Guards `nvmdb calibrate`'s lateness probe: the reading `on_fence_ended` returns is where
+    /// the wait ended (no earlier than the reservation's end less the delay's fixed cost), and
+    /// a fence with nothing to wait for still returns a current reading.
+    #[test]
+    fn on_fence_ended_is_the_reading_that_ended_the_wait() {
+        let model = TimingModel::new(TimingOptions {
+            write_bandwidth_bytes_per_s: 64_000_000,
+            ..Default::default()
+        });
+        let (_, end) = model.reserve_lines_until(2);
+        let ended = model.on_fence_ended();
+        assert!(ended + model.tsc.overhead_ticks >= end, "ended {ended}, reservation end {end}");
+        let before = rdtsc();
+        assert!(model.on_fence_ended() >= before, "nothing to wait for: a current reading");
     }
 
     #[test]

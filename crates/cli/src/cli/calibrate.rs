@@ -4,6 +4,11 @@
 //!
 //! Exit code 1 when a modelled delay of 200 ns or more misses its request by 10 % or more: the
 //! timing model's figures would not be trustworthy on this machine.
+//!
+//! `--out DIR` also measures Fig. 5.1 and Table 5.2 `--repeat` times and writes them as a seed
+//! directory that `nvmdb report --seed DIR` judges ([`seed`]).
+
+mod seed;
 
 use anyhow::Context;
 use pmem::calib::{self, Path};
@@ -23,6 +28,14 @@ pub struct Args {
     /// Most threads for the bandwidth-reservation benchmark (default: available cores).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: Option<u16>,
+    /// Also measure thesis Fig. 5.1 (delay step function) and Table 5.2 (reservation accuracy)
+    /// `--repeat` times and write DIR: claims, figures and the manifest `nvmdb report --seed`
+    /// reads (results/calibrate).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+    /// Repetitions behind `--out`'s claims (ours is the range over them).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=20))]
+    pub repeat: u16,
 }
 
 /// Requested delays, 50 ns to 10 µs (thesis Fig. 5.1 spans the same decades).
@@ -206,12 +219,55 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         reservation_ns_for_99pct,
         checks,
     };
+    let json = serde_json::to_string_pretty(&report)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{json}");
     } else {
         print_human(&report);
     }
+    if let Some(dir) = &args.out {
+        let text = write_seed(dir, &args, max_threads, json)?;
+        if !args.json {
+            print!("\n{text}");
+        }
+    }
     Ok(if report.checks.delays_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `--out DIR`: Fig. 5.1 and Table 5.2 measured `--repeat` times, judged and written; returns
+/// the claims' text.
+fn write_seed(
+    dir: &std::path::Path,
+    args: &Args,
+    threads: usize,
+    report_json: String,
+) -> anyhow::Result<String> {
+    let load_before = seed::load_averages();
+    let reps: Vec<seed::Repetition> = (1..=args.repeat)
+        .map(|n| {
+            let rep = seed::measure(threads, args.quick);
+            eprintln!("calibrate --out: repetition {n} of {} done", args.repeat);
+            rep
+        })
+        .collect();
+    let ctx = seed::Context {
+        commit: commit(),
+        threads,
+        quick: args.quick,
+        load_before,
+        load_after: seed::load_averages(),
+        report_json: report_json + "\n",
+    };
+    seed::write(dir, &reps, &ctx)
+}
+
+/// The commit the binary was built from, short (`-dirty`: built from uncommitted code).
+fn commit() -> String {
+    let full = env!("NVMDB_GIT_COMMIT");
+    match full.split_once('-') {
+        Some((hash, mark)) => format!("{}-{mark}", &hash[..hash.len().min(7)]),
+        None => full[..full.len().min(7)].to_string(),
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
