@@ -326,11 +326,30 @@ pub struct Dataset {
     pub points: Vec<PointData>,
     /// Rows ignored because newer settings of the same point exist.
     pub superseded: usize,
+    /// The rows of those superseded that lack `code_commit` (the report's provenance notes
+    /// describe the rows the figures and verdicts use, and say this of the others).
+    pub superseded_unverifiable: usize,
+    /// The rows each point uses (its chosen settings' best row of each repetition), by
+    /// [`row_key`]: what the provenance notes and the figures' subtitles describe.
+    used: std::collections::HashSet<RowKey>,
     /// Corrections kept beside the rows: a row they vouch for is not refused as a wrong build.
     corrections: crate::provenance::Corrections,
 }
 
+/// A row's identity among a spec's rows: its settings hash, repetition and start time.
+type RowKey = (String, u32, u64);
+
+fn row_key(row: &Row) -> RowKey {
+    (row.hash().to_string(), row.rep(), row.started().to_bits())
+}
+
 impl Dataset {
+    /// Whether `row` is one the points use (not superseded by newer settings of its point,
+    /// nor a repetition's worse row).
+    pub fn uses(&self, row: &Row) -> bool {
+        self.used.contains(&row_key(row))
+    }
+
     /// The points of `spec` (its grid, or its quick grid if all rows are `--quick` runs, then
     /// any other point that has rows) with the rows of `spec` among `rows`.
     pub fn build(spec: &Spec, rows: &[Row]) -> Dataset {
@@ -410,7 +429,13 @@ impl Dataset {
                 }
             })
             .collect();
-        Dataset { points, superseded: 0, corrections: self.corrections.clone() }
+        Dataset {
+            points,
+            superseded: 0,
+            superseded_unverifiable: 0,
+            used: self.used.clone(),
+            corrections: self.corrections.clone(),
+        }
     }
 
     /// The points that ran other settings than the spec, with the settings that differ.
@@ -478,6 +503,14 @@ impl Dataset {
     ) {
         let chosen = choose_setting(rows);
         self.superseded += rows.len() - chosen.len();
+        let used: std::collections::HashSet<RowKey> = chosen.iter().map(|r| row_key(r)).collect();
+        self.superseded_unverifiable += rows
+            .iter()
+            .filter(|r| {
+                !used.contains(&row_key(r)) && r.str(crate::results::keys::CODE_COMMIT).is_none()
+            })
+            .count();
+        self.used.extend(used);
         // Rows are matched to points by name; their settings hash says whether they ran the
         // spec's settings for it (a point the spec no longer has never did).
         // The flags decide, not the hash alone: rows of other tools (and tests) carry hashes

@@ -540,7 +540,7 @@ fn rows_without_code_commit_are_unverifiable_and_corrections_are_printed() {
     let built = report::build(&options).unwrap();
     let notes = &built.specs[0].notes;
     let has = |s: &str| notes.iter().any(|n| n.contains(s));
-    assert!(has("unverifiable build: 9 of 18 row(s) carry no code_commit"), "{notes:?}");
+    assert!(has("unverifiable build: 9 of the 18 row(s) used carry no code_commit"), "{notes:?}");
     // Repetitions 1 and 2 started at 2 and 3 s: 12 rows.
     assert!(
         has("provenance correction (corrections.toml): 12 row(s) labelled commit 24ef3e8 ran \
@@ -553,6 +553,46 @@ fn rows_without_code_commit_are_unverifiable_and_corrections_are_printed() {
     std::fs::write(dir.path().join("corrections.toml"), "[[code_commit]]\nlabelled = 3\n").unwrap();
     let e = report::build(&options).unwrap_err().to_string();
     assert!(e.contains("corrections.toml"), "{e}");
+}
+
+/// Guards the provenance notes against describing rows nothing uses (pelley-fig6's 108 rows of
+/// an older setting, all without `code_commit`, read "unverifiable build: 108 of 216" and
+/// "older builds: 108" beside verdicts that rest only on the 108 newer rows): the build notes
+/// count the rows the points use, and the superseded ones are counted apart.
+#[test]
+fn superseded_rows_are_counted_apart_from_the_rows_the_verdicts_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let committed = format!("{GRID}{RATIO}")
+        .replace("workload = \"tpcb\"", "workload = \"tpcb\"\nscale = \"50\"");
+    let old = parse(RATIO);
+    let new = Spec::parse(&committed, Path::new("r.toml")).unwrap();
+    let mut lines = String::new();
+    for mut r in rows(&old, steady, no_waits) {
+        r.0.insert("config".into(), json!({ "git_commit": "aaaa000000000000" }));
+        lines.push_str(&format!("{}\n", serde_json::Value::Object(r.0)));
+    }
+    for mut r in rows(&new, steady, no_waits) {
+        let started = r.started() + 100.0;
+        r.0.insert("started_unix_s".into(), json!(started));
+        r.0.insert("config".into(), json!({ "git_commit": "bbbb000000000000" }));
+        r.0.insert("code_commit".into(), json!("bbbb000000000000"));
+        lines.push_str(&format!("{}\n", serde_json::Value::Object(r.0)));
+    }
+    std::fs::write(dir.path().join(results::RESULTS_FILE), &lines).unwrap();
+    results::save_spec(dir.path(), "r", &committed).unwrap();
+    let options = ReportOptions { dir: dir.path().to_path_buf(), ..Default::default() };
+    let built = report::build(&options).unwrap();
+    let notes = &built.specs[0].notes;
+    let has = |s: &str| notes.iter().any(|n| n.contains(s));
+    assert!(!has("unverifiable build"), "{notes:?}");
+    assert!(!has("older builds"), "{notes:?}");
+    assert!(
+        has("18 row(s) of older settings of the same points were ignored, 18 of them without \
+             code_commit"),
+        "{notes:?}"
+    );
+    // The newer rows decide: the claim is judged on them, not refused as an older spec.
+    assert!(!has("ran an older spec"), "{notes:?}");
 }
 
 /// Guards the rows of a sweep whose checkout moved on while its earlier-built binary ran (session

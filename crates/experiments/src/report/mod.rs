@@ -193,7 +193,7 @@ fn provenance_notes(
     let unverifiable = crate::provenance::unverifiable(spec_rows);
     if unverifiable > 0 {
         notes.push(format!(
-            "unverifiable build: {unverifiable} of {} row(s) carry no code_commit, so whether \
+            "unverifiable build: {unverifiable} of the {} row(s) used carry no code_commit, so whether \
              their binary was built from the commit they name cannot be checked",
             spec_rows.len()
         ));
@@ -226,9 +226,12 @@ fn spec_report(
     let data = Dataset::build_with(spec, rows, corrections);
     let (points, status) = status(&data);
     let quick = data.any_quick();
+    // The rows the figures and verdicts use: rows superseded by newer settings of their
+    // point are counted apart (below), not described as if they decided anything.
+    let spec_rows: Vec<&Row> =
+        rows.iter().filter(|r| r.spec() == spec.name && data.uses(r)).collect();
     // Figures credit the code a correction says the rows ran, as the notes below say.
-    let provenance =
-        Provenance::of_corrected(rows.iter().filter(|r| r.spec() == spec.name), corrections);
+    let provenance = Provenance::of_corrected(spec_rows.iter().copied(), corrections);
     let mut notes = Vec::new();
     if quick {
         notes.push(format!(
@@ -251,7 +254,6 @@ fn spec_report(
              (config.git_commit) than the code their sweep ran (code_commit)"
         ));
     }
-    let spec_rows: Vec<&Row> = rows.iter().filter(|r| r.spec() == spec.name).collect();
     notes.extend(provenance_notes(&data, &spec_rows, corrections));
     if let Some((newest, older)) = crate::provenance::older_builds(&spec_rows) {
         let list: Vec<String> = older.iter().map(|(c, n)| format!("{n} of commit {c}")).collect();
@@ -291,8 +293,14 @@ fn spec_report(
         ));
     }
     if data.superseded > 0 {
+        let unverifiable = match data.superseded_unverifiable {
+            0 => String::new(),
+            n => format!(", {n} of them without code_commit"),
+        };
         notes.push(format!(
-            "{} row(s) of older settings of the same points were ignored",
+            "{} row(s) of older settings of the same points were ignored{unverifiable}: no \
+             figure or verdict uses them, and the build and provenance notes above do not \
+             count them",
             data.superseded
         ));
     }
