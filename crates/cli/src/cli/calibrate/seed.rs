@@ -268,8 +268,8 @@ fn long_delay_claim(reps: &[Repetition]) -> Claim {
         format!(
             "worst per repetition: {}; above ~200 ns the loop PAUSEs until its last ~200 ns \
              (`Tsc::spin_until`), and the fixed cost taken off every delay \
-             (`Tsc::overhead_ns`) is calibrated on a 500 ns spin, once per process (here once \
-             per repetition)",
+             (`Tsc::overhead_ns`) is estimated on a 500 ns spin and corrected by the mean error of \
+             100–137 ns delays, once per process (here once per repetition)",
             at.join("; ")
         ),
     )
