@@ -52,3 +52,19 @@ fn calibrate_out_is_a_seed_the_report_judges() {
     assert!(md.contains("Table 5.2"), "{md}");
     std::fs::remove_dir_all(&root).ok();
 }
+
+/// A directory `--out` cannot make is a one-line error before any measurement (the command
+/// measured for ~17 s and then failed), and nothing is printed as if it had run.
+#[test]
+fn calibrate_out_to_an_unmakeable_directory_fails_before_measuring() {
+    let file = std::env::temp_dir().join(format!("nvmdb-calibrate-file-{}", std::process::id()));
+    std::fs::write(&file, "not a directory").unwrap();
+    let dir = file.join("seed");
+    let out = nvmdb(&["calibrate", "--quick", "--repeat", "1", "--out", path(&dir)]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("creating") && stderr.contains(path(&dir)), "{stderr}");
+    assert!(!stderr.contains("repetition"), "measured before failing: {stderr}");
+    assert!(out.stdout.is_empty(), "printed a report: {}", String::from_utf8_lossy(&out.stdout));
+    std::fs::remove_file(&file).unwrap();
+}

@@ -151,6 +151,11 @@ struct Checks {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // A directory that cannot be made fails now, not after the measurements.
+    if let Some(dir) = &args.out {
+        use anyhow::Context as _;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let scale: u64 = if args.quick { 10 } else { 1 };
     let tsc = Tsc::get();
     let pair_ticks = calib::rdtsc_pair_ticks();
