@@ -98,7 +98,8 @@ pub struct CrashArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Test-only: drop one barrier (cwl-skip-data-barrier, 2lc-skip-data-barrier,
-    /// qh-skip-head-barrier, qh-skip-end-barrier, cwl-skip-tail-barrier with --wrap-slots); the
+    /// qh-skip-head-barrier, qh-skip-end-barrier, cwl-skip-tail-barrier and
+    /// 2lc-skip-tail-barrier with --wrap-slots); the
     /// run must then find violations.
     #[arg(long)]
     pub fault: Option<String>,

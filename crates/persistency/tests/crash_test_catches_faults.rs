@@ -49,6 +49,13 @@ fn cwl_without_its_tail_barrier_is_caught_across_a_wrap() {
     assert!(caught_with(Fault::CwlSkipTailBarrier, 1, Some(4)) > 0);
 }
 
+/// 2LC reuses slots the same way and orders the same barrier before an insert's copy into a
+/// recycled slot (QH needs no fault of its own: `queue::Fault::TwoLockSkipTailBarrier`'s doc).
+#[test]
+fn two_lock_without_its_tail_barrier_is_caught_across_a_wrap() {
+    assert!(caught_with(Fault::TwoLockSkipTailBarrier, 1, Some(4)) > 0);
+}
+
 #[test]
 fn the_persisted_policy_alone_misses_nothing_it_should_not() {
     // Only fenced lines survive under `persisted`: without a barrier, a fault may still be
