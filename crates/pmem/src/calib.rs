@@ -21,13 +21,7 @@ pub const MAX_REPS: usize = 10_000_000;
 /// Median cost of two back-to-back `rdtsc` reads, in ticks: what a `rdtsc; work; rdtsc`
 /// measurement adds to the work.
 pub fn rdtsc_pair_ticks() -> u64 {
-    let mut samples: Vec<u64> = (0..10_001)
-        .map(|_| {
-            let t0 = rdtsc();
-            let t1 = rdtsc();
-            t1.wrapping_sub(t0)
-        })
-        .collect();
+    let mut samples = crate::timing::rdtsc_pair_samples(10_001);
     samples.sort_unstable();
     samples[samples.len() / 2]
 }

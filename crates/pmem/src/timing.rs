@@ -206,6 +206,17 @@ pub struct Tsc {
 
 static TSC: OnceLock<Tsc> = OnceLock::new();
 
+/// `n` samples of two back-to-back `rdtsc` reads, in ticks: what a `rdtsc; work; rdtsc`
+/// measurement adds to the work.
+pub fn rdtsc_pair_samples(n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|_| {
+            let t0 = rdtsc();
+            rdtsc().wrapping_sub(t0)
+        })
+        .collect()
+}
+
 /// The mean of the fastest 95% of `samples` (sorted in place): the slowest 5% are
 /// preemptions and interrupts, not the cost being measured.
 fn mean_of_fastest(samples: &mut [i64]) -> f64 {
@@ -278,12 +289,8 @@ impl Tsc {
     /// sample (preemptions, interrupts) are left out of its mean.
     fn corrected_overhead(&self) -> u64 {
         const TRIALS: u64 = 4001;
-        let mut pairs: Vec<i64> = (0..TRIALS)
-            .map(|_| {
-                let t0 = rdtsc();
-                rdtsc().wrapping_sub(t0) as i64
-            })
-            .collect();
+        let mut pairs: Vec<i64> =
+            rdtsc_pair_samples(TRIALS as usize).into_iter().map(|t| t as i64).collect();
         let pair = mean_of_fastest(&mut pairs);
         let base = (100.0 * self.ticks_per_ns) as u64;
         let mut excess: Vec<i64> = (0..TRIALS)
@@ -312,14 +319,7 @@ impl Tsc {
             let middle = &v[v.len() / 4..v.len() * 3 / 4];
             middle.iter().sum::<u64>() as f64 / middle.len() as f64
         };
-        let pair = interquartile_mean(
-            (0..TRIALS)
-                .map(|_| {
-                    let t0 = rdtsc();
-                    rdtsc().wrapping_sub(t0)
-                })
-                .collect(),
-        );
+        let pair = interquartile_mean(rdtsc_pair_samples(TRIALS as usize));
         let beyond = interquartile_mean(
             (0..TRIALS)
                 .map(|i| {

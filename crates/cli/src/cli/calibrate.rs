@@ -247,7 +247,7 @@ fn write_seed(
     threads: usize,
     report_json: String,
 ) -> anyhow::Result<String> {
-    let load_before = seed::load_averages();
+    let load_before = crate::cli::load_averages();
     let reps: Vec<seed::Repetition> = (1..=args.repeat)
         .map(|n| {
             let rep = seed::measure(threads, args.quick);
@@ -260,7 +260,7 @@ fn write_seed(
         threads,
         quick: args.quick,
         load_before,
-        load_after: seed::load_averages(),
+        load_after: crate::cli::load_averages(),
         report_json: report_json + "\n",
     };
     seed::write(dir, &reps, &ctx)

@@ -14,3 +14,10 @@ pub mod numeric;
 pub mod report;
 pub mod sweep;
 pub mod workload_flags;
+
+/// The 1-, 5- and 15-minute load averages from /proc/loadavg (`None` where there is none).
+pub(crate) fn load_averages() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut v = text.split_whitespace().map(|s| s.parse::<f64>().ok());
+    Some([v.next()??, v.next()??, v.next()??])
+}

@@ -132,8 +132,7 @@ pub(super) fn config_json(
 
 /// The 1-minute load average from /proc/loadavg (`None` where there is none).
 pub(super) fn load_average() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    text.split_whitespace().next()?.parse().ok()
+    crate::cli::load_averages().map(|[one, _, _]| one)
 }
 
 /// The CPU's model name from /proc/cpuinfo ("unknown" where there is none).

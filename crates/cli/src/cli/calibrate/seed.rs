@@ -510,12 +510,6 @@ pub struct Context {
     pub report_json: String,
 }
 
-pub fn load_averages() -> Option<[f64; 3]> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let mut v = text.split_whitespace().map(|s| s.parse::<f64>().ok());
-    Some([v.next()??, v.next()??, v.next()??])
-}
-
 fn load_text(l: Option<[f64; 3]>) -> String {
     l.map_or("unknown".into(), |[a, b, c]| format!("{a:.2} / {b:.2} / {c:.2}"))
 }
