@@ -608,10 +608,38 @@ impl Spec {
             if verdict == Verdict::Inconclusive && result.cause.is_none() {
                 result.cause = Some(straddle_cause(&result));
             }
+            // A cause that turns on the native rate quotes this run's, never a number written
+            // into the spec on another day (a ratio of two points cancels it).
+            if let (Some(cause), Some(p), None) = (&mut result.cause, point, &over) {
+                if native_dependent(&c.metric) {
+                    if !cause.ends_with('.') {
+                        cause.push('.');
+                    }
+                    cause.push_str(&native_rates_text(p));
+                }
+            }
             out.push(result);
         }
         Ok(out)
     }
+}
+
+/// Whether a metric's value depends on the native rate (the path per insert does not).
+fn native_dependent(metric: &str) -> bool {
+    matches!(metric, "normalized" | "break_even_latency_ns")
+}
+
+/// The native rates a point's values were computed with, as a cause's last sentence.
+fn native_rates_text(p: &Point) -> String {
+    let m = |x: f64| format!("{:.2}", x / 1e6);
+    format!(
+        " Native rates measured in this run ({}, {} thread(s)): median {}, lowest {}, highest {} M/s.",
+        p.queue.name(),
+        p.threads,
+        m(p.native_per_s),
+        m(p.native_min_per_s),
+        m(p.native_max_per_s)
+    )
 }
 
 /// What a claim's range covers: the native runs, and the trace lengths of a finite-trace one.
@@ -956,6 +984,30 @@ bound = "ours"
         assert_eq!(r[0].verdict, Verdict::Inconclusive);
     }
 
+    /// Guards a cause that turns on the native rate quoting a range written into the spec on
+    /// another day (issue 36: the strict and epoch causes said 2.5 to 14 M/s while the run
+    /// beside them measured 7.9 to 16 M/s): the rates of the run judged are appended, and a
+    /// metric that does not use the native rate gets none.
+    #[test]
+    fn a_cause_on_a_native_rate_quotes_the_rates_of_this_run() {
+        let text = SPEC
+            .replace("metric = \"path_per_insert\"", "metric = \"normalized\"")
+            .replace("over_model = \"epoch\"\n", "")
+            .replace("model = \"strict\"", "model = \"epoch\"")
+            .replace("min = 0.5\nmax = 2.0", "min = 0.5\nmax = 2.0\ncause = \"a noisy input.\"");
+        let r = spec(&text).claims(Axis::AtomicPersist, &[point(Model::Epoch, 512.0, 1.0)]);
+        let r = r.unwrap();
+        assert_eq!(r[0].verdict, Verdict::Differs, "{:?}", r[0].ours);
+        let cause = r[0].cause.as_deref().unwrap_or_default();
+        assert!(cause.starts_with("a noisy input. Native rates measured in this run"), "{cause}");
+        assert!(cause.contains("median 10.00, lowest 5.00, highest 20.00 M/s"), "{cause}");
+        // The path per insert does not use the native rate: the spec's cause alone.
+        let with_cause = spec(&format!("{SPEC}cause = \"the head is its own block\"\n"));
+        let pts = [point(Model::Strict, 512.0, 3.0), point(Model::Epoch, 512.0, 1.0)];
+        let r = with_cause.claims(Axis::AtomicPersist, &pts).unwrap();
+        assert_eq!(r[0].cause.as_deref(), Some("the head is its own block"));
+    }
+
     /// Guards an inconclusive claim with no `cause` in its spec printing no cause (issue 38:
     /// every "inconclusive" states why); the measured range and the bound are the cause.
     #[test]
@@ -1075,7 +1127,8 @@ reading = "finite-trace"
         let v = serde_json::to_value(&r[0]).unwrap();
         let judged = experiments::report::seeds::claim(&v, "native runs").unwrap();
         assert_eq!(judged.verdict, experiments::analysis::Verdict::Differs);
-        assert_eq!(judged.cause.as_deref(), Some("a 4-insert trace"));
+        let cause = judged.cause.unwrap_or_default();
+        assert!(cause.starts_with("a 4-insert trace. Native rates measured"), "{cause}");
         let range = judged.repetitions.unwrap_or_default();
         assert!(range.contains("traces of 4 inserts (lengths ours)"), "{range}");
     }
