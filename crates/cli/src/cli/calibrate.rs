@@ -250,11 +250,11 @@ fn write_seed(
     let load_before = crate::cli::load_averages();
     let reps: Vec<seed::Repetition> = (1..=args.repeat)
         .map(|n| {
-            let rep = seed::measure(threads, args.quick);
+            let rep = seed::measure(threads, args.quick)?;
             eprintln!("calibrate --out: repetition {n} of {} done", args.repeat);
-            rep
+            Ok(rep)
         })
-        .collect();
+        .collect::<anyhow::Result<_>>()?;
     let ctx = seed::Context {
         commit: commit(),
         threads,

@@ -51,6 +51,14 @@ pub const DEFAULT_FS_SYNC_LATENCY: &str = "2us";
 /// the file path to about 0.7 GB/s, 1/11 of about 8 GB/s. A model of this machine, not of the
 /// paper's emulator: the constant is ours.
 pub const DEFAULT_FS_WRITE_BANDWIDTH: &str = "1GB/s";
+
+/// [`DEFAULT_FS_WRITE_BANDWIDTH`] in bytes per second (`nvmdb calibrate` measures the ratio it
+/// gives).
+pub fn fs_write_bandwidth_default() -> anyhow::Result<f64> {
+    let bytes = units::parse_bandwidth(DEFAULT_FS_WRITE_BANDWIDTH)
+        .map_err(|e| anyhow::anyhow!("--fs-write-bandwidth's default: {e}"))?;
+    Ok(bytes as f64)
+}
 /// Shortest measured period accepted: shorter runs measure start-up, not throughput.
 const MIN_DURATION: Duration = Duration::from_millis(100);
 /// Medium when `--medium` is not given.
