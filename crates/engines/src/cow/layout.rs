@@ -399,7 +399,7 @@ fn master_check(meta_page: PageId, meta_crc: u32) -> u32 {
 
 /// "NVMDBcow" at offset 0 of a meta page.
 pub const META_MAGIC: u64 = u64::from_le_bytes(*b"NVMDBcow");
-const M_VERSION: usize = 8;
+pub(crate) const M_VERSION: usize = 8;
 const M_TABLES: usize = 16;
 const M_CRC: usize = 20;
 const M_ENTRIES: usize = 32;

@@ -35,6 +35,18 @@
 //!   changed or reused, means it would return the same row or the same absence; then it writes
 //!   on the current version. A read that changed, a scan, or more than 1,024 reads make the
 //!   write fail retryably instead (`snapshot_conflicts`; validated: `reads_revalidated`).
+//! * **Pipelined commits** (`pipeline=on`, the default with `group_commit_ms=0`; ours, issue
+//!   35): the writer slot is held while a writer builds and writes its version, not while it
+//!   persists. The commit publishes the version to the next writer, hands the slot on, and then
+//!   flushes its pages, issues its barrier, waits for its *turn* (the previous version's master
+//!   swap persisted) and swaps and persists the master; only then do readers' slots get the
+//!   version, and the commit returns. Swaps stay in version order, and each names pages
+//!   persisted before it (its own by its barrier, older versions' by theirs, which precede
+//!   its turn). A writer whose snapshot became that newer, not yet durable version (it
+//!   validated its reads there) and then writes nothing waits for its swap before it
+//!   acknowledges. `pipeline=off` is LMDB's and N-Store's writer: the slot is held until the
+//!   commit is durable. Both do the same flushes and barriers per commit; what moves is the
+//!   barrier's latency, out of the one-writer section.
 //! * **Group commit** (`group_commit_ms`, N-Store's `gc_interval`): commits within the interval
 //!   write their pages at once but share one barrier and one master swap; their tokens become
 //!   durable with it. 0: each commit persists alone (2 barriers).
@@ -68,6 +80,8 @@
 mod fspages;
 mod layout;
 pub mod options;
+#[cfg(test)]
+mod pipeline_tests;
 mod tuples;
 mod txn;
 
@@ -75,7 +89,7 @@ use crate::device::Device;
 use crate::{EngineOptions, Fault};
 use crossbeam_utils::CachePadded;
 use layout::{Node, Shape, TableRoot};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use pmem::Region;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,6 +122,10 @@ pub(crate) struct Version {
     /// Commit group the version belongs to (its durability token).
     pub group: u64,
 }
+
+/// A test hook run with a version's number ([`Cow::persist_in_turn`]).
+#[cfg(test)]
+type TestHook = Arc<dyn Fn(u64) + Send + Sync>;
 
 /// The free-page state and version bookkeeping (under [`Cow::state`]).
 struct State {
@@ -195,10 +213,13 @@ enum Count {
     /// Bytes written and persist barriers issued through the device (`io=nvm|fs` alike).
     DeviceBytesWritten,
     DeviceBarriers,
+    /// Nanoseconds the writer slot was held (from a writer's first write until its commit
+    /// hands the slot on or ends): the one-writer section every write transaction queues for.
+    WriterSlotNs,
 }
 
 impl Count {
-    const ALL: [(Count, &'static str); 9] = [
+    const ALL: [(Count, &'static str); 10] = [
         (Count::MasterSwaps, "master_swaps"),
         (Count::NodesWritten, "nodes_written"),
         (Count::NodesCopied, "nodes_copied"),
@@ -208,6 +229,7 @@ impl Count {
         (Count::ReadsRevalidated, "reads_revalidated"),
         (Count::DeviceBytesWritten, "device_bytes_written"),
         (Count::DeviceBarriers, "device_barriers"),
+        (Count::WriterSlotNs, "writer_slot_ns"),
     ];
 }
 
@@ -250,10 +272,22 @@ pub struct Cow {
     /// Layout `pointers` (NVM-CoW): leaves hold tuple pointers.
     pointers: bool,
     group_commit: Duration,
+    /// Pipelined commits (`pipeline=on` with `group_commit_ms=0`): see [`Cow::persist_in_turn`].
+    pipelined: bool,
     fault: Option<Fault>,
     workers: usize,
-    /// The single writer slot, held from a transaction's first write to its end.
+    /// The single writer slot, held from a transaction's first write until its version is
+    /// written (pipelined) or durable.
     writer: Mutex<()>,
+    /// Pipelined commits: the newest version whose master swap is persisted (under the mutex;
+    /// `swapped` mirrors it for waiters that spin), and the condition its waiters sleep on.
+    turn: Mutex<u64>,
+    turn_cv: Condvar,
+    swapped: AtomicU64,
+    /// Test hook: run by a pipelined commit after it handed the writer slot on, before it
+    /// persists (with the version's number).
+    #[cfg(test)]
+    before_persist: Mutex<Option<TestHook>>,
     state: Mutex<State>,
     /// One per worker: the snapshots its transactions read (lock order: `state`, then a slot).
     slots: Box<[CachePadded<Mutex<ReaderSlot>>]>,
@@ -352,9 +386,15 @@ impl Cow {
             node_capacity: layout.node_capacity,
             pointers,
             group_commit,
+            pipelined: options.cow.pipeline && group_commit.is_zero(),
             fault: options.fault,
             workers: options.workers as usize,
             writer: Mutex::new(()),
+            turn: Mutex::new(version.number),
+            turn_cv: Condvar::new(),
+            swapped: AtomicU64::new(version.number),
+            #[cfg(test)]
+            before_persist: Mutex::new(None),
             state: Mutex::new(state),
             slots: (0..options.workers.max(1))
                 .map(|_| {
@@ -536,14 +576,15 @@ impl Cow {
     /// Takes the writer slot (bounded wait): spinning first for about a write transaction's
     /// length, since the slot is held only from a writer's first write to its commit (a
     /// waiter that sleeps at once costs both sides a futex call per hand-off), then sleeping.
-    pub(crate) fn writer_slot(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
+    pub(crate) fn writer_slot(&self) -> Option<WriterSlot<'_>> {
         let spin_until = Instant::now() + WRITER_SPIN;
         loop {
             if let Some(slot) = self.writer.try_lock() {
-                return Some(slot);
+                return Some(WriterSlot::held(self, slot));
             }
             if Instant::now() >= spin_until {
-                return self.writer.try_lock_for(WRITER_WAIT);
+                let slot = self.writer.try_lock_for(WRITER_WAIT)?;
+                return Some(WriterSlot::held(self, slot));
             }
             for _ in 0..64 {
                 std::hint::spin_loop();
@@ -689,10 +730,13 @@ impl Cow {
     }
 
     /// Commits a writer's new pages and tables as the next version (the caller holds the
-    /// writer slot and its snapshot is current). Returns the durability token. An error before
-    /// the version is published (no meta page) gives the writer's new pages back.
+    /// writer slot, `slot`, and its snapshot is current). Returns the durability token. An
+    /// error before the version is published (no meta page) gives the writer's new pages back.
+    /// Pipelined, the slot is handed on once the version is written and published to the next
+    /// writer, and the commit returns once it is durable ([`Self::persist_in_turn`]).
     pub(crate) fn commit_version(
         &self,
+        slot: WriterSlot<'_>,
         dirty: &mut std::collections::HashMap<PageId, layout::NodeBuf>,
         new_tuples: &mut std::collections::HashMap<u64, Vec<u8>>,
         tables: Vec<TableRoot>,
@@ -715,6 +759,8 @@ impl Cow {
         let mut s = self.lock_state();
         let number = s.current.number + 1;
         let swap_first = self.fault == Some(Fault::CowSwapBeforeNodes);
+        // Pipelined, the pages are flushed after the slot is handed on.
+        let flush_now = !swap_first && !self.pipelined;
         // (offset, bytes) written: flushed again by whoever closes the group.
         let mut written = Vec::with_capacity(dirty.len() + new_tuples.len() + 1);
         for (&ptr, tuple) in new_tuples.iter_mut() {
@@ -726,31 +772,38 @@ impl Cow {
                 // The page's header, persisted by the same barrier as its first tuples.
                 tuple_page.header_written = true;
                 let header = tuples::page_header(tuple_page.owner, tuple_page.slot_bytes);
-                self.write_page(page_offset(page), &header, !swap_first);
+                self.write_page(page_offset(page), &header, flush_now);
                 written.push((page_offset(page), header.len() as u64));
             }
             self.activity.add(Count::TuplesWritten, 1);
             tuples::stamp(tuple, number);
-            self.write_page(ptr, tuple, !swap_first);
+            self.write_page(ptr, tuple, flush_now);
             written.push((ptr, tuple.len() as u64));
+        }
+        // Pipelined, the state lock is not held over the copies: the writer slot keeps
+        // `current` as it is, and the commit before this one may need the lock meanwhile.
+        let mut held = Some(s);
+        if self.pipelined {
+            held = None;
         }
         for (&page, node) in dirty.iter_mut() {
             let bytes = node.seal(number);
-            self.write_page(page_offset(page), bytes, !swap_first);
+            self.write_page(page_offset(page), bytes, flush_now);
             written.push((page_offset(page), bytes.len() as u64));
         }
         let meta = layout::encode_meta(number, &tables);
         let meta_crc = layout::stored_meta_crc(&meta);
-        self.write_page(page_offset(meta_page), &meta, !swap_first);
+        self.write_page(page_offset(meta_page), &meta, flush_now);
         written.push((page_offset(meta_page), meta.len() as u64));
         self.activity.add(Count::NodesWritten, dirty.len() as u64);
-        if swap_first {
+        if swap_first && !self.pipelined {
             // The fault: the master names the new meta page before its pages are persisted.
             self.swap_master(meta_page, meta_crc);
             for (offset, len) in &written {
                 self.device.flush(*offset, *len);
             }
         }
+        let mut s = held.unwrap_or_else(|| self.lock_state());
         if !self.group_commit.is_zero() {
             let me = std::thread::current().id();
             s.group_ranges.extend(written.iter().map(|&(offset, len)| (me, offset, len)));
@@ -761,22 +814,35 @@ impl Cow {
         if let Some(old) = (s.current.meta_page != 0).then_some(s.current.meta_page) {
             freed.push(old);
         }
-        s.current = Arc::new(Version { number, meta_page, meta_crc, tables, group });
-        // Published to every worker before any reclaim reads their pins (module doc of
-        // `ReaderSlot`): a transaction pins either the old version, seen by the reclaim, or this.
-        for slot in self.slots.iter() {
-            slot.lock().latest = s.current.clone();
-        }
+        let version = Arc::new(Version { number, meta_page, meta_crc, tables, group });
+        s.current = version.clone();
         if !freed.is_empty() || !freed_tuples.is_empty() {
             s.pending.push_back((number, freed, freed_tuples));
         }
         self.counters.commit();
+        if self.pipelined {
+            // The next writer builds on this version from here; readers see it once durable.
+            self.reclaim(&mut s);
+            drop(s);
+            drop(slot);
+            self.persist_in_turn(&version, &written);
+            self.device.check()?;
+            return Ok(CommitToken::DURABLE);
+        }
         let due = force_durable || now.duration_since(opened) >= self.group_commit;
         if due {
             self.close_group(&mut s);
         } else {
             let deadline = (opened + self.group_commit).duration_since(self.epoch);
             self.group_deadline_ns.store(deadline.as_nanos() as u64, Ordering::Release);
+        }
+        // Published to every worker before any reclaim reads their pins (module doc of
+        // `ReaderSlot`): a transaction pins either the old version, seen by the reclaim, or
+        // this. Without group commit only once durable, since a read-only transaction's token
+        // is then `DURABLE` at once (a reader that saw the version before its master swap
+        // was persisted could acknowledge a state a crash then lost).
+        for slot in self.slots.iter() {
+            slot.lock().latest = version.clone();
         }
         self.reclaim(&mut s);
         self.device.check()?;
@@ -785,6 +851,72 @@ impl Cow {
         } else {
             Ok(CommitToken(group))
         }
+    }
+
+    /// Pipelined commit of version `v` (whose pages and meta page are `written`), after its
+    /// writer handed the slot on: flushes its pages and issues its barrier, waits until the
+    /// version before it has its master swap persisted, swaps the master to `v` and persists
+    /// it, then publishes `v` to readers. Master swaps thus stay in version order, and each
+    /// names pages persisted before it (its own by its barrier, those it shares with older
+    /// versions by theirs, ordered before its swap by the turn); pages a version replaced are
+    /// reused only once that version is durable (`reclaim`), as before. The flushes and the
+    /// barrier, most of a write transaction's time, overlap the next writer's work instead of
+    /// holding the writer slot.
+    fn persist_in_turn(&self, v: &Arc<Version>, written: &[(u64, u64)]) {
+        #[cfg(test)]
+        {
+            let hook = self.before_persist.lock().clone(); // not held while the hook runs
+            if let Some(hook) = hook {
+                hook(v.number);
+            }
+        }
+        let swap_first = self.fault == Some(Fault::CowSwapBeforeNodes);
+        if !swap_first {
+            for &(offset, len) in written {
+                self.device.flush(offset, len);
+            }
+            if self.fault != Some(Fault::CowSkipNodePersist) {
+                self.barrier();
+            }
+        }
+        let mut turn = self.wait_turn(v.number - 1);
+        self.swap_master(v.meta_page, v.meta_crc);
+        if swap_first {
+            // The fault: the master named the new meta page before its pages were persisted.
+            for &(offset, len) in written {
+                self.device.flush(offset, len);
+            }
+            self.barrier();
+        }
+        {
+            let mut s = self.lock_state();
+            s.durable_version = v.number;
+            // Published under the state lock, before the reclaim reads the pins (`ReaderSlot`).
+            for slot in self.slots.iter() {
+                slot.lock().latest = v.clone();
+            }
+            self.reclaim(&mut s);
+        }
+        *turn = v.number;
+        self.swapped.store(v.number, Ordering::Release);
+        drop(turn);
+        self.turn_cv.notify_all();
+    }
+
+    /// Waits until version `number`'s master swap is persisted (pipelined commits); returns
+    /// the turn's guard, which orders the next swap. Spins first for about a write's length.
+    fn wait_turn(&self, number: u64) -> MutexGuard<'_, u64> {
+        let spin_until = Instant::now() + WRITER_SPIN;
+        while self.swapped.load(Ordering::Acquire) < number && Instant::now() < spin_until {
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+        }
+        let mut turn = self.turn.lock();
+        while *turn < number {
+            self.turn_cv.wait(&mut turn);
+        }
+        turn
     }
 
     /// Writes `bytes` at `offset` and, unless `flush` is false, flushes them (`io=nvm`; with
@@ -841,6 +973,9 @@ impl Cow {
 
     /// Closes the open group if its interval has passed (or `now` is set).
     fn close_group_if_due(&self, now: bool) {
+        if self.pipelined {
+            return; // every commit persists its own version, in turn
+        }
         let due_ns = self.group_deadline_ns.load(Ordering::Acquire);
         if !now && (self.epoch.elapsed().as_nanos() as u64) < due_ns {
             return;
@@ -851,7 +986,15 @@ impl Cow {
     }
 
     /// Token of a read-only transaction that read `version`: durable once its group is.
+    /// Pipelined, a writer's snapshot may be a version not yet durable (it read what the
+    /// writer before it wrote): it waits for that version's master swap.
     pub(crate) fn read_token(&self, version: &Version) -> CommitToken {
+        if self.pipelined {
+            if self.swapped.load(Ordering::Acquire) < version.number {
+                drop(self.wait_turn(version.number));
+            }
+            return CommitToken::DURABLE;
+        }
         if self.group_commit.is_zero()
             || self.durable_group.load(Ordering::Acquire) >= version.group
         {
@@ -875,6 +1018,25 @@ impl Cow {
 
     pub(crate) fn counters_ref(&self) -> &storage::counters::Counters {
         &self.counters
+    }
+}
+
+/// The writer slot, held: counts how long it was held when dropped (`writer_slot_ns`).
+pub(crate) struct WriterSlot<'a> {
+    _guard: MutexGuard<'a, ()>,
+    since: Instant,
+    activity: &'a Activity,
+}
+
+impl<'a> WriterSlot<'a> {
+    fn held(db: &'a Cow, guard: MutexGuard<'a, ()>) -> WriterSlot<'a> {
+        WriterSlot { _guard: guard, since: Instant::now(), activity: &db.activity }
+    }
+}
+
+impl Drop for WriterSlot<'_> {
+    fn drop(&mut self) {
+        self.activity.add(Count::WriterSlotNs, self.since.elapsed().as_nanos() as u64);
     }
 }
 
@@ -1122,7 +1284,7 @@ impl Engine for Cow {
 
     fn create_table(&self, spec: &TableSpec) -> Result<TableId> {
         check_spec(spec)?;
-        let _slot = self.writer.lock();
+        let slot = WriterSlot::held(self, self.writer.lock());
         let current = self.current();
         if current.tables.iter().any(|t| t.spec.name == spec.name) {
             return Err(DbError::Invalid(format!("table {} already exists", spec.name)));
@@ -1137,7 +1299,8 @@ impl Engine for Cow {
         tables.push(TableRoot { spec: spec.clone(), root: 0, height: 0, rows: 0 });
         let id = (tables.len() - 1) as TableId;
         let none = (Vec::new(), Vec::new());
-        self.commit_version(&mut Default::default(), &mut Default::default(), tables, none, true)?;
+        let (mut dirty, mut tuples) = Default::default();
+        self.commit_version(slot, &mut dirty, &mut tuples, tables, none, true)?;
         Ok(id)
     }
 
@@ -1236,6 +1399,10 @@ impl Engine for Cow {
     fn shutdown(&self) -> Result<()> {
         if self.writer.is_locked() {
             return Err(DbError::Invalid("a write transaction is still open".into()));
+        }
+        if self.pipelined {
+            // A commit that handed the slot on may still be persisting.
+            drop(self.wait_turn(self.current().number));
         }
         self.close_group_if_due(true);
         self.device.check()

@@ -53,6 +53,11 @@ storage::engine_options! {
         key group_commit_ms: u64 = 0,
             "commits within this interval share one barrier and master swap (N-Store's \
              gc_interval); 0: every commit persists alone";
+        key pipeline: bool = true,
+            "with group_commit_ms=0: a commit hands the writer slot on once its version is \
+             written, then flushes it and swaps the master in version order outside the slot \
+             (ours); off: the writer holds the slot until its commit is durable (LMDB's and \
+             N-Store's CoW)";
         key layout: TupleLayout = TupleLayout::Auto,
             "tuples apart from the tree, its leaves holding non-volatile pointers (pointers: \
              NVM-CoW), or inside the leaf pages (pages: CoW); auto: pages, or the region's own \

@@ -6,8 +6,7 @@
 //! the commit that replaces it is durable and no snapshot can reach it.
 
 use super::layout::{Node, NodeBuf, Shape, TableRoot, MAX_HEIGHT};
-use super::{check_written_before, tuples, Cow, PageBytes, Version};
-use parking_lot::MutexGuard;
+use super::{check_written_before, tuples, Cow, PageBytes, Version, WriterSlot};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use storage::engine::{check_row, check_update};
@@ -23,7 +22,8 @@ struct ScanState<'v> {
 
 /// The writer's state: its copy of the directory and its new pages.
 struct Writer<'a> {
-    _slot: MutexGuard<'a, ()>,
+    /// The writer slot (taken by the commit, which may hand it on before it is durable).
+    slot: Option<WriterSlot<'a>>,
     tables: Vec<TableRoot>,
     dirty: HashMap<PageId, NodeBuf>,
     /// Committed pages this transaction replaced (freed with its commit).
@@ -258,7 +258,7 @@ impl<'a> CowTxn<'a> {
         self.reads = Vec::new();
         let tables = self.snap.tables.clone();
         self.w = Some(Writer {
-            _slot: slot,
+            slot: Some(slot),
             tables,
             dirty: HashMap::new(),
             freed: Vec::new(),
@@ -673,7 +673,11 @@ impl Txn for CowTxn<'_> {
         }
         let tables = std::mem::take(&mut w.tables);
         let freed = (std::mem::take(&mut w.freed), std::mem::take(&mut w.freed_tuples));
-        let result = self.db.commit_version(&mut w.dirty, &mut w.tuples, tables, freed, false);
+        let Some(slot) = w.slot.take() else {
+            return Err(DbError::Invalid("cow: internal: a writer without the writer slot".into()));
+        };
+        let result =
+            self.db.commit_version(slot, &mut w.dirty, &mut w.tuples, tables, freed, false);
         drop(w);
         self.end(false);
         result
