@@ -228,8 +228,11 @@ pub struct NodeBuf {
 }
 
 impl NodeBuf {
-    pub fn new(shape: &Shape, level: u16) -> NodeBuf {
-        let mut bytes = vec![0u8; PAGE_SIZE];
+    /// An empty node of `shape` at `level`, in `bytes` (a buffer to reuse; its contents are
+    /// discarded).
+    pub fn new_in(mut bytes: Vec<u8>, shape: &Shape, level: u16) -> NodeBuf {
+        bytes.clear();
+        bytes.resize(PAGE_SIZE, 0);
         let kind = if level == 0 { KIND_LEAF } else { KIND_INTERNAL };
         bytes[H_KIND..H_KIND + 2].copy_from_slice(&kind.to_le_bytes());
         bytes[H_LEVEL..H_LEVEL + 2].copy_from_slice(&level.to_le_bytes());
@@ -543,11 +546,11 @@ mod tests {
     #[test]
     fn nodes_split_and_validate() {
         let shape = Shape::new(0, 16, 4, false);
-        let mut n = NodeBuf::new(&shape, 0);
+        let mut n = NodeBuf::new_in(Vec::new(), &shape, 0);
         for k in 0..4u64 {
             n.insert(k as usize, k * 10, &leaf_value(k * 10, &[k as u8; 16], true));
         }
-        let mut right = NodeBuf::new(&shape, 0);
+        let mut right = NodeBuf::new_in(Vec::new(), &shape, 0);
         assert_eq!(n.insert_split(4, 40, &leaf_value(40, &[4; 16], true), &mut right), 30);
         assert_eq!((n.count(), right.count()), (3, 2));
         n.update_row(1, 3, &[7; 2], true);

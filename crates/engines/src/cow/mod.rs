@@ -108,6 +108,10 @@ pub const ENGINE_NAME: &str = "cow";
 pub const MASTER_OFFSET: u64 = CATALOG_PAGE * PAGE_SIZE_U64;
 /// Longest a writer waits for the writer slot before a retryable conflict.
 const WRITER_WAIT: Duration = Duration::from_millis(20);
+/// A worker's kept page buffers ([`Cow::take_buffer`]).
+type PageBuffers = Vec<Vec<u8>>;
+/// Page buffers kept per worker for its writers' copies ([`Cow::keep_buffers`]).
+const KEPT_BUFFERS: usize = 64;
 /// How long a writer spins for the writer slot before it sleeps on it.
 const WRITER_SPIN: Duration = Duration::from_micros(20);
 
@@ -216,10 +220,14 @@ enum Count {
     /// Nanoseconds the writer slot was held (from a writer's first write until its commit
     /// hands the slot on or ends): the one-writer section every write transaction queues for.
     WriterSlotNs,
+    /// Writers that spun for the writer slot as long as [`WRITER_SPIN`] and then slept on it.
+    WriterSlotSleeps,
+    /// Pipelined commits that spun for their turn as long as [`WRITER_SPIN`] and then slept.
+    TurnSleeps,
 }
 
 impl Count {
-    const ALL: [(Count, &'static str); 10] = [
+    const ALL: [(Count, &'static str); 12] = [
         (Count::MasterSwaps, "master_swaps"),
         (Count::NodesWritten, "nodes_written"),
         (Count::NodesCopied, "nodes_copied"),
@@ -230,6 +238,8 @@ impl Count {
         (Count::DeviceBytesWritten, "device_bytes_written"),
         (Count::DeviceBarriers, "device_barriers"),
         (Count::WriterSlotNs, "writer_slot_ns"),
+        (Count::WriterSlotSleeps, "writer_slot_sleeps"),
+        (Count::TurnSleeps, "turn_sleeps"),
     ];
 }
 
@@ -291,6 +301,9 @@ pub struct Cow {
     state: Mutex<State>,
     /// One per worker: the snapshots its transactions read (lock order: `state`, then a slot).
     slots: Box<[CachePadded<Mutex<ReaderSlot>>]>,
+    /// One per worker: page buffers its writers' copies reuse (a writer allocated and freed
+    /// one per copied node, and the allocator's heap trimming and regrowth cost page faults).
+    buffers: Box<[CachePadded<Mutex<PageBuffers>>]>,
     durable_group: AtomicU64,
     /// Deadline of the open group in ns since `epoch` (u64::MAX: no group open).
     group_deadline_ns: AtomicU64,
@@ -396,6 +409,7 @@ impl Cow {
             #[cfg(test)]
             before_persist: Mutex::new(None),
             state: Mutex::new(state),
+            buffers: (0..options.workers.max(1)).map(|_| Default::default()).collect(),
             slots: (0..options.workers.max(1))
                 .map(|_| {
                     let (latest, own) = (Arc::new(version.clone()), Arc::new(version.clone()));
@@ -583,12 +597,29 @@ impl Cow {
                 return Some(WriterSlot::held(self, slot));
             }
             if Instant::now() >= spin_until {
+                self.activity.add(Count::WriterSlotSleeps, 1);
                 let slot = self.writer.try_lock_for(WRITER_WAIT)?;
                 return Some(WriterSlot::held(self, slot));
             }
             for _ in 0..64 {
                 std::hint::spin_loop();
             }
+        }
+    }
+
+    /// A page buffer for a copy by a writer on `worker` (empty; reused if one is kept).
+    pub(crate) fn take_buffer(&self, worker: usize) -> Vec<u8> {
+        let kept = self.buffers.get(worker).and_then(|b| b.lock().pop());
+        kept.unwrap_or_else(|| Vec::with_capacity(storage::format::PAGE_SIZE))
+    }
+
+    /// Keeps a writer's page buffers for `worker`'s next writers (up to [`KEPT_BUFFERS`]).
+    pub(crate) fn keep_buffers(&self, worker: usize, bufs: impl Iterator<Item = Vec<u8>>) {
+        let Some(kept) = self.buffers.get(worker) else { return };
+        let mut kept = kept.lock();
+        for mut b in bufs.take(KEPT_BUFFERS.saturating_sub(kept.len())) {
+            b.clear();
+            kept.push(b);
         }
     }
 
@@ -913,6 +944,9 @@ impl Cow {
             }
         }
         let mut turn = self.turn.lock();
+        if *turn < number {
+            self.activity.add(Count::TurnSleeps, 1);
+        }
         while *turn < number {
             self.turn_cv.wait(&mut turn);
         }

@@ -5,6 +5,8 @@
 //! Would catch: a swap that does not wait for the older version's (a master naming pages not
 //! yet persisted, or going back to an older version), a version published to readers before
 //! it is durable, or a hand-off that never happens (the second writer could not build).
+//! Also: a writer's page buffers are kept for its worker's next writer, after a commit or an
+//! abort (would catch: buffers dropped, or taken from another worker's pool).
 
 use super::*;
 use std::sync::mpsc;
@@ -124,4 +126,24 @@ fn with_pipelining_off_the_writer_slot_is_held_until_the_commit_is_durable() {
         w.join().unwrap();
     }
     assert_eq!(master_version(&db), db.current().number);
+}
+
+#[test]
+fn a_writers_page_buffers_are_kept_for_the_next_writer_of_its_worker() {
+    let (db, t) = open(true);
+    let kept = |w: usize| db.buffers[w].lock().len();
+    let before = kept(1);
+    let mut tx = db.begin(1).unwrap();
+    tx.update(t, 3, 0, &[3]).unwrap();
+    tx.commit().unwrap();
+    let after_commit = kept(1);
+    assert!(after_commit > before, "a commit kept no buffer ({before} -> {after_commit})");
+    // The next writer on worker 1 copies into kept buffers; its abort keeps them again.
+    let mut tx = db.begin(1).unwrap();
+    tx.update(t, 4, 0, &[4]).unwrap();
+    assert!(kept(1) < after_commit, "the copy took no kept buffer");
+    tx.abort().unwrap();
+    assert_eq!(kept(1), after_commit);
+    assert_eq!(kept(2), 0, "another worker's buffers are its own");
+    assert_eq!((read(&db, 2, t, 3), read(&db, 2, t, 4)), (3, 0));
 }

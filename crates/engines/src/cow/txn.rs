@@ -40,6 +40,7 @@ const MAX_CHECKED_READS: usize = 1024;
 
 pub(crate) struct CowTxn<'a> {
     db: &'a Cow,
+    worker: usize,
     snap: Arc<Version>,
     /// Where `snap` is pinned: its worker's slot, or (`None`) the engine's registry.
     pinned_on: Option<usize>,
@@ -58,6 +59,7 @@ impl<'a> CowTxn<'a> {
         let snap = db.snapshot_of(worker);
         CowTxn {
             db,
+            worker,
             snap,
             pinned_on: Some(worker),
             reads: Vec::new(),
@@ -315,7 +317,9 @@ impl<'a> CowTxn<'a> {
             return Err(DbError::Corrupt(format!("cow: node at page {page} fails its checksum")));
         }
         check_written_before(&node, page, self.snap.number)?;
-        let copy = NodeBuf { bytes: node.bytes.to_vec() };
+        let mut bytes = db.take_buffer(self.worker);
+        bytes.extend_from_slice(node.bytes);
+        let copy = NodeBuf { bytes };
         let new = db.alloc()?;
         db.note_copy();
         let w = self.writer();
@@ -331,7 +335,8 @@ impl<'a> CowTxn<'a> {
 
     fn new_node(&mut self, shape: &Shape, level: u16) -> Result<PageId> {
         let page = self.db.alloc()?;
-        self.writer().dirty.insert(page, NodeBuf::new(shape, level));
+        let node = NodeBuf::new_in(self.db.take_buffer(self.worker), shape, level);
+        self.writer().dirty.insert(page, node);
         Ok(page)
     }
 
@@ -528,6 +533,7 @@ impl<'a> CowTxn<'a> {
                 self.db.give_back(w.dirty.keys().copied());
                 self.db.give_back_tuples(w.tuples.keys().copied());
             }
+            self.db.keep_buffers(self.worker, w.dirty.into_values().map(|node| node.bytes));
         }
         self.db.unpin(self.pinned_on, self.snap.number);
     }
@@ -678,6 +684,8 @@ impl Txn for CowTxn<'_> {
         };
         let result =
             self.db.commit_version(slot, &mut w.dirty, &mut w.tuples, tables, freed, false);
+        // Written into the region (or given back): the page buffers go to the next writers.
+        self.db.keep_buffers(self.worker, w.dirty.drain().map(|(_, node)| node.bytes));
         drop(w);
         self.end(false);
         result
