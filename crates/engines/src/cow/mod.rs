@@ -47,6 +47,11 @@
 //!   acknowledges. `pipeline=off` is LMDB's and N-Store's writer: the slot is held until the
 //!   commit is durable. Both do the same flushes and barriers per commit; what moves is the
 //!   barrier's latency, out of the one-writer section.
+//! * **A copy's checksum is derived** (issue 35, `layout::NodeBuf`): a writer does not verify
+//!   a committed node as it copies it nor checksum it in full at commit; the stored checksum is
+//!   carried through the copy's in-place changes (CRC-32C is affine), so damage in the copy is
+//!   kept as a checksum that fails, never laundered; a change of the node's shape verifies the
+//!   copy first. The copies reuse page buffers each worker keeps.
 //! * **Group commit** (`group_commit_ms`, N-Store's `gc_interval`): commits within the interval
 //!   write their pages at once but share one barrier and one master swap; their tokens become
 //!   durable with it. 0: each commit persists alone (2 barriers).
