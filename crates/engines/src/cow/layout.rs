@@ -236,7 +236,8 @@ fn node_crc(bytes: &[u8], used: usize) -> u32 {
 /// full when sealed. Before (issue 35), every copy was verified and every seal checksummed the
 /// whole node: two passes over each node a write copies, a third of a write's time.
 pub struct NodeBuf {
-    pub bytes: Vec<u8>,
+    /// Private: every change goes through a method that keeps `derived` current.
+    bytes: Vec<u8>,
     /// The checksum the bytes should have, derived from a committed node's (`None`: a node
     /// built here, or verified; checksummed in full by `seal`).
     derived: Option<u32>,
@@ -266,6 +267,11 @@ impl NodeBuf {
         bytes.extend_from_slice(node.bytes);
         let derived = Some(get_u32(node.bytes, H_CRC));
         NodeBuf { bytes, derived, source: page }
+    }
+
+    /// The page buffer, for reuse by a later node.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
     }
 
     /// Verifies a copy against its derived checksum before a change of shape; from then on

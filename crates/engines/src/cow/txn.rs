@@ -531,7 +531,7 @@ impl<'a> CowTxn<'a> {
                 self.db.give_back(w.dirty.keys().copied());
                 self.db.give_back_tuples(w.tuples.keys().copied());
             }
-            self.db.keep_buffers(self.worker, w.dirty.into_values().map(|node| node.bytes));
+            self.db.keep_buffers(self.worker, w.dirty.into_values().map(NodeBuf::into_bytes));
         }
         self.db.unpin(self.pinned_on, self.snap.number);
     }
@@ -680,7 +680,7 @@ impl Txn for CowTxn<'_> {
         let result =
             self.db.commit_version(slot, &mut w.dirty, &mut w.tuples, tables, freed, false);
         // Written into the region (or given back): the page buffers go to the next writers.
-        self.db.keep_buffers(self.worker, w.dirty.drain().map(|(_, node)| node.bytes));
+        self.db.keep_buffers(self.worker, w.dirty.drain().map(|(_, node)| node.into_bytes()));
         drop(w);
         self.end(false);
         result
