@@ -404,7 +404,10 @@ impl Ycsb {
 ///
 /// [`NoopEngine`]: crate::testing::NoopEngine
 fn verify_run(cfg: &YcsbConfig, key: u64, row: &[u8]) -> Result<(), DbError> {
-    if row.iter().all(|b| *b == 0) {
+    // A stored row's checksum word is never 0 (it carries `CHECK_TAG`), so only a row whose
+    // word is 0 is looked at whole, a word at a time (a byte loop cost the driver 0.3 µs a read).
+    let zero_word = row.get(OFF_CHECKSUM..OFF_CHECKSUM + 8).is_some_and(|w| w == [0; 8]);
+    if zero_word && row.chunks(8).all(|w| w.iter().fold(0, |a, b| a | b) == 0) {
         return Ok(());
     }
     verify_row(cfg, key, row).map(|_| ()).map_err(DbError::Corrupt)
@@ -720,8 +723,14 @@ impl YcsbWorker {
             row[offset..offset + n].copy_from_slice(data);
             let c = checksum(row);
             put_u64(row, OFF_CHECKSUM, c);
-            txn.update(table, key, OFF_VERSION as u32, &row[OFF_VERSION..OFF_FIELDS])?;
-            txn.update(table, key, offset as u32, data)?;
+            if offset == OFF_FIELDS {
+                // The version, the checksum and the fields are one contiguous range: one write
+                // of the row, as N-Store's update of a whole tuple is.
+                txn.update(table, key, OFF_VERSION as u32, &row[OFF_VERSION..offset + n])?;
+            } else {
+                txn.update(table, key, OFF_VERSION as u32, &row[OFF_VERSION..OFF_FIELDS])?;
+                txn.update(table, key, offset as u32, data)?;
+            }
             Ok(Outcome::Commit(Some(version)))
         })?;
         Ok((done.token, done.retries, done.value))
