@@ -298,6 +298,7 @@ impl<'a> InPlaceTxn<'a> {
             guess = hints.as_ref().map_or(0, |h| h.get(table, key));
         }
         if guess == 0 && db.search_first {
+            db.locks.prefetch_for_read(table, key);
             guess = db.tree(t).get(key)?.unwrap_or(0);
             if let (Some(h), true) = (hints.as_mut(), guess != 0) {
                 h.put(table, key, guess);
