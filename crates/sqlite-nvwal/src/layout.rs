@@ -84,7 +84,7 @@ fn seal_crc(kind: u32, index: u32, value: u64) -> u32 {
     b[0..4].copy_from_slice(&kind.to_le_bytes());
     b[4..8].copy_from_slice(&index.to_le_bytes());
     b[8..16].copy_from_slice(&value.to_le_bytes());
-    crc32c::crc32c(&b)
+    storage::crc::crc32c(&b)
 }
 
 /// Largest database length a sealed length word holds (48 bits).
@@ -109,7 +109,7 @@ pub const CHUNK_SUM_BYTES: u64 = 4;
 
 /// The checksum a database chunk's table entry holds.
 pub fn chunk_sum(chunk: u64, bytes: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&chunk.to_le_bytes()), bytes)
+    storage::crc::crc32c_append(storage::crc::crc32c(&chunk.to_le_bytes()), bytes)
 }
 /// Block states (paper §3.3's tri-state flag).
 pub const BLOCK_FREE: u64 = 0;
@@ -219,7 +219,7 @@ impl Layout {
     pub fn decode(geometry: &[u8], crc: u64, region_bytes: u64) -> Result<Layout> {
         let field = |i: usize| u64::from_le_bytes(geometry[i * 8..i * 8 + 8].try_into().unwrap());
         let bad = |m: String| Err(DbError::Corrupt(format!("sqlite-nvwal header: {m}")));
-        if u64::from(crc32c::crc32c(&geometry[..64])) != crc {
+        if u64::from(storage::crc::crc32c(&geometry[..64])) != crc {
             return bad("geometry checksum mismatch".into());
         }
         if field(1) != VERSION {
@@ -339,8 +339,9 @@ impl RecordHeader {
     /// The record checksum of this header (its `crc` field aside) and `payload`.
     pub fn sum(&self, payload: &[u8]) -> u32 {
         let b = self.encode();
-        let head = crc32c::crc32c_append(crc32c::crc32c(&b[8..RECORD_CRC_AT]), &b[52..56]);
-        crc32c::crc32c_append(head, payload)
+        let head =
+            storage::crc::crc32c_append(storage::crc::crc32c(&b[8..RECORD_CRC_AT]), &b[52..56]);
+        storage::crc::crc32c_append(head, payload)
     }
 
     /// Whether the record's checksum matches it and `payload`.
@@ -618,7 +619,7 @@ mod tests {
         for old in [1u64, 2] {
             let mut g = l.geometry_bytes();
             g[8..16].copy_from_slice(&old.to_le_bytes());
-            let crc = u64::from(crc32c::crc32c(&g));
+            let crc = u64::from(storage::crc::crc32c(&g));
             match Layout::decode(&g, crc, 64 << 20) {
                 Err(DbError::Format(m)) => {
                     assert!(m.contains(&format!("version {old} ")), "{m}");
@@ -658,14 +659,14 @@ mod tests {
     }
 
     fn geometry_crc(l: &Layout) -> u64 {
-        u64::from(crc32c::crc32c(&l.geometry_bytes()))
+        u64::from(storage::crc::crc32c(&l.geometry_bytes()))
     }
 
     #[test]
     fn layout_round_trips_and_rejects_damage() {
         let l = Layout::plan(64 << 20, 16 << 20, 8192).unwrap();
         let g = l.geometry_bytes();
-        let crc = u64::from(crc32c::crc32c(&g));
+        let crc = u64::from(storage::crc::crc32c(&g));
         assert_eq!(Layout::decode(&g, crc, 64 << 20).unwrap(), l);
         let mut bad = g;
         bad[30] ^= 1;

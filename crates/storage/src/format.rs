@@ -146,7 +146,7 @@ pub fn page_offset(page: PageId) -> u64 {
 }
 
 pub fn crc(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
+    crate::crc::crc32c(bytes)
 }
 
 /// The superblock: identifies the region, its engine and layout.

@@ -53,7 +53,7 @@ pub fn row_crc(rid: u64, key: u64, row: &[&[u8]]) -> u32 {
     let mut head = [0u8; 16];
     head[..8].copy_from_slice(&rid.to_le_bytes());
     head[8..].copy_from_slice(&key.to_le_bytes());
-    row.iter().fold(crc32c::crc32c(&head), |c, part| crc32c::crc32c_append(c, part))
+    row.iter().fold(crate::crc::crc32c(&head), |c, part| crate::crc::crc32c_append(c, part))
 }
 
 /// The checksum ([`row_crc`]) of a `row_len`-byte row once `new` replaces `old` at `offset`,
@@ -84,7 +84,7 @@ pub fn row_crc_updated(crc: u32, row_len: usize, offset: usize, old: &[u8], new:
 /// The linear CRC-32C register after `data`, from register `reg` (the crate's CRC inverts
 /// the register before and after).
 fn linear_append(reg: u32, data: &[u8]) -> u32 {
-    !crc32c::crc32c_append(!reg, data)
+    !crate::crc::crc32c_append(!reg, data)
 }
 
 /// The reflected CRC-32C polynomial.

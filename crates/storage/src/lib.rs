@@ -20,6 +20,7 @@ pub mod btree;
 pub mod catalog;
 pub mod conformance;
 pub mod counters;
+pub mod crc;
 pub mod engine;
 pub mod format;
 pub mod heap;

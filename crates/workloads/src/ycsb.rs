@@ -414,8 +414,8 @@ fn verify_run(cfg: &YcsbConfig, key: u64, row: &[u8]) -> Result<(), DbError> {
 }
 
 fn checksum(row: &[u8]) -> u64 {
-    let c = crc32c::crc32c(&row[..OFF_CHECKSUM]);
-    let c = crc32c::crc32c_append(c, &row[OFF_FIELDS..]);
+    let c = storage::crc::crc32c(&row[..OFF_CHECKSUM]);
+    let c = storage::crc::crc32c_append(c, &row[OFF_FIELDS..]);
     (CHECK_TAG << 32) | c as u64
 }
 

@@ -206,7 +206,7 @@ impl<'a> Node<'a> {
 
 /// A leaf entry's checksum: its key and row (entries move between leaves, so no page in it).
 pub fn entry_crc(key: u64, row: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&key.to_le_bytes()), row)
+    storage::crc::crc32c_append(storage::crc::crc32c(&key.to_le_bytes()), row)
 }
 
 /// A leaf value: `row` and its checksum (0 in a region without row checksums).
@@ -219,8 +219,8 @@ pub fn leaf_value(key: u64, row: &[u8], checksums: bool) -> Vec<u8> {
 }
 
 fn node_crc(bytes: &[u8], used: usize) -> u32 {
-    let head = crc32c::crc32c(&bytes[..H_CRC]);
-    crc32c::crc32c_append(head, &bytes[H_CRC + 4..used])
+    let head = storage::crc::crc32c(&bytes[..H_CRC]);
+    storage::crc::crc32c_append(head, &bytes[H_CRC + 4..used])
 }
 
 /// A node being built or changed by a writer (a whole page buffer).
@@ -449,7 +449,7 @@ pub fn master_header(pointers: bool) -> [u8; 16] {
     let mut h = [0u8; 16];
     h[..8].copy_from_slice(&MASTER_MAGIC.to_le_bytes());
     h[8..12].copy_from_slice(&u32::from(pointers).to_le_bytes());
-    let crc = crc32c::crc32c(&h[..12]);
+    let crc = storage::crc::crc32c(&h[..12]);
     h[12..].copy_from_slice(&crc.to_le_bytes());
     h
 }
@@ -459,7 +459,7 @@ pub fn decode_master_header(h: &[u8]) -> std::result::Result<bool, String> {
     if h.len() < 16 || get_u64(h, 0) != MASTER_MAGIC {
         return Err("bad layout magic".into());
     }
-    if get_u32(h, 12) != crc32c::crc32c(&h[..12]) {
+    if get_u32(h, 12) != storage::crc::crc32c(&h[..12]) {
         return Err("master page header fails its checksum".into());
     }
     match get_u32(h, 8) {
@@ -470,8 +470,10 @@ pub fn decode_master_header(h: &[u8]) -> std::result::Result<bool, String> {
 }
 
 fn master_check(meta_page: PageId, meta_crc: u32) -> u32 {
-    let c =
-        crc32c::crc32c_append(crc32c::crc32c(&meta_page.to_le_bytes()), &meta_crc.to_le_bytes());
+    let c = storage::crc::crc32c_append(
+        storage::crc::crc32c(&meta_page.to_le_bytes()),
+        &meta_crc.to_le_bytes(),
+    );
     // Never 0, so that a zeroed master word is never valid (0 is what damage most often leaves).
     (c & 0xFF_FFFF).max(1)
 }
@@ -535,7 +537,7 @@ pub fn stored_meta_crc(b: &[u8]) -> u32 {
 }
 
 fn meta_crc(b: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&b[..M_CRC]), &b[M_CRC + 4..])
+    storage::crc::crc32c_append(storage::crc::crc32c(&b[..M_CRC]), &b[M_CRC + 4..])
 }
 
 /// Decodes and validates a meta page (a whole page); `is_data_page` checks root page ids.

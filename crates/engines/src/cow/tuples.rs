@@ -63,7 +63,7 @@ pub fn page_header(owner: u32, slot_bytes: usize) -> [u8; HEADER] {
     h[P_KIND..P_KIND + 2].copy_from_slice(&KIND_TUPLES.to_le_bytes());
     h[P_SLOT_BYTES..P_SLOT_BYTES + 4].copy_from_slice(&(slot_bytes as u32).to_le_bytes());
     h[P_OWNER..P_OWNER + 4].copy_from_slice(&owner.to_le_bytes());
-    let crc = crc32c::crc32c(&h[..P_CRC]);
+    let crc = storage::crc::crc32c(&h[..P_CRC]);
     h[P_CRC..P_CRC + 4].copy_from_slice(&crc.to_le_bytes());
     h
 }
@@ -74,7 +74,7 @@ pub fn check_page(bytes: &[u8], page: PageId, shape: &Shape) -> Result<()> {
     let ok = get_u16(h, P_KIND) == KIND_TUPLES
         && get_u32(h, P_SLOT_BYTES) as usize == slot_bytes(shape)
         && get_u32(h, P_OWNER) == shape.owner
-        && get_u32(h, P_CRC) == crc32c::crc32c(&h[..P_CRC]);
+        && get_u32(h, P_CRC) == storage::crc::crc32c(&h[..P_CRC]);
     if ok {
         Ok(())
     } else {

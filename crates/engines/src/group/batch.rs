@@ -308,9 +308,9 @@ impl BatchLog {
 
 /// Checksum of a log's entries, bound to the batch id (a stale log cannot pass for another).
 fn entries_crc(batch: u64, offsets: &[u8], lines: &[u8]) -> u64 {
-    let crc = crc32c::crc32c(&batch.to_le_bytes());
-    let crc = crc32c::crc32c_append(crc, offsets);
-    u64::from(crc32c::crc32c_append(crc, lines))
+    let crc = storage::crc::crc32c(&batch.to_le_bytes());
+    let crc = storage::crc::crc32c_append(crc, offsets);
+    u64::from(storage::crc::crc32c_append(crc, lines))
 }
 
 #[cfg(test)]

@@ -399,8 +399,8 @@ impl NvmMem {
 }
 
 fn node_crc(header: &[u8], value: &[u8]) -> u32 {
-    let head = crc32c::crc32c(&header[..NODE_CRC]);
-    crc32c::crc32c_append(crc32c::crc32c_append(head, &header[NODE_CRC + 4..]), value)
+    let head = storage::crc::crc32c(&header[..NODE_CRC]);
+    storage::crc::crc32c_append(storage::crc::crc32c_append(head, &header[NODE_CRC + 4..]), value)
 }
 
 /// The DRAM memtable of the traditional engine: the newest version of each key.

@@ -211,8 +211,8 @@ impl<'a> RunBuilder<'a> {
 }
 
 fn entry_crc(e: &[u8]) -> u32 {
-    let mut c = crc32c::crc32c(&e[0..12]);
-    c = crc32c::crc32c_append(c, &e[16..]);
+    let mut c = storage::crc::crc32c(&e[0..12]);
+    c = storage::crc::crc32c_append(c, &e[16..]);
     c
 }
 

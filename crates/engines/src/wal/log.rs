@@ -77,7 +77,7 @@ pub(crate) fn record_bytes(payload: usize) -> u64 {
 }
 
 fn crc_of(offset: u64, payload: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc32c::crc32c(&offset.to_le_bytes()), payload)
+    storage::crc::crc32c_append(storage::crc::crc32c(&offset.to_le_bytes()), payload)
 }
 
 /// `[u32 payload bytes][u32 kind][u64 offset][u32 crc][u32 0][payload, padded][u64 LSN]`.

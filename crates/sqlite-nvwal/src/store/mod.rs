@@ -261,7 +261,11 @@ impl Store {
 
 /// The sealed checksum word of a WAL header and its epoch.
 pub(crate) fn wal_header_seal(header: &[u8], epoch: u32) -> u64 {
-    seal(SEAL_WAL_HEADER, 0, crc32c::crc32c_append(crc32c::crc32c(header), &epoch.to_le_bytes()))
+    seal(
+        SEAL_WAL_HEADER,
+        0,
+        storage::crc::crc32c_append(storage::crc::crc32c(header), &epoch.to_le_bytes()),
+    )
 }
 
 /// Tag of a `cs`-mode commit word (the checksum in its high half).
@@ -320,7 +324,7 @@ fn format(region: &Region, layout: &Layout) {
     region.fence();
     let geometry = layout.geometry_bytes();
     region.write(8, &geometry[8..]);
-    region.write_u64(H_GEOMETRY_CRC, u64::from(crc32c::crc32c(&geometry)));
+    region.write_u64(H_GEOMETRY_CRC, u64::from(storage::crc::crc32c(&geometry)));
     region.write_u64(H_DB_LEN, seal_len(0));
     region.write_u64(H_FIRST_BLOCK, seal(SEAL_NEXT, HEADER_LINK, 0));
     region.write(H_WAL_HEADER, &[0u8; WAL_HEADER_BYTES]);

@@ -301,8 +301,8 @@ impl Store {
                 apply_ranges(&mut page, &ranges, payload)?;
             }
             let encoded = header.encode();
-            crc = crc32c::crc32c_append(crc, &encoded[8..]);
-            crc = crc32c::crc32c_append(crc, payload);
+            crc = storage::crc::crc32c_append(crc, &encoded[8..]);
+            crc = storage::crc::crc32c_append(crc, payload);
             let bytes = RecordHeader::record_bytes(header.len);
             log.shadow.extend_from_slice(&header.frame_header);
             log.shadow.extend_from_slice(&page);

@@ -301,8 +301,8 @@ impl Store {
         self.region.write(pos, &encoded);
         self.region.write(pos + RECORD_HEADER_BYTES as u64, &payload);
         if self.options.sync == SyncMode::Checksum {
-            log.txn_crc = crc32c::crc32c_append(log.txn_crc, &encoded[8..]);
-            log.txn_crc = crc32c::crc32c_append(log.txn_crc, &payload);
+            log.txn_crc = storage::crc::crc32c_append(log.txn_crc, &encoded[8..]);
+            log.txn_crc = storage::crc::crc32c_append(log.txn_crc, &payload);
         }
         log.records.push(Rec { pos, slot: log.tail_slot, pgno, bytes });
         log.last_of_page.insert(pgno, frame as u32);
@@ -371,7 +371,7 @@ impl Store {
             for r in &log.records[log.committed..] {
                 let bytes = self.region.read(r.pos + 8, r.bytes as usize - 8);
                 let header = RecordHeader::decode(self.region.read(r.pos, RECORD_HEADER_BYTES));
-                crc = crc32c::crc32c_append(
+                crc = storage::crc::crc32c_append(
                     crc,
                     &bytes[..RECORD_HEADER_BYTES - 8 + header.len as usize],
                 );

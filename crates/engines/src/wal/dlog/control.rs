@@ -33,7 +33,7 @@ fn d_crc(words: &[u64]) -> u64 {
     for w in words {
         bytes.extend_from_slice(&w.to_le_bytes());
     }
-    u64::from(crc32c::crc32c(&bytes)) ^ D_MAGIC
+    u64::from(storage::crc::crc32c(&bytes)) ^ D_MAGIC
 }
 
 fn cache_code(c: Cache) -> u64 {
@@ -51,7 +51,7 @@ pub(crate) fn horizon_word(h: u64) -> u64 {
 }
 
 fn horizon_check(h: u64) -> u64 {
-    u64::from(crc32c::crc32c(&(h ^ D_MAGIC).to_le_bytes()) & 0xffff)
+    u64::from(storage::crc::crc32c(&(h ^ D_MAGIC).to_le_bytes()) & 0xffff)
 }
 
 /// One copy of the redo points as bytes: `[seq][points...][crc32c of the rest, xor magic]`.
