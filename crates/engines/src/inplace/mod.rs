@@ -311,6 +311,9 @@ pub(crate) struct WorkerLogs {
     /// Where this worker found keys' rows (`None` until its first point read, and always
     /// when the engine's hints are off).
     pub hints: Option<SlotHints>,
+    /// The worker's last transaction's list of in-place writes, empty, kept for its capacity:
+    /// the next transaction's writes are listed without allocating.
+    pub dirty: Vec<(u64, u64)>,
 }
 
 impl WorkerLogs {

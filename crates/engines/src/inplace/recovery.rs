@@ -119,6 +119,7 @@ fn attach_logs(region: &Region, layout: &Layout) -> Result<Vec<WorkerLogs>> {
                 sys: UndoLog::attach(region, page_offset(layout.sys_undo_log_page(w)), sys_cap)?,
                 begun: 0,
                 hints: None,
+                dirty: Vec::new(),
             })
         })
         .collect()

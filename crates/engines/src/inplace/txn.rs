@@ -87,10 +87,11 @@ pub(crate) fn logical(table: TableId, a: u64, b: u64) -> [u8; 20] {
 impl<'a> InPlaceTxn<'a> {
     pub(crate) fn new(
         db: &'a InPlace,
-        logs: MutexGuard<'a, WorkerLogs>,
+        mut logs: MutexGuard<'a, WorkerLogs>,
         id: u64,
         worker: usize,
     ) -> Self {
+        let dirty = std::mem::take(&mut logs.dirty);
         InPlaceTxn {
             db,
             logs,
@@ -98,7 +99,7 @@ impl<'a> InPlaceTxn<'a> {
             worker,
             // The begin time orders transactions for wait-die.
             locks: LockSet::aged(pmem::timing::rdtsc()),
-            dirty: Vec::new(),
+            dirty,
             fresh: Vec::new(),
             to_free: Vec::new(),
             deleted: Vec::new(),
@@ -394,6 +395,8 @@ impl<'a> InPlaceTxn<'a> {
             }
         }
         self.locks.release_all(&self.db.locks, self.id);
+        self.dirty.clear();
+        self.logs.dirty = std::mem::take(&mut self.dirty);
         self.finished = true;
     }
 
@@ -593,9 +596,11 @@ impl Txn for InPlaceTxn<'_> {
                 let _group = crate::wal::capture::StoreGroup::open();
                 self.logs.user.finish(&dirty);
             }
+            self.dirty = dirty;
         } else {
             db.region.flush_ranges(&dirty);
             db.region.fence();
+            self.dirty = dirty;
             self.logs.user.mark_committed();
             let frees = std::mem::take(&mut self.to_free);
             if self.free_slots_unlisted(&frees)? {
