@@ -447,14 +447,7 @@ impl LockManager {
     #[inline]
     pub fn prefetch_for_lock(&self, table: TableId, key: u64) {
         #[cfg(target_arch = "x86_64")]
-        {
-            let line: *const StripeLine = &self.lines[stripe_of(table, key)];
-            // SAFETY: the address is inside `lines`; a prefetch never faults nor writes.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-                _mm_prefetch::<_MM_HINT_ET0>(line.cast());
-            }
-        }
+        self.prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(table, key);
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (table, key);
     }
@@ -465,16 +458,17 @@ impl LockManager {
     #[inline]
     pub fn prefetch_for_read(&self, table: TableId, key: u64) {
         #[cfg(target_arch = "x86_64")]
-        {
-            let line: *const StripeLine = &self.lines[stripe_of(table, key)];
-            // SAFETY: the address is inside `lines`; a prefetch never faults nor writes.
-            unsafe {
-                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-                _mm_prefetch::<_MM_HINT_T0>(line.cast());
-            }
-        }
+        self.prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(table, key);
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (table, key);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn prefetch<const HINT: i32>(&self, table: TableId, key: u64) {
+        let line: *const StripeLine = &self.lines[stripe_of(table, key)];
+        // SAFETY: the address is inside `lines`; a prefetch never faults nor writes.
+        unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(line.cast()) }
     }
 
     /// The lock table's counters: requests, conflicts, optimistic reads, reads that fell back to
