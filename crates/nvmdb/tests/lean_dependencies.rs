@@ -15,7 +15,8 @@ const ALLOWED_EXTERNAL: &[&str] = &[
     "rand",
     "rand_chacha",
     "serde",
-    "crc32c",
+    // CRC-32C (storage::crc); it replaced `crc32c` (2026-11-29) and brings `digest` and `spin`.
+    "crc-fast",
 ];
 /// Workspace crates the library may depend on.
 const ALLOWED_WORKSPACE: &[&str] = &["nvmdb", "pmem", "storage", "engines"];
