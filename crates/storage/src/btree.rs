@@ -346,6 +346,13 @@ fn write_node(
     w.write(page, &[(0, &b)])
 }
 
+/// Charges the read model for the entries a rewrite from entry `from` shifts (`bytes` of them);
+/// the search already counted the header and the line it ended on.
+fn touch_shifted(w: &mut dyn PageWriter, page: PageId, from: usize, bytes: usize) {
+    let shifted = pmem::line_span((NODE_HEADER + from * ENTRY) as u64, bytes as u64).count;
+    w.store().touch_more(PageClass::Index, page, shifted.saturating_sub(1));
+}
+
 /// Rewrites entries `from..` of a node whose new entry list is `es`, plus its header.
 fn rewrite_from(
     w: &mut dyn PageWriter,
@@ -356,10 +363,7 @@ fn rewrite_from(
 ) -> Result<()> {
     let h = header(NodeId::of(n), es.len(), sibling(n), leftmost(n));
     let tail = encode_entries(&es[from.min(es.len())..]);
-    // The entries shifted are accessed too; the search already counted the header and the line
-    // it ended on.
-    let shifted = pmem::line_span((NODE_HEADER + from * ENTRY) as u64, tail.len() as u64).count;
-    w.store().touch_more(PageClass::Index, page, shifted.saturating_sub(1));
+    touch_shifted(w, page, from, tail.len());
     if tail.is_empty() {
         w.write(page, &[(0, &h)])
     } else {
@@ -716,12 +720,21 @@ impl<'a> BTree<'a> {
             Ok(_) => return Ok(false),
             Err(pos) => pos,
         };
-        let mut es = entries(n);
-        es.insert(pos, (key, value));
-        if es.len() <= self.capacity {
-            rewrite_from(w, leaf, n, &es, pos)?;
+        let c = count(n);
+        if c < self.capacity {
+            // No split: the new entry, then the entries after it as they are stored, written
+            // from `pos` on (the bytes `rewrite_from` writes, without decoding the node).
+            let mut tail = Vec::with_capacity((c - pos + 1) * ENTRY);
+            tail.extend_from_slice(&key.to_le_bytes());
+            tail.extend_from_slice(&value.to_le_bytes());
+            tail.extend_from_slice(&n[NODE_HEADER + pos * ENTRY..NODE_HEADER + c * ENTRY]);
+            let h = header(NodeId::of(n), c + 1, sibling(n), leftmost(n));
+            touch_shifted(w, leaf, pos, tail.len());
+            w.write(leaf, &[(0, &h), (NODE_HEADER + pos * ENTRY, &tail)])?;
             return Ok(true);
         }
+        let mut es = entries(n);
+        es.insert(pos, (key, value));
         // Split the leaf; push the separator up through the held ancestors. A key that continues
         // a dense ascending run (history ids, order ids) splits right after itself, so later keys
         // of the run append to a node of their own instead of shifting whatever follows the run
