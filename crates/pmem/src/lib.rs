@@ -31,8 +31,8 @@ pub use error::{PmemError, Result};
 pub use flush::{line_span, CpuFlushSupport, FlushKind, LineSpan, CACHE_LINE};
 pub use lock::FileLock;
 pub use region::{
-    filesystem_name, free_bytes, is_dax, Events, Medium, Region, RegionOptions, StoreObserver,
-    SyncMode, MAX_OBSERVERS,
+    filesystem_name, free_bytes, is_dax, Events, Medium, Region, RegionOptions, StoreGroup,
+    StoreObserver, SyncMode, MAX_OBSERVERS,
 };
 pub use sim::{CrashEvent, CrashPoint, CrashPolicy, MarkAim, Sim};
 pub use stats::{thread_id, Stats, ThreadCounters, WearGranularity, WearMap};

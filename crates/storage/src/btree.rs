@@ -408,6 +408,12 @@ struct Latches<'a> {
     root: Option<RwLockWriteGuard<'a, ()>>,
     path: Vec<Held<'a>>,
     siblings: Vec<ExclusiveLatch<'a>>,
+    /// The store group of an insert into a leaf with room or a remove that merges nothing
+    /// ([`pmem::Region::store_group`]): its stores (the system undo record, the leaf, the
+    /// log's free mark) go only to the worker's own log and the latched leaf, and it closes
+    /// before the latches are released. Never around a split or a merge: they allocate and
+    /// free pages, stores to the bitmap other workers write too.
+    group: Option<pmem::StoreGroup<'a>>,
 }
 
 impl<'a> BTree<'a> {
@@ -645,11 +651,13 @@ impl<'a> BTree<'a> {
     /// pointer, if it may have changed): the writer completes the change, or rolls it back on
     /// error, before any other writer can build on it. A crash can then never roll back one
     /// modification's before-images over another's committed change to the same page.
-    fn finish<T>(w: &mut dyn PageWriter, result: Result<T>, latches: Latches<'_>) -> Result<T> {
+    fn finish<T>(w: &mut dyn PageWriter, result: Result<T>, mut latches: Latches<'_>) -> Result<T> {
         let ended = match &result {
             Ok(_) => w.complete(),
             Err(_) => w.roll_back(),
         };
+        // The group's stores are all made: it closes while the latches still hold its pages.
+        drop(latches.group.take());
         drop(latches);
         ended?;
         result
@@ -714,6 +722,11 @@ impl<'a> BTree<'a> {
             (page, n) = (c, cn);
         }
         store.touch(PageClass::Index, page, search_lines(n));
+        if count(n) < self.capacity {
+            // No split follows, so no page allocation (a store to the shared bitmap): every
+            // store of this insert is to the worker's log or this latched leaf.
+            latches.group = Some(store.region().store_group());
+        }
         let Latches { root: root_guard, path, .. } = latches;
         let leaf = page;
         let pos = match search(n, key) {
@@ -824,7 +837,14 @@ impl<'a> BTree<'a> {
             (page, n) = (c, cn);
         }
         store.touch(PageClass::Index, page, search_lines(n));
-        let Latches { root: root_guard, path, siblings } = latches;
+        if count(n) > min || latches.path.len() == 1 {
+            // The leaf keeps at least `min` entries, or it is the root (a leaf root never
+            // collapses): no merge follows, so no page is freed (a store to the shared bitmap)
+            // and every store is to the worker's log or this leaf. (A leaf alone on the path
+            // is the root or was safe: the path is cleared only below a node above `min`.)
+            latches.group = Some(store.region().store_group());
+        }
+        let Latches { root: root_guard, path, siblings, .. } = latches;
         let leaf = page;
         let Ok(pos) = search(n, key) else { return Ok(None) };
         let value = val_at(n, pos);

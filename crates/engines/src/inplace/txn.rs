@@ -442,7 +442,7 @@ impl Txn for InPlaceTxn<'_> {
         let rid = self.take_slot(t)?;
         // Under `wal`, the undo records and the new row go to the log as one insert: the undo
         // log is this worker's, and the slot it took is its alone (`wal::capture`).
-        let group = crate::wal::capture::StoreGroup::open();
+        let group = db.region.store_group();
         let alloc_rec = logical(table, rid, 0);
         let index_rec = logical(table, key, rid);
         if let Err(e) = self.log(&[(REC_HEAP_ALLOC, &alloc_rec), (REC_INDEX_INSERT, &index_rec)]) {
@@ -484,7 +484,8 @@ impl Txn for InPlaceTxn<'_> {
         // Under `wal`, the undo record and the row go to the log as one insert: both are this
         // worker's alone until the latch and the row lock go (dropped after the latch guard
         // above is taken, so before it is released; see `wal::capture`).
-        let _group = crate::wal::capture::StoreGroup::open();
+        let db = self.db;
+        let _group = db.region.store_group();
         if self.fresh.contains(&rid) {
             self.write_update(rid, at, bytes, crc, false)?;
             return Ok(true);
@@ -513,10 +514,14 @@ impl Txn for InPlaceTxn<'_> {
         let db = self.db;
         let Some(rid) = self.find(t, key, guess)? else { return Ok(false) };
         self.forget(table, key);
-        self.log(&[
-            (REC_INDEX_DELETE, &logical(table, key, rid)),
-            (REC_FREE_SLOT, &logical(table, rid, 0)),
-        ])?;
+        {
+            // Under `wal`, the undo records go to the log as one insert (the log is ours).
+            let _group = db.region.store_group();
+            self.log(&[
+                (REC_INDEX_DELETE, &logical(table, key, rid)),
+                (REC_FREE_SLOT, &logical(table, rid, 0)),
+            ])?;
+        }
         // Pending before the key leaves the tree: a scan that misses the key finds it here.
         t.deleted.add(key);
         self.deleted.push((table, key));
@@ -593,7 +598,7 @@ impl Txn for InPlaceTxn<'_> {
             } else {
                 // The commit point: the data, then the 8-byte free mark (2 barriers); one
                 // insert into `wal`'s log (the undo log is this worker's).
-                let _group = crate::wal::capture::StoreGroup::open();
+                let _group = db.region.store_group();
                 self.logs.user.finish(&dirty);
             }
             self.dirty = dirty;

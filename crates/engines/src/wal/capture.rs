@@ -1,19 +1,23 @@
 //! The central log's capture of the buffer pool's stores (`log=central`), and store groups:
-//! the stores of one row update (its undo record and the row) inserted into the log as one
-//! reservation instead of one each (issue 35: TPC-B made 18 reservations of the one log a
+//! the stores of one row update (its undo record and the row), or of one B+tree insert into a
+//! leaf with room (its system undo record, the leaf, the free mark), inserted into the log as
+//! one reservation instead of one each (issue 35: TPC-B made 18 reservations of the one log a
 //! transaction, each a round trip through the consolidation array and the reservation lock).
 //!
 //! ARIES logs a record per update; our redo records are physical, one per store, so an update
 //! was 4 of them (undo record, undo header, row, row checksum). A **store group** collects the
-//! stores a thread makes while it holds a [`StoreGroup`] in a thread-local buffer and appends
+//! stores a thread makes while it holds a group of the buffer pool open
+//! ([`pmem::Region::store_group`], which calls [`Capture`]'s `on_group`) in a thread-local
+//! buffer and appends
 //! them, in the order they were made, as consecutive records of one reservation when the last
 //! guard drops ([`super::log::Log::append_batch`]); the log's format does not change, and a
 //! crash keeps a prefix of them, as it keeps a prefix of single records.
 //!
 //! **Where a group may be opened** (the caller's obligation): only around stores to bytes no
-//! other thread can store to before the group ends — this worker's own undo log, and a row
-//! it holds exclusively under its page latch — and only inside one operation of the engine's
-//! gate. A group's records then reach the log after its stores land in the buffer pool but
+//! other thread can store to before the group ends — this worker's own undo logs, a row it
+//! holds exclusively under its page latch, a B+tree leaf it holds latched until after the
+//! group closes (never around a split: its page allocation stores to the shared bitmap) — and
+//! only inside one operation of the engine's gate. A group's records then reach the log after its stores land in the buffer pool but
 //! before the operation ends, so everything that reads the log's end with operations
 //! quiesced (the checkpoint, the Pelley flusher's recLSN, the WAL rule before a write-back)
 //! sees them as before; and no store of another thread to the same bytes can be logged
@@ -22,15 +26,34 @@
 //! The distributed logs (`log=txn:N|page:N`) do not group: each of their stores takes a GSN.
 
 use super::log::{record_bytes, Log, BATCH_LIMIT_BYTES, MAX_PAYLOAD};
-use pmem::StoreObserver;
+use pmem::{Events, StoreObserver};
 use std::cell::RefCell;
 use std::sync::Arc;
 
 /// The observer installed on the buffer pool: every store becomes a redo record (buffered
-/// while the thread holds a [`StoreGroup`]).
+/// while the thread has a store group open).
 pub(crate) struct Capture(pub Arc<Log>);
 
 impl StoreObserver for Capture {
+    fn events(&self) -> Events {
+        Events::STORE | Events::GROUP
+    }
+
+    /// Groups nest: the outermost one's close appends what the thread buffered.
+    fn on_group(&self, open: bool) {
+        BUFFER.with(|b| {
+            let mut b = b.borrow_mut();
+            if open {
+                b.depth += 1;
+            } else if b.depth > 0 {
+                b.depth -= 1;
+                if b.depth == 0 {
+                    b.flush();
+                }
+            }
+        });
+    }
+
     fn on_store(&self, offset: u64, bytes: &[u8]) {
         let grouped = BUFFER.with(|b| {
             let mut b = b.borrow_mut();
@@ -92,30 +115,6 @@ thread_local! {
     static BUFFER: RefCell<Buffer> = RefCell::new(Buffer::default());
 }
 
-/// While alive, this thread's stores to a `wal` buffer pool are logged as one group (see the
-/// module doc for where one may be opened). Costs an engine not under `wal` two thread-local
-/// updates.
-pub(crate) struct StoreGroup(());
-
-impl StoreGroup {
-    pub(crate) fn open() -> StoreGroup {
-        BUFFER.with(|b| b.borrow_mut().depth += 1);
-        StoreGroup(())
-    }
-}
-
-impl Drop for StoreGroup {
-    fn drop(&mut self) {
-        BUFFER.with(|b| {
-            let mut b = b.borrow_mut();
-            b.depth -= 1;
-            if b.depth == 0 {
-                b.flush();
-            }
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +130,22 @@ mod tests {
         let device =
             Arc::new(crate::device::Device::open(&region, crate::device::Io::Nvm, "wal").unwrap());
         (region, Arc::new(Log::new(device, AREA, CAPACITY, 0, 0, insert)))
+    }
+
+    /// A store group of `capture` on this thread, as `Region::store_group` opens one.
+    struct Group<'c>(&'c Capture);
+
+    impl<'c> Group<'c> {
+        fn open(capture: &'c Capture) -> Group<'c> {
+            capture.on_group(true);
+            Group(capture)
+        }
+    }
+
+    impl Drop for Group<'_> {
+        fn drop(&mut self) {
+            self.0.on_group(false);
+        }
     }
 
     /// Store `i` of thread `t`: small ones, and every 9th past one record (appended alone).
@@ -155,9 +170,9 @@ mod tests {
                     s.spawn(move || {
                         let mut i = 0;
                         while i < per {
-                            let _outer = StoreGroup::open();
+                            let _outer = Group::open(&capture);
                             for _ in 0..(i % 6 + 1).min(per - i) {
-                                let _inner = (i % 2 == 0).then(StoreGroup::open);
+                                let _inner = (i % 2 == 0).then(|| Group::open(&capture));
                                 capture.on_store((t << 40) | (i << 20), &payload(t, i));
                                 i += 1;
                             }
@@ -191,7 +206,7 @@ mod tests {
         let capture = Capture(log.clone());
         let before = log.reservation_locks();
         for g in 0..10u64 {
-            let _group = StoreGroup::open();
+            let _group = Group::open(&capture);
             for i in 0..4 {
                 capture.on_store(g * 4096 + i * 64, &[g as u8; 48]);
             }
@@ -207,10 +222,11 @@ mod tests {
         let (region_a, a) = log(LogInsert::Consolidated);
         let (region_b, b) = log(LogInsert::Consolidated);
         {
-            let _group = StoreGroup::open();
-            Capture(a.clone()).on_store(8, &[1; 8]);
+            let first = Capture(a.clone());
+            let _group = Group::open(&first);
+            first.on_store(8, &[1; 8]);
             Capture(b.clone()).on_store(16, &[2; 8]);
-            Capture(a.clone()).on_store(24, &[3; 8]);
+            first.on_store(24, &[3; 8]);
         }
         for (region, log, want) in
             [(&region_a, &a, vec![(8, 1u8), (24, 3)]), (&region_b, &b, vec![(16, 2)])]

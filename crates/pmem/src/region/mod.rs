@@ -22,6 +22,7 @@ mod observe;
 mod options;
 mod probe;
 
+pub use access::StoreGroup;
 pub use image::{sparse_clone, IMAGE_BLOCK};
 pub use mapping::{classify_dax_map_error, map_flags};
 pub use observe::{Events, StoreObserver, MAX_OBSERVERS};

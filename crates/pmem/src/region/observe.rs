@@ -4,7 +4,7 @@
 //! §5.1) and whatever an engine attaches (`wal`'s redo capture) — implements
 //! [`StoreObserver`] and sits in one short list that the access path walks.
 //!
-//! Each observer says which [`Events`] it wants; the list keeps their union in one byte, so an
+//! Each observer says which [`Events`] it wants; the list keeps their union in one word, so an
 //! event no observer wants costs the access path one load and one branch, and an observer is
 //! never called for an event it did not ask for (a store-only capture leaves reads alone).
 //!
@@ -21,12 +21,12 @@ use crate::flush::LineSpan;
 use crate::stats::{Stats, ThreadCounters, WearMap};
 use crate::timing::TimingModel;
 use crate::trace::{TraceKind, Tracer};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The events of the access path an observer may ask for (a set: combine with `|`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Events(u8);
+pub struct Events(u16);
 
 impl Events {
     /// None at all.
@@ -50,6 +50,9 @@ impl Events {
     /// Not an observer's event: set on a `sim` region, whose stores and flushes go through the
     /// crash simulator, so that the store path's one branch also decides "plain store or not".
     pub(super) const SIM_MEDIUM: Events = Events(1 << 7);
+    /// A store group opens or closes on the calling thread ([`super::Region::store_group`]):
+    /// [`StoreObserver::on_group`].
+    pub const GROUP: Events = Events(1 << 8);
 
     /// Whether `self` and `other` share an event.
     #[inline(always)]
@@ -95,6 +98,12 @@ pub trait StoreObserver: Send + Sync {
 
     /// The hardware fence of the calling thread completed (its earlier flushes are durable).
     fn on_fenced(&self) {}
+
+    /// A store group of the calling thread opens (`true`) or closes (`false`); groups nest.
+    /// The thread promises what [`super::Region::store_group`] says: no other thread stores to
+    /// the bytes it stores inside the group before the group closes. A redo capture may then
+    /// hold the group's stores and log them together when the outermost group closes.
+    fn on_group(&self, _open: bool) {}
 }
 
 /// How many observers a region holds at most: the four built-in ones and room for engines.
@@ -104,7 +113,7 @@ pub const MAX_OBSERVERS: usize = 8;
 pub(super) struct Observers {
     /// Union of the events the observers want (plus [`Events::SIM_MEDIUM`]): the access path's
     /// one test per event.
-    wants: AtomicU8,
+    wants: AtomicU16,
     /// Slots `0..count` are set.
     count: AtomicUsize,
     slots: [OnceLock<(Events, Arc<dyn StoreObserver>)>; MAX_OBSERVERS],
@@ -117,7 +126,7 @@ pub(super) struct Observers {
 impl Observers {
     pub(super) fn new(medium_bits: Events) -> Observers {
         Observers {
-            wants: AtomicU8::new(medium_bits.0),
+            wants: AtomicU16::new(medium_bits.0),
             count: AtomicUsize::new(0),
             slots: [const { OnceLock::new() }; MAX_OBSERVERS],
             adding: parking_lot::Mutex::new(()),
