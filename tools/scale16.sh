@@ -145,6 +145,11 @@ check() { # rep
     run "$1" "inplace tpcb-plain-read t=$t" inplace tpcb "$t" --scale "$t" --workload-opt for_update=false
     run "$1" "wal tpcb t=$t" wal tpcb "$t" --scale "$t"
   done
+  # Wait-die retries that keep the age they died with (off by default until measured here).
+  run "$1" "inplace tpcb-keep-age t=$MAXT" inplace tpcb "$MAXT" --scale "$MAXT" --engine-opt retry_keeps_age=on
+  run "$1" "wal tpcb-keep-age t=$MAXT" wal tpcb "$MAXT" --scale "$MAXT" --engine-opt retry_keeps_age=on
+  run "$1" "wal ycsb-write-heavy t=$MAXT" wal ycsb "$MAXT" --mix write-heavy --records 100000
+  run "$1" "wal ycsb-write-heavy-keep-age t=$MAXT" wal ycsb "$MAXT" --mix write-heavy --records 100000 --engine-opt retry_keeps_age=on
   # cow's pipelined commits (the default since 2026-11-29) against the slot held to durability
   # (lsm's group commit, decided by the 2026-11-28 rounds, is the default: docs/scaling.md).
   for t in 1 8 "$MAXT"; do

@@ -32,6 +32,10 @@ storage::engine_options! {
         key fault: Option<Fault> = None, "a deliberate protocol violation (tests only)";
         key io: crate::device::Io = crate::device::Io::Nvm,
             "load/store on NVRAM (nvm), or pwrite + fdatasync through the file system (fs)";
+        key retry_keeps_age: bool = false,
+            "wait-die as the textbook has it (Rosenkrantz et al. 1978): a transaction that died \
+             on a lock is retried with the age it died with, so it cannot die forever; off (the \
+             default): a retry takes a new age (`inplace`, `wal`, `group`)";
         key checksums: bool = true,
             "row checksums (heap slots, cow leaves, the lsm memtable), verified on every read \
              and by check; fixed at format time; off only to measure their cost";

@@ -513,6 +513,9 @@ pub struct LockSet {
     reads: Vec<Read>,
     /// The transaction's age for wait-die (0: never waits).
     age: u64,
+    /// A request was refused or a read failed validation: the transaction will abort on a
+    /// conflict, and its retry may keep its age ([`LockSet::refused`]).
+    refused: bool,
 }
 
 impl LockSet {
@@ -520,6 +523,20 @@ impl LockSet {
     /// holders: `age` orders transactions (its begin time; not 0).
     pub fn aged(age: u64) -> LockSet {
         LockSet { age: age.max(1), ..LockSet::default() }
+    }
+
+    /// The age this set was made with (wait-die's order; 0: never waits).
+    pub fn age(&self) -> u64 {
+        self.age
+    }
+
+    /// Whether a lock request was refused or an optimistic read failed validation (a conflict:
+    /// wait-die made this transaction die). Wait-die restarts a transaction that died with its
+    /// original age (Rosenkrantz, Stearns & Lewis, TODS 1978), so that it grows older with every
+    /// retry until it waits where it died; an engine hands this set's [`LockSet::age`] to the
+    /// worker's next transaction when it is true.
+    pub fn refused(&self) -> bool {
+        self.refused
     }
 
     /// A request that never waits (scans: they hold a leaf latch).
@@ -547,6 +564,20 @@ impl LockSet {
     }
 
     fn lock_with(
+        &mut self,
+        mgr: &LockManager,
+        txn: u64,
+        age: u64,
+        table: TableId,
+        key: u64,
+        mode: LockMode,
+    ) -> Result<()> {
+        let result = self.lock_with_inner(mgr, txn, age, table, key, mode);
+        self.refused |= result.is_err();
+        result
+    }
+
+    fn lock_with_inner(
         &mut self,
         mgr: &LockManager,
         txn: u64,
@@ -677,10 +708,11 @@ impl LockSet {
 
     /// Whether every optimistic read still holds (nothing written to its key since). A
     /// transaction validates before its commit point.
-    pub fn validate(&self, mgr: &LockManager) -> Result<()> {
+    pub fn validate(&mut self, mgr: &LockManager) -> Result<()> {
         for r in &self.reads {
             if mgr.stripe(r.stripe).load(Ordering::Acquire) != r.expect {
                 mgr.stats.add(Stat::ValidationFailures as usize, 1);
+                self.refused = true;
                 return Err(DbError::Conflict { table: r.table, key: r.key });
             }
         }

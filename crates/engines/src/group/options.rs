@@ -7,7 +7,7 @@ use storage::options::Bytes;
 
 /// The shared keys `group` takes (`crate::EngineOptions`'s).
 pub const SHARED_KEYS: &[&str] =
-    &["undo_pages", "sys_undo_pages", "node_capacity", "fault", "checksums"];
+    &["undo_pages", "sys_undo_pages", "node_capacity", "fault", "retry_keeps_age", "checksums"];
 
 storage::engine_options! {
     /// `group`'s own options.

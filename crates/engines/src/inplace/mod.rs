@@ -314,6 +314,9 @@ pub(crate) struct WorkerLogs {
     /// The worker's last transaction's list of in-place writes, empty, kept for its capacity:
     /// the next transaction's writes are listed without allocating.
     pub dirty: Vec<(u64, u64)>,
+    /// The age of the worker's last transaction if it died in wait-die (0: none): its retry,
+    /// the worker's next transaction, keeps it (`storage::lock::LockSet::refused`).
+    pub retry_age: u64,
 }
 
 impl WorkerLogs {
@@ -371,6 +374,9 @@ pub struct InPlace {
     pub(crate) protocol: Protocol,
     /// Whether point reads use the workers' [`SlotHints`].
     pub(crate) hints: bool,
+    /// `retry_keeps_age`: a transaction that died in wait-die hands its age to its worker's
+    /// next transaction, taken to be its retry ([`WorkerLogs::retry_age`]).
+    pub(crate) retry_keeps_age: bool,
     /// Whether a point read searches the B+tree before its optimistic read starts and checks
     /// the slot found inside it, as a hint (`InPlaceTxn::read`). Off while a read model
     /// counts accesses (`--read-latency`, `--cache-pages`, the CPU-cache model): a key found

@@ -120,6 +120,7 @@ fn attach_logs(region: &Region, layout: &Layout) -> Result<Vec<WorkerLogs>> {
                 begun: 0,
                 hints: None,
                 dirty: Vec::new(),
+                retry_age: 0,
             })
         })
         .collect()
@@ -215,6 +216,7 @@ pub(crate) fn recover(region: Region, layout: Layout, options: &EngineOptions) -
         fault: options.fault,
         protocol: options.inplace.protocol,
         hints: options.inplace.index_hints,
+        retry_keeps_age: options.retry_keeps_age,
         search_first,
         poisoned: AtomicBool::new(false),
     };

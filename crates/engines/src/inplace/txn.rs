@@ -92,13 +92,18 @@ impl<'a> InPlaceTxn<'a> {
         worker: usize,
     ) -> Self {
         let dirty = std::mem::take(&mut logs.dirty);
+        // The begin time orders transactions for wait-die; with `retry_keeps_age` a retry of
+        // one that died keeps the age it died with (it becomes the oldest in time).
+        let age = match std::mem::take(&mut logs.retry_age) {
+            0 => pmem::timing::rdtsc(),
+            kept => kept,
+        };
         InPlaceTxn {
             db,
             logs,
             id,
             worker,
-            // The begin time orders transactions for wait-die.
-            locks: LockSet::aged(pmem::timing::rdtsc()),
+            locks: LockSet::aged(age),
             dirty,
             fresh: Vec::new(),
             to_free: Vec::new(),
@@ -401,6 +406,10 @@ impl<'a> InPlaceTxn<'a> {
     }
 
     fn rollback(&mut self) -> Result<()> {
+        if self.db.retry_keeps_age && self.locks.refused() {
+            // Died on a conflict: the worker's next transaction is taken to be its retry.
+            self.logs.retry_age = self.locks.age();
+        }
         self.dirty.clear();
         if !self.logs.user.is_active() {
             return Ok(());
@@ -686,6 +695,68 @@ mod tests {
     /// A transaction of worker 0 (its own type: the guesses are a private path).
     fn txn(db: &InPlace) -> InPlaceTxn<'_> {
         InPlaceTxn::new(db, db.workers[0].lock(), 1 << 16 | 1, 0)
+    }
+
+    /// Wait-die as the textbook has it (`retry_keeps_age=on`) restarts a transaction that died
+    /// with its original age: the worker's next transaction after one that was refused a lock
+    /// keeps its age (and is older than every transaction begun since), while one after a
+    /// commit or a plain rollback is young; with the default, a retry is young too.
+    /// Would catch a retry that takes a new age with the option on (it can die again and again
+    /// behind older holders), an age kept past a commit, or the option leaking into the default.
+    #[test]
+    fn a_transaction_that_died_in_wait_die_is_retried_with_its_age() {
+        for keeps in [true, false] {
+            let region = Region::open(&RegionOptions::new(Medium::Dram, 16 << 20)).expect("region");
+            let opts =
+                crate::EngineOptions { workers: 3, retry_keeps_age: keeps, ..Default::default() };
+            let db = InPlace::open(region, &opts).expect("open");
+            let table = db
+                .create_table(&TableSpec { name: "t".into(), row_bytes: 64, expected_rows: 0 })
+                .expect("table");
+            let mut w = db.begin(0).expect("begin");
+            for key in 0..4 {
+                w.insert(table, key, &row(key)).expect("insert");
+            }
+            w.commit().expect("commit");
+            let begin = |worker: usize, n: u64| {
+                let id = n << 16 | (worker as u64 + 1);
+                InPlaceTxn::new(&db, db.workers[worker].lock(), id, worker)
+            };
+            // The older transaction (worker 1) holds key 1; the younger (worker 0) dies on it.
+            let mut older = begin(1, 1);
+            older.lock(table, 1, LockMode::Exclusive).expect("older locks");
+            let mut young = begin(0, 2);
+            let died_age = young.locks.age();
+            assert!(died_age > older.locks.age());
+            young.lock(table, 2, LockMode::Exclusive).expect("a free key");
+            let e = young.lock(table, 1, LockMode::Exclusive).expect_err("younger dies");
+            assert!(e.is_retryable(), "{e}");
+            assert!(young.locks.refused());
+            Box::new(young).abort().expect("abort");
+            // Meanwhile another transaction begins, younger than the one that died.
+            let later = begin(2, 3);
+            assert!(later.locks.age() > died_age);
+            drop(later);
+            let retry = begin(0, 4);
+            match keeps {
+                true => assert_eq!(retry.locks.age(), died_age, "the retry keeps its age"),
+                false => assert!(retry.locks.age() > died_age, "the default: a new age"),
+            }
+            drop(retry);
+            drop(older);
+            // Kept once: the worker's transaction after the retry is young again.
+            let next = begin(0, 5);
+            assert!(next.locks.age() > died_age);
+            // A rollback without a conflict, and a commit, pass no age on.
+            Box::new(next).abort().expect("abort");
+            let after = begin(0, 6);
+            assert!(after.locks.age() > died_age && !after.locks.refused());
+            drop(after);
+            let mut t = begin(0, 7);
+            t.lock(table, 3, LockMode::Exclusive).expect("lock");
+            Box::new(t).commit().expect("commit");
+            assert!(begin(0, 8).locks.age() > died_age);
+        }
     }
 
     /// The guesses a search before the read or lock may hand over stale: every kind of wrong

@@ -10,8 +10,15 @@ use std::collections::BTreeMap;
 use storage::options::{Bytes, OptionValue};
 
 /// The shared keys `wal` takes (`crate::EngineOptions`'s).
-pub const SHARED_KEYS: &[&str] =
-    &["undo_pages", "sys_undo_pages", "node_capacity", "fault", "io", "checksums"];
+pub const SHARED_KEYS: &[&str] = &[
+    "undo_pages",
+    "sys_undo_pages",
+    "node_capacity",
+    "fault",
+    "io",
+    "retry_keeps_age",
+    "checksums",
+];
 
 storage::engine_options! {
     /// `wal`'s own options.
