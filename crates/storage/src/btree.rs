@@ -722,12 +722,7 @@ impl<'a> BTree<'a> {
             (page, n) = (c, cn);
         }
         store.touch(PageClass::Index, page, search_lines(n));
-        if count(n) < self.capacity {
-            // No split follows, so no page allocation (a store to the shared bitmap): every
-            // store of this insert is to the worker's log or this latched leaf.
-            latches.group = Some(store.region().store_group());
-        }
-        let Latches { root: root_guard, path, .. } = latches;
+        let Latches { root: root_guard, path, group, .. } = latches;
         let leaf = page;
         let pos = match search(n, key) {
             Ok(_) => return Ok(false),
@@ -735,7 +730,10 @@ impl<'a> BTree<'a> {
         };
         let c = count(n);
         if c < self.capacity {
-            // No split: the new entry, then the entries after it as they are stored, written
+            // No split, so no page allocation (a store to the shared bitmap): every store of
+            // this insert is to the worker's log or this latched leaf, one store group.
+            *group = Some(store.region().store_group());
+            // The new entry, then the entries after it as they are stored, written
             // from `pos` on (the bytes `rewrite_from` writes, without decoding the node).
             let mut tail = Vec::with_capacity((c - pos + 1) * ENTRY);
             tail.extend_from_slice(&key.to_le_bytes());
@@ -837,14 +835,14 @@ impl<'a> BTree<'a> {
             (page, n) = (c, cn);
         }
         store.touch(PageClass::Index, page, search_lines(n));
-        if count(n) > min || latches.path.len() == 1 {
+        let Latches { root: root_guard, path, siblings, group } = latches;
+        if count(n) > min || path.len() == 1 {
             // The leaf keeps at least `min` entries, or it is the root (a leaf root never
             // collapses): no merge follows, so no page is freed (a store to the shared bitmap)
             // and every store is to the worker's log or this leaf. (A leaf alone on the path
             // is the root or was safe: the path is cleared only below a node above `min`.)
-            latches.group = Some(store.region().store_group());
+            *group = Some(store.region().store_group());
         }
-        let Latches { root: root_guard, path, siblings, .. } = latches;
         let leaf = page;
         let Ok(pos) = search(n, key) else { return Ok(None) };
         let value = val_at(n, pos);

@@ -572,20 +572,6 @@ impl LockSet {
         key: u64,
         mode: LockMode,
     ) -> Result<()> {
-        let result = self.lock_with_inner(mgr, txn, age, table, key, mode);
-        self.refused |= result.is_err();
-        result
-    }
-
-    fn lock_with_inner(
-        &mut self,
-        mgr: &LockManager,
-        txn: u64,
-        age: u64,
-        table: TableId,
-        key: u64,
-        mode: LockMode,
-    ) -> Result<()> {
         // A key this transaction holds fast is found by loads alone (YCSB's update writes its
         // row twice); another holder of the stripe makes the CAS fail, and the table decides.
         if mgr.fast_held_by(txn, table, key) {
@@ -595,7 +581,8 @@ impl LockSet {
             self.held.push((table, key, Hold::Fast));
             return self.became_exclusive(mgr, table, key);
         }
-        let grant = mgr.lock_aged(txn, age, table, key, mode)?;
+        let grant =
+            mgr.lock_aged(txn, age, table, key, mode).inspect_err(|_| self.refused = true)?;
         match (grant, mode) {
             (Grant::Held, _) => {}
             (Grant::New, LockMode::Shared) => self.held.push((table, key, Hold::Shared)),
@@ -623,6 +610,7 @@ impl LockSet {
                 // Count the holder anyway: the release undoes it with the others.
                 mgr.stripe(s).fetch_add(HOLDER, Ordering::AcqRel);
                 mgr.stats.add(Stat::ValidationFailures as usize, 1);
+                self.refused = true;
                 return Err(DbError::Conflict { table, key });
             }
         }
