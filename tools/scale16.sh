@@ -145,6 +145,9 @@ check() { # rep
     run "$1" "inplace tpcb-plain-read t=$t" inplace tpcb "$t" --scale "$t" --workload-opt for_update=false
     run "$1" "wal tpcb t=$t" wal tpcb "$t" --scale "$t"
   done
+  # TPC-B's history row after the branch (the order before 2026-11-29) beside clause 1.2's.
+  run "$1" "inplace tpcb-history-last t=$MAXT" inplace tpcb "$MAXT" --scale "$MAXT" --workload-opt history_last=true
+  run "$1" "wal tpcb-history-last t=$MAXT" wal tpcb "$MAXT" --scale "$MAXT" --workload-opt history_last=true
   # Wait-die retries that keep the age they died with (off by default until measured here).
   run "$1" "inplace tpcb-keep-age t=$MAXT" inplace tpcb "$MAXT" --scale "$MAXT" --engine-opt retry_keeps_age=on
   run "$1" "wal tpcb-keep-age t=$MAXT" wal tpcb "$MAXT" --scale "$MAXT" --engine-opt retry_keeps_age=on

@@ -59,6 +59,9 @@ pub struct WorkloadOptions {
     /// TPC-B: read each balance with `Txn::read_for_update` (locked exclusively, then read).
     #[serde(deserialize_with = "bool_or_string")]
     pub for_update: Option<bool>,
+    /// TPC-B: insert the history row after the branch's update instead of second (clause 1.2).
+    #[serde(deserialize_with = "bool_or_string")]
+    pub history_last: Option<bool>,
 }
 
 /// Accepts `skew = 0.1` as well as `skew = "low"` (command lines turn numbers into numbers).
@@ -115,6 +118,7 @@ impl WorkloadOptions {
             ("max_retries", self.max_retries.is_some()),
             ("ops_per_txn", self.ops_per_txn.is_some()),
             ("for_update", self.for_update.is_some()),
+            ("history_last", self.history_last.is_some()),
         ];
         flags.iter().filter(|(_, set)| *set).map(|(name, _)| *name).collect()
     }
@@ -289,7 +293,9 @@ fn mobibench(o: &WorkloadOptions) -> Result<Mobibench, String> {
 }
 
 fn tpcb(o: &WorkloadOptions) -> Result<Tpcb, String> {
-    o.only("tpcb", &["scale", "mix", "txn", "accounts_per_branch", "max_retries", "for_update"])?;
+    let allowed =
+        ["scale", "mix", "txn", "accounts_per_branch", "max_retries", "for_update", "history_last"];
+    o.only("tpcb", &allowed)?;
     standard_mix("tpcb", &o.mix)?;
     if let Some(t) = &o.txn {
         if t != "account-update" {
@@ -308,6 +314,9 @@ fn tpcb(o: &WorkloadOptions) -> Result<Tpcb, String> {
     }
     if let Some(f) = o.for_update {
         cfg.for_update = f;
+    }
+    if let Some(h) = o.history_last {
+        cfg.history_last = h;
     }
     Tpcb::new(cfg)
 }

@@ -49,6 +49,10 @@ fn options_reach_the_workload() {
     assert!(by_name("ycsb-a", &o).is_ok());
     let o = WorkloadOptions { scale: Some(4), accounts_per_branch: Some(10), ..opts() };
     assert!(by_name("tpcb", &o).is_ok());
+    let o: WorkloadOptions =
+        serde_json::from_str(r#"{"history_last": "on", "for_update": "false"}"#).unwrap();
+    assert_eq!((o.history_last, o.for_update), (Some(true), Some(false)));
+    assert!(by_name("tpcb", &o).is_ok());
 }
 
 #[test]
@@ -57,6 +61,8 @@ fn bad_names_and_options_are_errors() {
     assert!(err("ycsb-g", opts()).contains("unknown workload"));
     let theta = WorkloadOptions { theta: Some(0.9), ..opts() };
     assert!(err("tpcb", theta).contains("theta does not apply to tpcb"));
+    let history = WorkloadOptions { history_last: Some(true), ..opts() };
+    assert!(err("tpcc", history).contains("history_last does not apply to tpcc"));
     let items = WorkloadOptions { items: Some(10), ..opts() };
     assert!(err("tatp", items).contains("items"));
     let mix = WorkloadOptions { mix: Some("balanced".into()), ..opts() };
