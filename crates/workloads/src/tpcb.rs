@@ -83,8 +83,8 @@ pub struct TpcbConfig {
     /// record the setting in `workload_opts`; those without it ran with `false`).
     pub for_update: bool,
     /// Insert the history row last, after the branch's update (the order every result before
-    /// 2026-11-29 ran: rows record the setting in `workload_opts`, and those without it ran
-    /// with `true`). Off by default: clause 1.2's profile, as DebitCredit (Anon et al., 1985)
+    /// 2026-11-29 20:17 UTC ran: rows record the setting in `workload_opts`, and those without
+    /// it ran with `true`). Off by default: clause 1.2's profile, as DebitCredit (Anon et al., 1985)
     /// and Shore-kits' `xct_acct_update` (the TPC-B that Pelley et al. and Wang & Johnson ran
     /// on Shore-MT) run it, is account, history, teller, branch, so the branch, the hottest
     /// row, is locked last and held only through the commit, not through the history insert.
