@@ -2,6 +2,7 @@
 //! the budget's number stay dirty, and the log is freed by the same flushing, never by a full
 //! checkpoint. Would catch: a flush rate that does not follow `max_dirty_pages` (Fig. 1's knob
 //! dead), a redo point that never moves (the log fills), or the option not reaching the engine.
+//! The default flusher (`flusher=checkpoint`) follows the same budget with whole checkpoints.
 
 use engines::wal::{Flusher, LogLayout, Wal};
 use engines::EngineOptions;
@@ -57,6 +58,21 @@ fn run_with(opts: &EngineOptions, write_line_ns: u64, until: impl Fn(&Wal) -> bo
         txn.commit().expect("commit");
     }
     e
+}
+
+#[test]
+fn the_checkpoint_flusher_checkpoints_once_the_dirty_pages_exceed_the_budget() {
+    // A log large enough that its pressure (half full) never checkpoints here: only the budget.
+    let checkpoints = |budget: u64| {
+        let opts = options(Flusher::Checkpoint, budget, 64 << 20);
+        let e = run(&opts, |e| figure(e, "log_bytes_forced") > 16 << 20);
+        std::thread::sleep(Duration::from_millis(50));
+        figure(&e, "checkpoints")
+    };
+    let eager = checkpoints(64);
+    let lazy = checkpoints(100_000);
+    assert!(eager > 1, "budget 64 pages: {eager} checkpoints, open's included");
+    assert_eq!(lazy, 1, "a budget above the pages touched: open's checkpoint only");
 }
 
 #[test]

@@ -96,6 +96,40 @@ impl DirtyLines {
         out
     }
 
+    /// Whether at least `at_least` groups of `words_per_group` primary words (64 lines a word;
+    /// `words_per_group` divides [`WORDS_PER_SEGMENT`]) hold a dirty line: how many pages are
+    /// dirty, counted a word at a time under the set top bits and no further than the answer
+    /// needs, where collecting them visits every dirty line. A word marked meanwhile may or
+    /// may not be counted.
+    pub fn groups_at_least(&self, words_per_group: usize, at_least: u64) -> bool {
+        assert!(
+            words_per_group > 0 && WORDS_PER_SEGMENT.is_multiple_of(words_per_group),
+            "a group of {words_per_group} words does not divide a segment"
+        );
+        if at_least == 0 {
+            return true;
+        }
+        let mut n = 0u64;
+        for (i, t) in self.top.iter().enumerate() {
+            let mut bits = t.load(Ordering::Acquire);
+            while bits != 0 {
+                let segment = i * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let words =
+                    &self.primary[segment * WORDS_PER_SEGMENT..(segment + 1) * WORDS_PER_SEGMENT];
+                for group in words.chunks(words_per_group) {
+                    if group.iter().any(|w| w.load(Ordering::Acquire) != 0) {
+                        n += 1;
+                        if n >= at_least {
+                            return true;
+                        }
+                    }
+                }
+            }
+        }
+        false
+    }
+
     /// Calls `visit(line)` for every dirty line of `segment`, ascending.
     pub fn segment_lines(&self, segment: usize, mut visit: impl FnMut(u64)) {
         let words = &self.primary[segment * WORDS_PER_SEGMENT..(segment + 1) * WORDS_PER_SEGMENT];
@@ -157,6 +191,32 @@ fn bits(from: u64, to: u64) -> u64 {
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn groups_at_least_counts_the_groups_holding_dirty_lines() {
+        let d = DirtyLines::new(1 << 24);
+        assert!(d.groups_at_least(2, 0));
+        assert!(!d.groups_at_least(2, 1));
+        let mut x = 0x0bad_5eed_1234_5678u64;
+        for round in 0..40 {
+            for _ in 0..(round * 7) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                d.mark(x % ((1 << 24) - 300), (x >> 50) % 300 + 1);
+            }
+            for words in [1usize, 2, 4, 8] {
+                let lines_per_group = words as u64 * 64;
+                let groups = d.lines().iter().map(|l| l / lines_per_group).collect::<BTreeSet<_>>();
+                let n = groups.len() as u64;
+                assert!(d.groups_at_least(words, n), "{words} words a group: {n} groups");
+                assert!(!d.groups_at_least(words, n + 1), "{words} words a group: not {}", n + 1);
+            }
+            if round % 10 == 9 {
+                d.clear();
+            }
+        }
+    }
 
     #[test]
     fn marks_are_reported_once_in_order_and_cleared() {
