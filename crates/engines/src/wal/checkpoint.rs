@@ -221,7 +221,7 @@ impl Shared {
             // Cheap test first: fewer dirty lines than pages allowed means few enough pages.
             // Then the pages are counted, not collected, and only up to the budget: collecting
             // them visits every dirty line, every round, idle or not (a YCSB read-only run
-            // kept this thread ~6% of a core busy doing it).
+            // kept this thread 3-5% of a core busy doing it).
             let words_per_page = (PAGE_SIZE_U64 / CACHE_LINE / 64) as usize;
             let too_dirty = self.max_dirty_pages > 0
                 && self.staging.dirty().is_some_and(|d| {
